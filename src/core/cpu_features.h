@@ -1,0 +1,18 @@
+// Instruction-set extensions of the running CPU, probed once.
+#pragma once
+
+#include <string>
+
+namespace autoglm {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+};
+
+const CpuFeatures& cpu_features();
+std::string cpu_features_string();
+
+}  // namespace autoglm

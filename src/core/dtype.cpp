@@ -1,0 +1,55 @@
+#include "core/dtype.h"
+
+#include <array>
+#include <cctype>
+
+#include "core/check.h"
+
+namespace autoglm {
+namespace {
+
+constexpr std::array<DTypeInfo, 21> kTypes = {{
+    {DType::F32, "F32", 1, 4},       {DType::F16, "F16", 1, 2},      {DType::Q4_0, "Q4_0", 32, 18},
+    {DType::Q4_1, "Q4_1", 32, 20},   {DType::Q5_0, "Q5_0", 32, 22},  {DType::Q5_1, "Q5_1", 32, 24},
+    {DType::Q8_0, "Q8_0", 32, 34},   {DType::Q8_1, "Q8_1", 32, 36},  {DType::Q2_K, "Q2_K", 256, 84},
+    {DType::Q3_K, "Q3_K", 256, 110}, {DType::Q4_K, "Q4_K", 256, 144}, {DType::Q5_K, "Q5_K", 256, 176},
+    {DType::Q6_K, "Q6_K", 256, 210}, {DType::Q8_K, "Q8_K", 256, 292}, {DType::IQ4_NL, "IQ4_NL", 32, 18},
+    {DType::I8, "I8", 1, 1},         {DType::I16, "I16", 1, 2},       {DType::I32, "I32", 1, 4},
+    {DType::I64, "I64", 1, 8},       {DType::F64, "F64", 1, 8},       {DType::BF16, "BF16", 1, 2},
+}};
+
+}  // namespace
+
+std::optional<DTypeInfo> dtype_info(uint32_t id) {
+  for (const auto& t : kTypes)
+    if (uint32_t(t.type) == id) return t;
+  return std::nullopt;
+}
+
+const DTypeInfo& dtype_info(DType t) {
+  for (const auto& info : kTypes)
+    if (info.type == t) return info;
+  AUTOGLM_CHECK(false && "unknown DType");
+  return kTypes[0];
+}
+
+std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& t : kTypes) {
+    if (t.name.size() != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size() && same; ++i)
+      same = std::toupper(static_cast<unsigned char>(name[i])) == t.name[i];
+    if (same) return t.type;
+  }
+  return std::nullopt;
+}
+
+int64_t dtype_row_bytes(DType t, int64_t n) {
+  const auto& info = dtype_info(t);
+  if (n % info.block_elems != 0) return -1;
+  return n / info.block_elems * info.block_bytes;
+}
+
+}  // namespace autoglm

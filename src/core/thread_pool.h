@@ -1,0 +1,47 @@
+// One persistent pool of worker threads shared by every parallel kernel.
+// The calling thread takes part in the work, so a pool of N threads runs N-1 workers.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace autoglm {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(thread_index, begin, end) over [0, n) split into contiguous chunks,
+  // one per thread; returns when all are done. Not reentrant.
+  void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+  void run_share(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  int64_t job_n_ = 0;
+  const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
+};
+
+// Number of physical cores (hyper-threads counted once); at least 1.
+int physical_core_count();
+
+}  // namespace autoglm

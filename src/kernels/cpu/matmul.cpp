@@ -1,0 +1,62 @@
+#include "kernels/cpu/matmul.h"
+
+#include <vector>
+
+#include "core/cpu_features.h"
+
+namespace autoglm::cpu {
+
+#define AUTOGLM_DECLARE_ISA(ns)                                                                           \
+  namespace ns {                                                                                          \
+  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                 \
+  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1, \
+                   float* scratch);                                                                        \
+  int tile_rows();                                                                                        \
+  }
+AUTOGLM_DECLARE_ISA(generic)
+#ifdef AUTOGLM_HAVE_AVX2_KERNELS
+AUTOGLM_DECLARE_ISA(avx2)
+#endif
+#undef AUTOGLM_DECLARE_ISA
+
+namespace {
+
+struct KernelSet {
+  const char* name;
+  decltype(&generic::decode_row) decode_row;
+  decltype(&generic::matmul_rows) matmul_rows;
+  int tile_rows;
+};
+
+const KernelSet& kernels() {
+  static const KernelSet set = [] {
+#ifdef AUTOGLM_HAVE_AVX2_KERNELS
+    const auto& f = cpu_features();
+    if (f.avx2 && f.fma && f.f16c) return KernelSet{"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows()};
+#endif
+    return KernelSet{"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows()};
+  }();
+  return set;
+}
+
+}  // namespace
+
+const char* kernel_isa() { return kernels().name; }
+
+void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
+  kernels().decode_row(w.type, w.data + row * w.row_bytes, out, w.cols);
+}
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  const KernelSet& k = kernels();
+  const int64_t tiles = (w.rows + k.tile_rows - 1) / k.tile_rows;
+  pool.parallel_for(tiles, [&](int, int64_t t0, int64_t t1) {
+    thread_local std::vector<float> scratch;
+    const size_t need = size_t(k.tile_rows * w.cols);
+    if (scratch.size() < need) scratch.resize(need);
+    const int64_t r0 = t0 * k.tile_rows, r1 = std::min(w.rows, t1 * k.tile_rows);
+    k.matmul_rows(w, x, n_tokens, y, r0, r1, scratch.data());
+  });
+}
+
+}  // namespace autoglm::cpu

@@ -1,0 +1,30 @@
+// Matrix multiplication by a weight matrix in any supported weight type.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace autoglm::cpu {
+
+// A row-major weight matrix [rows, cols] as stored in the file (one encoded row per output).
+struct WeightMatrix {
+  DType type = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_bytes = 0;
+};
+
+// y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
+// Weights stay encoded: rows are decoded a few at a time into a per-thread buffer.
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
+
+// Decodes one row to floats (embedding lookups).
+void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
+
+// Name of the kernel set chosen for this CPU ("avx2" or "generic").
+const char* kernel_isa();
+
+}  // namespace autoglm::cpu

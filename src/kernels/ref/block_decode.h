@@ -1,0 +1,174 @@
+// Dequantization of one block of each GGUF weight type: the reference semantics.
+// Everything is in an unnamed namespace on purpose: kernels/cpu includes this header
+// in translation units built for other ISAs, and each must keep its own copy.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/half.h"
+
+namespace autoglm {
+namespace {
+
+inline float read_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_float(h);
+}
+
+// Q4_0: fp16 d, 16 bytes of nibbles; low nibbles are elements 0..15, high 16..31.
+inline void decode_q4_0(const uint8_t* b, float* y) {
+  const float d = read_half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = float((qs[j] & 0x0f) - 8) * d;
+    y[j + 16] = float((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// Q4_1: fp16 d, fp16 m, nibbles; y = q*d + m.
+inline void decode_q4_1(const uint8_t* b, float* y) {
+  const float d = read_half(b), m = read_half(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = float(qs[j] & 0x0f) * d + m;
+    y[j + 16] = float(qs[j] >> 4) * d + m;
+  }
+}
+
+// Q5_0: fp16 d, 32 high bits, nibbles; y = (q5 - 16) * d.
+inline void decode_q5_0(const uint8_t* b, float* y) {
+  const float d = read_half(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int hi0 = ((qh >> j) << 4) & 0x10;
+    const int hi1 = (qh >> (j + 12)) & 0x10;
+    y[j] = float(((qs[j] & 0x0f) | hi0) - 16) * d;
+    y[j + 16] = float(((qs[j] >> 4) | hi1) - 16) * d;
+  }
+}
+
+// Q5_1: fp16 d, fp16 m, 32 high bits, nibbles; y = q5*d + m.
+inline void decode_q5_1(const uint8_t* b, float* y) {
+  const float d = read_half(b), m = read_half(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int hi0 = ((qh >> j) << 4) & 0x10;
+    const int hi1 = (qh >> (j + 12)) & 0x10;
+    y[j] = float((qs[j] & 0x0f) | hi0) * d + m;
+    y[j + 16] = float((qs[j] >> 4) | hi1) * d + m;
+  }
+}
+
+// Q8_0: fp16 d, 32 int8.
+inline void decode_q8_0(const uint8_t* b, float* y) {
+  const float d = read_half(b);
+  const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
+  for (int j = 0; j < 32; ++j) y[j] = float(qs[j]) * d;
+}
+
+// K-quants pack eight 6-bit (scale, min) pairs into 12 bytes.
+inline void k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K: 256 elements; fp16 d, fp16 dmin, 12 scale bytes, 128 nibble bytes.
+inline void decode_q4_k(const uint8_t* b, float* y) {
+  const float d = read_half(b), dmin = read_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0; j < 8; j += 2) {
+    int sc, m;
+    k_scale_min(j, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    k_scale_min(j + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    for (int l = 0; l < 32; ++l) {
+      y[l] = d1 * float(q[l] & 0x0f) - m1;
+      y[l + 32] = d2 * float(q[l] >> 4) - m2;
+    }
+    y += 64;
+    q += 32;
+  }
+}
+
+// Q5_K: fp16 d, fp16 dmin, 12 scale bytes, 32 high-bit bytes, 128 nibble bytes.
+inline void decode_q5_k(const uint8_t* b, float* y) {
+  const float d = read_half(b), dmin = read_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0; j < 8; j += 2) {
+    int sc, m;
+    k_scale_min(j, scales, sc, m);
+    const float d1 = d * float(sc), m1 = dmin * float(m);
+    k_scale_min(j + 1, scales, sc, m);
+    const float d2 = d * float(sc), m2 = dmin * float(m);
+    for (int l = 0; l < 32; ++l) {
+      y[l] = d1 * float((ql[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      y[l + 32] = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    }
+    y += 64;
+    ql += 32;
+    u1 <<= 2;
+    u2 <<= 2;
+  }
+}
+
+// Q6_K: 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8 scales, fp16 d.
+inline void decode_q6_k(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = read_half(b + 208);
+  for (int n = 0; n < 256; n += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * float(sc[is]) * float(q1);
+      y[l + 32] = d * float(sc[is + 2]) * float(q2);
+      y[l + 64] = d * float(sc[is + 4]) * float(q3);
+      y[l + 96] = d * float(sc[is + 6]) * float(q4);
+    }
+    y += 128;
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
+using BlockDecoder = void (*)(const uint8_t*, float*);
+
+// The block decoder of a quantized type, or nullptr for plain and unsupported types.
+inline BlockDecoder block_decoder(DType t) {
+  switch (t) {
+    case DType::Q4_0: return decode_q4_0;
+    case DType::Q4_1: return decode_q4_1;
+    case DType::Q5_0: return decode_q5_0;
+    case DType::Q5_1: return decode_q5_1;
+    case DType::Q8_0: return decode_q8_0;
+    case DType::Q4_K: return decode_q4_k;
+    case DType::Q5_K: return decode_q5_k;
+    case DType::Q6_K: return decode_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace autoglm

@@ -1,0 +1,280 @@
+#include "kernels/ref/quants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+#include "core/half.h"
+#include "kernels/ref/block_decode.h"
+
+namespace autoglm::ref {
+namespace {
+
+void write_half(uint8_t* p, float v) {
+  const uint16_t h = float_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+int nearest(float v) { return int(std::lround(v)); }
+
+// Value with the largest magnitude, sign kept (symmetric formats use it so that
+// the extreme value maps exactly onto the most negative code).
+float signed_absmax(const float* x, int n) {
+  float best = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > std::fabs(best)) best = x[i];
+  return best;
+}
+
+void encode_q8_0(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  write_half(b, d);
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) reinterpret_cast<int8_t*>(b + 2)[i] = int8_t(std::clamp(nearest(x[i] * id), -127, 127));
+}
+
+// Shared by Q4_0 (bits 4) and Q5_0 (bits 5): d = max / -2^(bits-1).
+void encode_symmetric(const float* x, int bits, float* d_out, int* q) {
+  const int half = 1 << (bits - 1);
+  const float d = signed_absmax(x, 32) / float(-half);
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(nearest(x[i] * id) + half, 0, 2 * half - 1);
+  *d_out = d;
+}
+
+// Shared by Q4_1 and Q5_1: y = q*d + min.
+void encode_affine(const float* x, int bits, float* d_out, float* m_out, int* q) {
+  const float lo = *std::min_element(x, x + 32), hi = *std::max_element(x, x + 32);
+  const int levels = (1 << bits) - 1;
+  const float d = (hi - lo) / float(levels);
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(nearest((x[i] - lo) * id), 0, levels);
+  *d_out = d;
+  *m_out = lo;
+}
+
+void pack_nibbles(const int* q, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+}
+
+uint32_t fifth_bits(const int* q) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) qh |= uint32_t((q[j] >> 4) & 1) << j;
+  return qh;
+}
+
+void encode_q4_0(const float* x, uint8_t* b) {
+  float d;
+  int q[32];
+  encode_symmetric(x, 4, &d, q);
+  write_half(b, d);
+  pack_nibbles(q, b + 2);
+}
+
+void encode_q5_0(const float* x, uint8_t* b) {
+  float d;
+  int q[32];
+  encode_symmetric(x, 5, &d, q);
+  write_half(b, d);
+  const uint32_t qh = fifth_bits(q);
+  std::memcpy(b + 2, &qh, 4);
+  pack_nibbles(q, b + 6);
+}
+
+void encode_q4_1(const float* x, uint8_t* b) {
+  float d, m;
+  int q[32];
+  encode_affine(x, 4, &d, &m, q);
+  write_half(b, d);
+  write_half(b + 2, m);
+  pack_nibbles(q, b + 4);
+}
+
+void encode_q5_1(const float* x, uint8_t* b) {
+  float d, m;
+  int q[32];
+  encode_affine(x, 5, &d, &m, q);
+  write_half(b, d);
+  write_half(b + 2, m);
+  const uint32_t qh = fifth_bits(q);
+  std::memcpy(b + 4, &qh, 4);
+  pack_nibbles(q, b + 8);
+}
+
+// Q4_K / Q5_K: eight sub-blocks of 32 with 6-bit scales and mins; y = d*sc*q - dmin*m.
+// Fills the header (d, dmin, 12 scale bytes) and returns each element's code in q.
+void encode_k_affine(const float* x, int levels, uint8_t* b, int* q) {
+  float scale[8], minv[8];
+  for (int s = 0; s < 8; ++s) {
+    const float* xs = x + 32 * s;
+    const float lo = std::min(0.0f, *std::min_element(xs, xs + 32));
+    const float hi = *std::max_element(xs, xs + 32);
+    scale[s] = (hi - lo) / float(levels);
+    minv[s] = -lo;
+  }
+  const float max_scale = *std::max_element(scale, scale + 8), max_min = *std::max_element(minv, minv + 8);
+  const float d = max_scale / 63.0f, dmin = max_min / 63.0f;
+  write_half(b, d);
+  write_half(b + 2, dmin);
+  // Use the scales as they will be decoded (after fp16 rounding).
+  const float dd = read_half(b), dm = read_half(b + 2);
+  int sc[8], mn[8];
+  for (int s = 0; s < 8; ++s) {
+    sc[s] = dd ? std::clamp(nearest(scale[s] / dd), 0, 63) : 0;
+    mn[s] = dm ? std::clamp(nearest(minv[s] / dm), 0, 63) : 0;
+  }
+  uint8_t* scales = b + 4;
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = uint8_t((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = uint8_t((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    scales[j + 8] = uint8_t((sc[j + 4] & 0x0f) | ((mn[j + 4] & 0x0f) << 4));
+  }
+  for (int s = 0; s < 8; ++s) {
+    const float step = dd * float(sc[s]), offset = dm * float(mn[s]);
+    for (int i = 0; i < 32; ++i) {
+      const int v = step ? nearest((x[32 * s + i] + offset) / step) : 0;
+      q[32 * s + i] = std::clamp(v, 0, levels);
+    }
+  }
+}
+
+void encode_q4_k(const float* x, uint8_t* b) {
+  int q[256];
+  encode_k_affine(x, 15, b, q);
+  uint8_t* qs = b + 16;
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) qs[32 * c + l] = uint8_t(q[64 * c + l] | (q[64 * c + l + 32] << 4));
+}
+
+void encode_q5_k(const float* x, uint8_t* b) {
+  int q[256];
+  encode_k_affine(x, 31, b, q);
+  uint8_t* qh = b + 16;
+  uint8_t* ql = b + 48;
+  std::memset(qh, 0, 32);
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const int lo = q[64 * c + l], hi = q[64 * c + l + 32];
+      ql[32 * c + l] = uint8_t((lo & 0x0f) | ((hi & 0x0f) << 4));
+      qh[l] |= uint8_t(((lo >> 4) & 1) << (2 * c));
+      qh[l] |= uint8_t(((hi >> 4) & 1) << (2 * c + 1));
+    }
+}
+
+// Q6_K: sixteen sub-blocks of 16 with int8 scales; y = d*sc*(q-32).
+void encode_q6_k(const float* x, uint8_t* b) {
+  float sub_scale[16];
+  float max_scale = 0;
+  for (int s = 0; s < 16; ++s) {
+    sub_scale[s] = signed_absmax(x + 16 * s, 16) / -32.0f;
+    if (std::fabs(sub_scale[s]) > std::fabs(max_scale)) max_scale = sub_scale[s];
+  }
+  const float d = max_scale / -128.0f;
+  write_half(b + 208, d);
+  const float dd = read_half(b + 208);
+  int8_t* sc = reinterpret_cast<int8_t*>(b + 192);
+  int q[256];
+  for (int s = 0; s < 16; ++s) {
+    sc[s] = int8_t(dd ? std::clamp(nearest(sub_scale[s] / dd), -128, 127) : 0);
+    const float step = dd * float(sc[s]);
+    for (int i = 0; i < 16; ++i) {
+      const int v = step ? nearest(x[16 * s + i] / step) : 0;
+      q[16 * s + i] = std::clamp(v, -32, 31) + 32;
+    }
+  }
+  uint8_t* ql = b;
+  uint8_t* qh = b + 128;
+  for (int n = 0; n < 2; ++n) {
+    const int* qq = q + 128 * n;
+    for (int l = 0; l < 32; ++l) {
+      const int q1 = qq[l], q2 = qq[l + 32], q3 = qq[l + 64], q4 = qq[l + 96];
+      ql[64 * n + l] = uint8_t((q1 & 0x0f) | ((q3 & 0x0f) << 4));
+      ql[64 * n + l + 32] = uint8_t((q2 & 0x0f) | ((q4 & 0x0f) << 4));
+      qh[32 * n + l] = uint8_t((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+  }
+}
+
+using BlockEncoder = void (*)(const float*, uint8_t*);
+
+BlockEncoder block_encoder(DType t) {
+  switch (t) {
+    case DType::Q4_0: return encode_q4_0;
+    case DType::Q4_1: return encode_q4_1;
+    case DType::Q5_0: return encode_q5_0;
+    case DType::Q5_1: return encode_q5_1;
+    case DType::Q8_0: return encode_q8_0;
+    case DType::Q4_K: return encode_q4_k;
+    case DType::Q5_K: return encode_q5_k;
+    case DType::Q6_K: return encode_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool dtype_is_supported(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || block_decoder(t) != nullptr;
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = read_half(bytes + 2 * i);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * i, 2);
+        dst[i] = bf16_to_float(v);
+      }
+      return;
+    default:
+      break;
+  }
+  const BlockDecoder decode = block_decoder(t);
+  AUTOGLM_CHECK(decode != nullptr);
+  const auto& info = dtype_info(t);
+  for (int64_t b = 0; b < n / info.block_elems; ++b)
+    decode(bytes + b * info.block_bytes, dst + b * info.block_elems);
+}
+
+void quantize_row(DType t, const float* src, void* dst, int64_t n) {
+  auto* bytes = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t v = t == DType::F16 ? float_to_fp16(src[i]) : float_to_bf16(src[i]);
+        std::memcpy(bytes + 2 * i, &v, 2);
+      }
+      return;
+    default:
+      break;
+  }
+  const BlockEncoder encode = block_encoder(t);
+  AUTOGLM_CHECK(encode != nullptr);
+  const auto& info = dtype_info(t);
+  for (int64_t b = 0; b < n / info.block_elems; ++b)
+    encode(src + b * info.block_elems, bytes + b * info.block_bytes);
+}
+
+double dot(DType t, const void* row, const float* x, int64_t n) {
+  std::vector<float> w(static_cast<size_t>(n));
+  dequantize_row(t, row, w.data(), n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(w[i]) * double(x[i]);
+  return sum;
+}
+
+}  // namespace autoglm::ref

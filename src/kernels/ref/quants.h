@@ -1,0 +1,23 @@
+// Reference (scalar) conversion of rows between float and every weight type.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace autoglm::ref {
+
+// Types the engine can compute with (dequantize, quantize, multiply).
+bool dtype_is_supported(DType t);
+
+// dst[0..n) = the n values encoded at src. n must be a whole number of blocks.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// Encodes n floats into dst (dtype_row_bytes(t, n) bytes). Round-to-nearest scales;
+// not the error-minimising search of dedicated quantizers.
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+// sum_i row[i] * x[i] in double precision: the oracle for the fast kernels.
+double dot(DType t, const void* row, const float* x, int64_t n);
+
+}  // namespace autoglm::ref

@@ -1,0 +1,37 @@
+#include "model/model.h"
+
+#include <map>
+
+#include "model/arch.h"
+
+namespace autoglm {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  auto model = std::make_unique<Model>();
+  AUTOGLM_ASSIGN_OR_RETURN(model->file_, GgufFile::open(path));
+  AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_));
+  AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
+  return model;
+}
+
+int64_t Model::n_params() const {
+  int64_t n = 0;
+  for (const auto& t : file_->tensors()) n += t.n_elements();
+  return n;
+}
+
+int64_t Model::weight_bytes() const {
+  int64_t n = 0;
+  for (const auto& t : file_->tensors()) n += int64_t(t.n_bytes);
+  return n;
+}
+
+std::string Model::weight_type_summary() const {
+  std::map<std::string, int> counts;
+  for (const auto& t : file_->tensors()) ++counts[std::string(dtype_name(t.type))];
+  std::string s;
+  for (const auto& [name, n] : counts) s += (s.empty() ? "" : ", ") + name + " x " + std::to_string(n);
+  return s;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,32 @@
+// A loaded model: the mapped GGUF file, its decoder description and bound weights.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "autoglm/status.h"
+#include "formats/gguf.h"
+#include "model/model_spec.h"
+#include "model/weights.h"
+
+namespace autoglm {
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& path);
+
+  const GgufFile& file() const { return *file_; }
+  const ModelSpec& spec() const { return spec_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  int64_t n_params() const;      // elements of all tensors
+  int64_t weight_bytes() const;  // bytes of all tensors
+  std::string weight_type_summary() const;  // e.g. "Q4_0 x 155, F32 x 45"
+
+ private:
+  std::unique_ptr<GgufFile> file_;
+  ModelSpec spec_;
+  ModelWeights weights_;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,176 @@
+#include "model/runner.h"
+
+#include <cmath>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/ref/ops.h"
+
+namespace autoglm {
+namespace {
+
+void add_bias(float* y, const Vec& bias, int64_t n_tokens) {
+  if (bias.empty()) return;
+  const int64_t n = int64_t(bias.size());
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] += bias[size_t(i)];
+}
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
+}  // namespace
+
+void Batch::add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos,
+                                bool logits_for_last, bool logits_for_all) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits_for_all || (logits_for_last && i == n - 1)) logit_tokens.push_back(int32_t(tokens.size()));
+    tokens.push_back(ids[i]);
+    positions.push_back(start_pos + int32_t(i));
+    seq.push_back(seq_index);
+  }
+}
+
+ModelRunner::ModelRunner(const Model& model, ThreadPool& pool) : model_(model), spec_(model.spec()), pool_(pool) {}
+
+Status ModelRunner::validate(const Batch& b) const {
+  const size_t n = b.tokens.size();
+  if (b.positions.size() != n || b.seq.size() != n) return invalid_argument("batch: tokens, positions, seq differ in length");
+  for (size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= spec_.n_vocab)
+      return invalid_argument("batch: token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary of " +
+                              std::to_string(spec_.n_vocab));
+    if (b.seq[i] < 0 || size_t(b.seq[i]) >= b.caches.size() || !b.caches[size_t(b.seq[i])])
+      return invalid_argument("batch: token " + std::to_string(i) + " names no KV cache");
+    const KvCache* cache = b.caches[size_t(b.seq[i])];
+    if (b.positions[i] < 0 || b.positions[i] >= cache->capacity())
+      return out_of_range("batch: position " + std::to_string(b.positions[i]) + " is outside the context of " +
+                          std::to_string(cache->capacity()) + " tokens");
+  }
+  for (size_t i = 0; i < b.logit_tokens.size(); ++i)
+    if (b.logit_tokens[i] < 0 || size_t(b.logit_tokens[i]) >= n || (i && b.logit_tokens[i] <= b.logit_tokens[i - 1]))
+      return invalid_argument("batch: logit_tokens must be ascending token indices");
+  return Status::ok();
+}
+
+void ModelRunner::ensure_buffers(int64_t T) {
+  if (T <= capacity_) return;
+  const ModelSpec& s = spec_;
+  grow(x_, T * s.n_embd);
+  grow(xn_, T * s.n_embd);
+  grow(q_, T * s.q_dim());
+  grow(k_, T * s.kv_dim());
+  grow(v_, T * s.v_dim());
+  grow(attn_, T * s.n_head * s.head_dim_v);
+  grow(proj_, T * s.n_embd);
+  grow(gate_, T * s.n_ff);
+  grow(up_, T * s.n_ff);
+  grow(out_in_, T * s.n_embd);
+  capacity_ = T;
+}
+
+// Query heads of one KV group attend over positions 0..pos of the token's sequence.
+void ModelRunner::attend(const Batch& b, int64_t il, int64_t i, int64_t g, float* scores) {
+  const ModelSpec& s = spec_;
+  const int64_t group = s.n_head / s.n_head_kv;
+  const int64_t n_pos = b.positions[size_t(i)] + 1;
+  KvCache* cache = b.caches[size_t(b.seq[size_t(i)])];
+  const float scale = 1.0f / std::sqrt(float(s.head_dim));
+  const float* q = q_.data() + i * s.q_dim() + g * group * s.head_dim;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const float* k = cache->key(il, j) + g * s.head_dim;
+    for (int64_t h = 0; h < group; ++h) {
+      const float* qh = q + h * s.head_dim;
+      float dot = 0;
+      for (int64_t d = 0; d < s.head_dim; ++d) dot += qh[d] * k[d];
+      scores[h * n_pos + j] = dot * scale;
+    }
+  }
+  for (int64_t h = 0; h < group; ++h) ref::softmax(scores + h * n_pos, n_pos);
+  float* out = attn_.data() + i * s.n_head * s.head_dim_v + g * group * s.head_dim_v;
+  for (int64_t e = 0; e < group * s.head_dim_v; ++e) out[e] = 0;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const float* v = cache->value(il, j) + g * s.head_dim_v;
+    for (int64_t h = 0; h < group; ++h) {
+      const float p = scores[h * n_pos + j];
+      float* oh = out + h * s.head_dim_v;
+      for (int64_t d = 0; d < s.head_dim_v; ++d) oh[d] += p * v[d];
+    }
+  }
+}
+
+void ModelRunner::attention_layer(const Batch& b, int64_t il) {
+  const ModelSpec& s = spec_;
+  const LayerWeights& lw = model_.weights().layers[size_t(il)];
+  const int64_t T = int64_t(b.tokens.size());
+
+  for (int64_t t = 0; t < T; ++t) ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+  cpu::matmul(pool_, lw.wq, xn_.data(), T, q_.data());
+  cpu::matmul(pool_, lw.wk, xn_.data(), T, k_.data());
+  cpu::matmul(pool_, lw.wv, xn_.data(), T, v_.data());
+  add_bias(q_.data(), lw.bq, T);
+  add_bias(k_.data(), lw.bk, T);
+  add_bias(v_.data(), lw.bv, T);
+
+  for (int64_t t = 0; t < T; ++t) {
+    float* q = &q_[t * s.q_dim()];
+    float* k = &k_[t * s.kv_dim()];
+    if (s.qk_norm) {
+      for (int64_t h = 0; h < s.n_head; ++h) ref::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
+      for (int64_t h = 0; h < s.n_head_kv; ++h) ref::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
+    }
+    const float pos = float(b.positions[size_t(t)]);
+    ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
+    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
+    KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
+    std::copy(k, k + s.kv_dim(), cache->key(il, b.positions[size_t(t)]));
+    std::copy(&v_[t * s.v_dim()], &v_[(t + 1) * s.v_dim()], cache->value(il, b.positions[size_t(t)]));
+  }
+
+  pool_.parallel_for(T * s.n_head_kv, [&](int, int64_t w0, int64_t w1) {
+    thread_local std::vector<float> scores;
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t t = w / s.n_head_kv;
+      const int64_t need = (s.n_head / s.n_head_kv) * (b.positions[size_t(t)] + 1);
+      if (int64_t(scores.size()) < need) scores.resize(size_t(need));
+      attend(b, il, t, w % s.n_head_kv, scores.data());
+    }
+  });
+
+  cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
+  for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
+}
+
+Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
+  AUTOGLM_RETURN_IF_ERROR(validate(b));
+  const ModelSpec& s = spec_;
+  const ModelWeights& w = model_.weights();
+  const int64_t T = int64_t(b.tokens.size());
+  if (T == 0) {
+    logits.clear();
+    return Status::ok();
+  }
+  ensure_buffers(T);
+
+  for (int64_t t = 0; t < T; ++t) cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
+
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    const LayerWeights& lw = w.layers[size_t(il)];
+    attention_layer(b, il);
+    for (int64_t t = 0; t < T; ++t) ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+    cpu::matmul(pool_, lw.gate, xn_.data(), T, gate_.data());
+    cpu::matmul(pool_, lw.up, xn_.data(), T, up_.data());
+    ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
+    cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
+    for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
+  }
+
+  const int64_t n_out = int64_t(b.logit_tokens.size());
+  for (int64_t o = 0; o < n_out; ++o)
+    ref::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd, &out_in_[o * s.n_embd]);
+  logits.resize(size_t(n_out * s.n_vocab));
+  cpu::matmul(pool_, w.output, out_in_.data(), n_out, logits.data());
+  return Status::ok();
+}
+
+}  // namespace autoglm

@@ -1,0 +1,58 @@
+// The forward pass over one ragged batch: the new tokens of one or more sequences,
+// concatenated. Linear layers see one [T, d] matrix; attention reads each token's
+// own sequence from its KV cache, positions 0..pos.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "core/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace autoglm {
+
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq;           // per token: index into caches
+  std::vector<KvCache*> caches;       // one per sequence in the batch
+  std::vector<int32_t> logit_tokens;  // indices of the tokens whose logits are wanted, ascending
+
+  // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
+  void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,
+                           bool logits_for_all = false);
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const Model& model, ThreadPool& pool);
+
+  // Runs the batch; logits gets one row of n_vocab floats per entry of batch.logit_tokens.
+  Status forward(const Batch& batch, std::vector<float>& logits);
+
+ private:
+  Status validate(const Batch& batch) const;
+  void ensure_buffers(int64_t n_tokens);
+  void attention_layer(const Batch& batch, int64_t il);
+  void attend(const Batch& batch, int64_t il, int64_t token, int64_t kv_head, float* scores);
+
+  const Model& model_;
+  const ModelSpec& spec_;
+  ThreadPool& pool_;
+  int64_t capacity_ = 0;
+  // Activations, [T, width] row-major.
+  std::vector<float> x_;       // residual stream [T, n_embd]
+  std::vector<float> xn_;      // normed input [T, n_embd]
+  std::vector<float> q_;       // [T, q_dim]
+  std::vector<float> k_;       // [T, kv_dim]
+  std::vector<float> v_;       // [T, v_dim]
+  std::vector<float> attn_;    // [T, n_head * head_dim_v]
+  std::vector<float> proj_;    // [T, n_embd]
+  std::vector<float> gate_;    // [T, n_ff]
+  std::vector<float> up_;      // [T, n_ff]
+  std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
+};
+
+}  // namespace autoglm

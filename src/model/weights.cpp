@@ -1,0 +1,106 @@
+#include "model/weights.h"
+
+#include "kernels/ref/quants.h"
+
+namespace autoglm {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  explicit Binder(const GgufFile& f) : f_(f) {}
+
+  const GgufTensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
+
+  // A matrix with `rows` outputs of `cols` inputs: GGUF dims [cols, rows].
+  Result<cpu::WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    const GgufTensorInfo* t = find(name);
+    if (!t) return corrupt(f_.path() + ": missing tensor '" + name + "'");
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
+      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected " +
+                     shape_string({cols, rows}));
+    if (!ref::dtype_is_supported(t->type))
+      return unsupported(f_.path() + ": tensor '" + name + "' has weight type " + std::string(dtype_name(t->type)) +
+                         ", which this build cannot compute with");
+    return cpu::WeightMatrix{t->type, t->data, rows, cols, dtype_row_bytes(t->type, cols)};
+  }
+
+  // A vector of n floats; absent optional vectors give an empty result.
+  Result<Vec> vector(const std::string& name, int64_t n, bool required = true) const {
+    const GgufTensorInfo* t = find(name);
+    if (!t) {
+      if (!required) return Vec{};
+      return corrupt(f_.path() + ": missing tensor '" + name + "'");
+    }
+    if (t->n_elements() != n)
+      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected [" +
+                     std::to_string(n) + "]");
+    if (!ref::dtype_is_supported(t->type))
+      return unsupported(f_.path() + ": tensor '" + name + "' has unsupported type " +
+                         std::string(dtype_name(t->type)));
+    Vec v(static_cast<size_t>(n));
+    ref::dequantize_row(t->type, t->data, v.data(), n);
+    return v;
+  }
+
+ private:
+  const GgufFile& f_;
+};
+
+Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  LayerWeights l;
+  AUTOGLM_ASSIGN_OR_RETURN(l.attn_norm, b.vector(p + "attn_norm.weight", s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(p + "ffn_norm.weight", s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wq, b.matrix(p + "attn_q.weight", s.q_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wk, b.matrix(p + "attn_k.weight", s.kv_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wv, b.matrix(p + "attn_v.weight", s.v_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wo, b.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim_v));
+  if (s.qkv_bias) {
+    AUTOGLM_ASSIGN_OR_RETURN(l.bq, b.vector(p + "attn_q.bias", s.q_dim()));
+    AUTOGLM_ASSIGN_OR_RETURN(l.bk, b.vector(p + "attn_k.bias", s.kv_dim()));
+    AUTOGLM_ASSIGN_OR_RETURN(l.bv, b.vector(p + "attn_v.bias", s.v_dim()));
+  }
+  if (s.qk_norm) {
+    AUTOGLM_ASSIGN_OR_RETURN(l.q_norm, b.vector(p + "attn_q_norm.weight", s.head_dim));
+    AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim));
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(l.gate, b.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.up, b.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.down, b.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff));
+  return l;
+}
+
+}  // namespace
+
+Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
+  Binder b(file);
+  const GgufTensorInfo* embd = b.find("token_embd.weight");
+  if (!embd) return corrupt(file.path() + ": missing tensor 'token_embd.weight'");
+  if (embd->dims.size() != 2 || embd->dims[0] != spec.n_embd)
+    return corrupt(file.path() + ": tensor 'token_embd.weight' has shape " + shape_string(embd->dims) +
+                   ", expected [" + std::to_string(spec.n_embd) + ", n_vocab]");
+  if (spec.n_vocab == 0) spec.n_vocab = embd->dims[1];
+
+  ModelWeights w;
+  AUTOGLM_ASSIGN_OR_RETURN(w.token_embd, b.matrix("token_embd.weight", spec.n_vocab, spec.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(w.output_norm, b.vector("output_norm.weight", spec.n_embd));
+  spec.tied_embeddings = b.find("output.weight") == nullptr;
+  if (spec.tied_embeddings) {
+    w.output = w.token_embd;
+  } else {
+    AUTOGLM_ASSIGN_OR_RETURN(w.output, b.matrix("output.weight", spec.n_vocab, spec.n_embd));
+  }
+  for (int64_t il = 0; il < spec.n_layer; ++il) {
+    AUTOGLM_ASSIGN_OR_RETURN(LayerWeights layer, bind_layer(b, spec, il));
+    w.layers.push_back(std::move(layer));
+  }
+  return w;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,60 @@
+// The vocabulary as GGUF describes it (tokenizer.ggml.*).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "formats/gguf.h"
+
+namespace autoglm {
+
+// Token types as stored in tokenizer.ggml.token_type.
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+enum class TokenizerKind { kSpm, kBpe };
+
+struct Vocab {
+  TokenizerKind kind = TokenizerKind::kSpm;
+  std::string pre;  // tokenizer.ggml.pre (BPE pre-tokenizer name)
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<TokenType> types;
+  std::unordered_map<std::string, int32_t> index;
+  std::unordered_map<std::string, int32_t> merge_rank;  // "left right" -> rank (BPE)
+
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = true;  // SPM: a leading space before the text
+  bool ignore_merges = false;    // BPE: a whole word that is a token is taken as is
+  std::array<int32_t, 256> byte_tokens{};  // SPM byte-fallback token per byte, -1 if absent
+  std::string chat_template;
+
+  int32_t size() const { return int32_t(pieces.size()); }
+  int32_t find(const std::string& piece) const {
+    auto it = index.find(piece);
+    return it == index.end() ? -1 : it->second;
+  }
+  bool is_special(int32_t id) const {
+    const TokenType t = types[size_t(id)];
+    return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined;
+  }
+  // End of generation: EOS, EOT or EOM.
+  bool is_eog(int32_t id) const { return id >= 0 && (id == eos || id == eot || id == eom); }
+};
+
+Result<Vocab> load_vocab(const GgufFile& file);
+
+}  // namespace autoglm

@@ -1,0 +1,130 @@
+// Logits and greedy continuations against the reference engine (../shared/golden).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "model/runner.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+struct Comparison {
+  double max_abs = 0, rms = 0, top1 = 0;
+};
+
+int64_t argmax(const float* row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best]) best = i;  // ties keep the lowest id
+  return best;
+}
+
+Comparison compare(const std::vector<float>& mine, const std::vector<float>& ref, int64_t n_vocab) {
+  Comparison c;
+  double sum_sq = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = double(mine[i]) - double(ref[i]);
+    c.max_abs = std::max(c.max_abs, std::fabs(d));
+    sum_sq += d * d;
+  }
+  c.rms = std::sqrt(sum_sq / double(ref.size()));
+  const int64_t rows = int64_t(ref.size()) / n_vocab;
+  int agree = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    agree += argmax(&mine[size_t(r * n_vocab)], n_vocab) == argmax(&ref[size_t(r * n_vocab)], n_vocab);
+  c.top1 = double(agree) / double(rows);
+  return c;
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  const std::string bytes = test::read_file(path);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+std::vector<std::string> gguf_case_names() {
+  std::vector<std::string> names;
+  const std::string index = test::shared_path("golden/index.json");
+  if (!std::filesystem::exists(index)) return {"(absent)"};
+  const json parsed = json::parse(test::read_file(index));
+  for (const auto& c : parsed["cases"])
+    if (c["arch"] != "chatglm") names.push_back(c["name"]);  // GLM belongs to the GLM issue
+  return names;
+}
+
+class GoldenCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenCase, LogitsAndGreedyMatchReference) {
+  AUTOGLM_REQUIRE_SHARED("golden/index.json");
+  const json c = json::parse(test::read_file(test::shared_path("golden/" + GetParam() + "/case.json")));
+  auto model = Model::load(test::shared_path(c["model"]));
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const int64_t n_vocab = c["n_vocab"];
+  ASSERT_EQ((*model)->spec().n_vocab, n_vocab);
+  ThreadPool pool(2);
+  ModelRunner runner(**model, pool);
+
+  // 1. All input tokens in one batch, logits at every position.
+  const std::vector<int32_t> input = c["input_tokens"];
+  ContiguousKvCache cache((*model)->spec(), 256);
+  Batch batch;
+  batch.caches = {&cache};
+  batch.add_sequence_tokens(0, input.data(), int64_t(input.size()), 0, false, true);
+  std::vector<float> logits;
+  ASSERT_TRUE(runner.forward(batch, logits).is_ok());
+  const auto ref = read_f32(test::shared_path("golden/" + GetParam() + "/" + c["logits_file"].get<std::string>()));
+  ASSERT_EQ(logits.size(), ref.size());
+  const Comparison cmp = compare(logits, ref, n_vocab);
+  const auto& tol = c["tolerance"];
+  EXPECT_LE(cmp.max_abs, tol["max_abs"].get<double>()) << "rms " << cmp.rms << " top1 " << cmp.top1;
+  EXPECT_LE(cmp.rms, tol["rms"].get<double>()) << "max_abs " << cmp.max_abs << " top1 " << cmp.top1;
+  EXPECT_GE(cmp.top1, tol["top1_agreement"].get<double>()) << "max_abs " << cmp.max_abs << " rms " << cmp.rms;
+
+  // 2. Greedy continuation, each new token decoded alone.
+  const auto& g = c["greedy"];
+  const std::vector<int32_t> expected = g["output_tokens"];
+  const int n_predict = g["n_predict"], must_match = g["match_required_prefix"];
+  const int32_t eos = g["eos_token"];
+  std::vector<int32_t> generated;
+  int32_t next = int32_t(argmax(&logits[logits.size() - size_t(n_vocab)], n_vocab));
+  int32_t pos = int32_t(input.size());
+  for (int step = 0; step < n_predict; ++step) {
+    generated.push_back(next);
+    if (next == eos) break;
+    Batch one;
+    one.caches = {&cache};
+    one.add_sequence_tokens(0, &next, 1, pos++, true);
+    ASSERT_TRUE(runner.forward(one, logits).is_ok());
+    next = int32_t(argmax(logits.data(), n_vocab));
+  }
+  ASSERT_GE(generated.size(), size_t(must_match));
+  EXPECT_EQ(std::vector<int32_t>(generated.begin(), generated.begin() + must_match),
+            std::vector<int32_t>(expected.begin(), expected.begin() + must_match));
+
+  // 3. Text cases: tokenization of the prompt and the detokenized continuation.
+  if (c.contains("input_text")) {
+    auto tok = Tokenizer::from_gguf((*model)->file());
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    EXPECT_EQ((*tok)->encode(c["input_text"], true), input);
+    if (must_match == n_predict) {
+      EXPECT_EQ((*tok)->decode(generated), g["output_text"].get<std::string>());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, GoldenCase, ::testing::ValuesIn(gguf_case_names()), [](const auto& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
+
+}  // namespace
+}  // namespace autoglm
