@@ -1,0 +1,35 @@
+// autoglm create-model: write a deterministic random-weight model.
+#include <cstdio>
+
+#include "cli/common.h"
+#include "model/create_model.h"
+
+namespace autoglm::cli {
+
+void register_create_model(CLI::App& app) {
+  auto* cmd = app.add_subcommand("create-model", "Write a deterministic random-weight GGUF model (no download needed)");
+  auto o = std::make_shared<CreateModelOptions>();
+  auto type = std::make_shared<std::string>("f16");
+  auto out = std::make_shared<std::string>();
+  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3")->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
+  cmd->add_option("--preset", o->preset, "tiny | 150m | 1b")->check(CLI::IsMember(create_model_presets()));
+  cmd->add_option("--type", *type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k");
+  cmd->add_option("--seed", o->seed, "Seed of the weights");
+  cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
+  cmd->callback([o, type, out] {
+    const auto t = dtype_from_name(*type);
+    if (!t) {
+      exit_code() = fail(invalid_argument("--type '" + *type + "' is not a weight type"));
+      return;
+    }
+    o->type = *t;
+    if (Status st = create_random_model(*o, *out); !st) {
+      exit_code() = fail(st);
+      return;
+    }
+    std::printf("wrote %s: %s %s, %s weights, seed %llu\n", out->c_str(), o->arch.c_str(), o->preset.c_str(),
+                std::string(dtype_name(*t)).c_str(), (unsigned long long)o->seed);
+  });
+}
+
+}  // namespace autoglm::cli

@@ -1,0 +1,51 @@
+// autoglm info: what a model file holds.
+#include <cstdio>
+
+#include "cli/common.h"
+#include "core/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+
+namespace autoglm::cli {
+namespace {
+
+int info(const std::string& path) {
+  auto loaded = load_model_and_tokenizer(path);
+  if (!loaded) return fail(loaded.status());
+  const Model& m = *loaded->model;
+  const ModelSpec& s = m.spec();
+  const Vocab& v = loaded->tokenizer->vocab();
+  const char* rope = s.rope_style == ref::RopeStyle::kNeox ? "neox" : "normal";
+  std::printf("file:            %s (GGUF v%u)\n", path.c_str(), m.file().version());
+  std::printf("name:            %s\n", s.name.empty() ? "-" : s.name.c_str());
+  std::printf("architecture:    %s\n", s.arch.c_str());
+  std::printf("parameters:      %lld (%.2f M)\n", (long long)m.n_params(), double(m.n_params()) / 1e6);
+  std::printf("size:            %.2f MiB\n", double(m.weight_bytes()) / (1024.0 * 1024.0));
+  std::printf("weight types:    %s\n", m.weight_type_summary().c_str());
+  std::printf("context length:  %lld\n", (long long)s.n_ctx_train);
+  std::printf("embedding:       %lld\n", (long long)s.n_embd);
+  std::printf("layers:          %lld\n", (long long)s.n_layer);
+  std::printf("heads:           %lld (kv %lld), head size %lld (v %lld)\n", (long long)s.n_head, (long long)s.n_head_kv,
+              (long long)s.head_dim, (long long)s.head_dim_v);
+  std::printf("feed-forward:    %lld\n", (long long)s.n_ff);
+  std::printf("rope:            %s, %lld dims, base %g, scale %g\n", rope, (long long)s.n_rot, s.rope_freq_base,
+              s.rope_freq_scale);
+  std::printf("rms eps:         %g\n", s.rms_eps);
+  std::printf("switches:        qkv_bias=%d qk_norm=%d tied_embeddings=%d\n", s.qkv_bias, s.qk_norm, s.tied_embeddings);
+  std::printf("vocabulary:      %d tokens (%s%s%s), bos %d, eos %d\n", v.size(),
+              v.kind == TokenizerKind::kSpm ? "spm" : "bpe", v.kind == TokenizerKind::kBpe ? ", pre " : "",
+              v.kind == TokenizerKind::kBpe ? v.pre.c_str() : "", v.bos, v.eos);
+  std::printf("chat template:   %s\n", v.chat_template.empty() ? "no" : "yes");
+  std::printf("cpu kernels:     %s (%s)\n", cpu::kernel_isa(), cpu_features_string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Describe a model: architecture, shapes, weight types, size");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("-m,--model", *path, "GGUF model file")->required();
+  cmd->callback([path] { exit_code() = info(*path); });
+}
+
+}  // namespace autoglm::cli

@@ -1,0 +1,74 @@
+// autoglm run: generate text from a prompt, streamed to stdout.
+#include <cstdio>
+
+#include "cli/common.h"
+#include "engine/generator.h"
+
+namespace autoglm::cli {
+namespace {
+
+struct RunArgs {
+  std::string model, prompt;
+  int32_t n_predict = 128;
+  int threads = 1;
+  int64_t ctx = 0;
+  bool no_special = false;
+  int64_t seed = -1;
+  GenerationOptions gen;
+};
+
+int run(const RunArgs& a) {
+  auto loaded = load_model_and_tokenizer(a.model);
+  if (!loaded) return fail(loaded.status());
+  const Model& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
+  const int64_t n_ctx = a.ctx > 0 ? a.ctx : std::min<int64_t>(model.spec().n_ctx_train, 4096);
+  GenerationOptions gen = a.gen;
+  gen.max_tokens = a.n_predict;
+  if (a.seed >= 0) gen.sampling.seed = uint64_t(a.seed);
+
+  const auto prompt = tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  ThreadPool pool(a.threads);
+  Generator generator(model, tok, pool, n_ctx);
+  std::fputs(a.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  auto result = generator.generate(prompt, gen, [](const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputc('\n', stdout);
+  if (!result) return fail(result.status());
+  const auto& r = *result;
+  const double decode_tps = r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0;
+  std::fprintf(stderr, "prompt tokens: %d, prefill: %.1f tok/s, generated tokens: %zu, decode: %.1f tok/s\n",
+               r.prompt_tokens, r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0.0, r.tokens.size(),
+               decode_tps);
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt (streams to stdout)");
+  auto a = std::make_shared<RunArgs>();
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");
+  cmd->add_option("--top-k", a->gen.sampling.top_k, "Top-k (0: off)");
+  cmd->add_option("--top-p", a->gen.sampling.top_p, "Top-p (1: off)");
+  cmd->add_option("--min-p", a->gen.sampling.min_p, "Min-p (0: off)");
+  cmd->add_option("--repeat-penalty", a->gen.sampling.repetition_penalty, "Repetition penalty (1: off)");
+  cmd->add_option("--frequency-penalty", a->gen.sampling.frequency_penalty, "Frequency penalty");
+  cmd->add_option("--presence-penalty", a->gen.sampling.presence_penalty, "Presence penalty");
+  cmd->add_option("--repeat-last-n", a->gen.sampling.penalty_last_n, "Penalty window (-1: whole sequence)");
+  cmd->add_option("--seed", a->seed, "Random seed (default: random)");
+  cmd->add_option("--stop", a->gen.stop, "Stop string (repeatable)");
+  cmd->add_option("-c,--ctx-size", a->ctx, "Context size (default: the model's, at most 4096)");
+  cmd->add_flag("--no-parse-special", a->no_special, "Treat <|...|> in the prompt as plain text");
+  add_threads_option(*cmd, a->threads);
+  cmd->callback([a] { exit_code() = run(*a); });
+}
+
+}  // namespace autoglm::cli

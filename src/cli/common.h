@@ -1,0 +1,39 @@
+// Pieces shared by the CLI subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "autoglm/status.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm::cli {
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Loads model and tokenizer; on failure prints the error and returns nullopt-like empty.
+Result<LoadedModel> load_model_and_tokenizer(const std::string& path);
+
+// Prints "error: ..." to stderr and returns exit code 1.
+int fail(const Status& status);
+
+// Adds -t/--threads (default: physical cores).
+void add_threads_option(CLI::App& cmd, int& threads);
+
+// Each subcommand registers itself and its callback here.
+void register_run(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_info(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_logits(CLI::App& app);
+void register_create_model(CLI::App& app);
+
+// Set by a subcommand's callback; main() returns it.
+int& exit_code();
+
+}  // namespace autoglm::cli

@@ -1,0 +1,102 @@
+#include "engine/generator.h"
+
+#include <chrono>
+
+#include "engine/stop_matcher.h"
+#include "sample/sampler.h"
+
+namespace autoglm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx)
+    : model_(model), tokenizer_(tokenizer), runner_(model, pool), cache_(model.spec(), n_ctx) {}
+
+Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits) {
+  if (chunk <= 0) return invalid_argument("prefill chunk must be positive");
+  for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {
+    const size_t n = std::min(tokens.size() - start, size_t(chunk));
+    Batch batch;
+    batch.caches = {&cache_};
+    batch.add_sequence_tokens(0, tokens.data() + start, int64_t(n), int32_t(start), start + n == tokens.size());
+    AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, last_logits));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<float>> Generator::evaluate(const std::vector<int32_t>& tokens, bool all_positions) {
+  if (tokens.empty()) return invalid_argument("no tokens to evaluate");
+  if (int64_t(tokens.size()) > cache_.capacity())
+    return out_of_range(std::to_string(tokens.size()) + " tokens do not fit the context of " +
+                        std::to_string(cache_.capacity()));
+  Batch batch;
+  batch.caches = {&cache_};
+  batch.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, true, all_positions);
+  std::vector<float> logits;
+  AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
+  return logits;
+}
+
+Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt, const GenerationOptions& options,
+                                             const std::function<bool(const std::string&)>& on_text) {
+  AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(options.sampling));
+  if (prompt.empty()) return invalid_argument("prompt: no tokens (empty prompt and no BOS)");
+  if (options.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
+  if (int64_t(prompt.size()) >= cache_.capacity())
+    return out_of_range("prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+                        std::to_string(cache_.capacity()) + " tokens");
+
+  GenerationResult result;
+  result.prompt_tokens = int32_t(prompt.size());
+  const int32_t n_vocab = int32_t(model_.spec().n_vocab);
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  AUTOGLM_RETURN_IF_ERROR(prefill(prompt, options.prefill_chunk, logits));
+  result.prefill_seconds = seconds_since(t0);
+
+  Sampler sampler(options.sampling);
+  StopMatcher stops(options.stop);
+  IncrementalDetokenizer detok(tokenizer_);
+  std::vector<int32_t> history = prompt;
+  auto emit = [&](const std::string& text) {
+    result.text += text;
+    return text.empty() || !on_text || on_text(text);
+  };
+  result.finish_reason = "length";
+  t0 = std::chrono::steady_clock::now();
+  int32_t pos = int32_t(prompt.size());
+  for (int32_t step = 0; step < options.max_tokens; ++step) {
+    const int32_t token = sampler.sample(logits.data(), n_vocab, history);
+    result.tokens.push_back(token);
+    history.push_back(token);
+    if (options.stop_at_eog && tokenizer_.vocab().is_eog(token)) {
+      result.finish_reason = "stop";
+      break;
+    }
+    if (!emit(stops.push(detok.push(token)))) break;
+    if (stops.stopped()) {
+      result.finish_reason = "stop";
+      break;
+    }
+    if (step + 1 == options.max_tokens) break;
+    if (pos >= cache_.capacity()) break;  // context full: ends as "length"
+    Batch batch;
+    batch.caches = {&cache_};
+    batch.add_sequence_tokens(0, &token, 1, pos++, true);
+    AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
+  }
+  if (!stops.stopped()) {
+    std::string tail = stops.push(detok.flush());
+    if (!stops.stopped()) tail += stops.flush();
+    emit(tail);
+  }
+  result.decode_seconds = seconds_since(t0);
+  return result;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,59 @@
+// Generation of one sequence at a time: prefill in chunks, then decode token by
+// token through the sampler, streaming UTF-8-safe text and honouring stop strings.
+// `run`, `bench` and the tests use it; the serving engine batches many sequences.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autoglm/sampling_params.h"
+#include "autoglm/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+struct GenerationOptions {
+  int32_t max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings; not part of the output
+  bool stop_at_eog = true;        // end at EOS / EOT
+  int32_t prefill_chunk = 512;    // tokens per forward during prefill
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids (an EOS that ended generation included)
+  std::string text;             // generated text, stop string excluded
+  std::string finish_reason;    // "stop" (EOS or stop string) or "length"
+  int32_t prompt_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+class Generator {
+ public:
+  Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx);
+
+  // on_text receives each piece of text as it becomes final; returning false cancels.
+  Result<GenerationResult> generate(const std::vector<int32_t>& prompt, const GenerationOptions& options,
+                                    const std::function<bool(const std::string&)>& on_text = {});
+
+  // Evaluates tokens from position 0 of an empty cache in one pass; logits of every
+  // position ([n][n_vocab]) or of the last one.
+  Result<std::vector<float>> evaluate(const std::vector<int32_t>& tokens, bool all_positions);
+
+  int64_t n_ctx() const { return cache_.capacity(); }
+
+ private:
+  Status prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits);
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  ModelRunner runner_;
+  ContiguousKvCache cache_;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,25 @@
+// Deterministic random-weight models, so that benchmarks and demos need no download.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "core/dtype.h"
+
+namespace autoglm {
+
+struct CreateModelOptions {
+  std::string arch = "llama";   // llama, qwen2, qwen3
+  std::string preset = "tiny";  // tiny, 150m, 1b
+  DType type = DType::F16;      // type of every 2-D weight; norms stay F32
+  uint64_t seed = 1;
+};
+
+const std::vector<std::string>& create_model_presets();
+
+// Writes the model to `path` as GGUF v3 with a small built-in SPM vocabulary.
+Status create_random_model(const CreateModelOptions& options, const std::string& path);
+
+}  // namespace autoglm
