@@ -7,8 +7,13 @@
 namespace autoglm {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  AUTOGLM_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
+  return from_gguf(std::move(file));
+}
+
+Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file) {
   auto model = std::make_unique<Model>();
-  AUTOGLM_ASSIGN_OR_RETURN(model->file_, GgufFile::open(path));
+  model->file_ = std::move(file);
   AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
   return model;

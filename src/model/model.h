@@ -14,6 +14,8 @@ namespace autoglm {
 class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // Takes an already parsed file (tests parse corrupted images from memory).
+  static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file);
 
   const GgufFile& file() const { return *file_; }
   const ModelSpec& spec() const { return spec_; }

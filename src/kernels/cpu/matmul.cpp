@@ -1,5 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -28,18 +30,40 @@ struct KernelSet {
   int tile_rows;
 };
 
-const KernelSet& kernels() {
-  static const KernelSet set = [] {
+std::vector<KernelSet> runnable_sets() {
+  std::vector<KernelSet> sets;
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
-    const auto& f = cpu_features();
-    if (f.avx2 && f.fma && f.f16c) return KernelSet{"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows()};
+  const auto& f = cpu_features();
+  if (f.avx2 && f.fma && f.f16c) sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows()});
 #endif
-    return KernelSet{"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows()};
-  }();
-  return set;
+  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows()});
+  return sets;  // best first
+}
+
+const KernelSet*& active_set() {
+  static const KernelSet* active = nullptr;
+  return active;
+}
+
+const KernelSet& kernels() {
+  if (!active_set()) {
+    const char* forced = std::getenv("AUTOGLM_CPU_ISA");
+    if (!forced || !select_kernel_isa(forced)) select_kernel_isa(runnable_sets().front().name);
+  }
+  return *active_set();
 }
 
 }  // namespace
+
+bool select_kernel_isa(const char* name) {
+  static const std::vector<KernelSet> sets = runnable_sets();
+  for (const auto& s : sets)
+    if (std::string(s.name) == name) {
+      active_set() = &s;
+      return true;
+    }
+  return false;
+}
 
 const char* kernel_isa() { return kernels().name; }
 

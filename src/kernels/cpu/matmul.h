@@ -24,7 +24,11 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
-// Name of the kernel set chosen for this CPU ("avx2" or "generic").
+// Name of the kernel set in use ("avx2" or "generic"). The best one the CPU runs is
+// chosen at start-up; AUTOGLM_CPU_ISA=generic in the environment forces the portable one.
 const char* kernel_isa();
+// Switches kernel sets (tests compare them); false if `name` is unknown or not runnable here.
+// Not to be called while kernels run.
+bool select_kernel_isa(const char* name);
 
 }  // namespace autoglm::cpu

@@ -1,0 +1,168 @@
+// Kernels against the reference: quantization round trips for every weight type,
+// the matmul of every type and ISA against a double-precision dot product, and the small ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/half.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quants.h"
+
+namespace autoglm {
+namespace {
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Worst relative error each format may show after a round trip (rms error / rms value).
+double tolerance(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1e-3;
+    case DType::BF16: return 8e-3;
+    case DType::Q8_0: return 0.01;
+    case DType::Q6_K: return 0.04;
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q5_K: return 0.07;
+    default: return 0.14;  // 4-bit formats
+  }
+}
+
+class EveryType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
+  const DType t = GetParam();
+  const int64_t n = 512;
+  const auto x = random_values(size_t(n), 7);
+  std::vector<uint8_t> q(size_t(dtype_row_bytes(t, n)));
+  ref::quantize_row(t, x.data(), q.data(), n);
+  std::vector<float> y(static_cast<size_t>(n));
+  ref::dequantize_row(t, q.data(), y.data(), n);
+  double err = 0, norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    err += (x[size_t(i)] - y[size_t(i)]) * (x[size_t(i)] - y[size_t(i)]);
+    norm += x[size_t(i)] * x[size_t(i)];
+  }
+  EXPECT_LE(std::sqrt(err / norm), tolerance(t)) << dtype_name(t);
+  if (t != DType::F32) {
+    EXPECT_GT(err, 0) << "a lossy format reproduced its input exactly: suspicious";
+  }
+}
+
+TEST_P(EveryType, MatmulMatchesReferenceDot) {
+  const DType t = GetParam();
+  const int64_t rows = 37, cols = 512, tokens = 5;  // odd row count exercises the tail tile
+  const auto w = random_values(size_t(rows * cols), 11, 0.1f);
+  const int64_t row_bytes = dtype_row_bytes(t, cols);
+  std::vector<uint8_t> q(size_t(row_bytes * rows));
+  for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], q.data() + r * row_bytes, cols);
+  const auto x = random_values(size_t(tokens * cols), 13);
+  cpu::WeightMatrix m{t, q.data(), rows, cols, row_bytes};
+  for (const char* isa : {"generic", "avx2"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<size_t>(rows * tokens));
+      cpu::matmul(pool, m, x.data(), tokens, y.data());
+      for (int64_t tk = 0; tk < tokens; ++tk)
+        for (int64_t r = 0; r < rows; ++r) {
+          const double want = ref::dot(t, q.data() + r * row_bytes, &x[size_t(tk * cols)], cols);
+          EXPECT_NEAR(y[size_t(tk * rows + r)], want, 1e-4 * (1 + std::fabs(want)))
+              << dtype_name(t) << " " << isa << " row " << r << " token " << tk << " threads " << threads;
+        }
+    }
+  }
+  EXPECT_TRUE(cpu::select_kernel_isa("generic"));
+  cpu::select_kernel_isa("avx2");
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, EveryType, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Hand-decoded blocks: the layouts, not just self-consistency.
+TEST(Dequantize, Q4_0BlockLayout) {
+  uint8_t block[18] = {};
+  const uint16_t d = float_to_fp16(0.5f);
+  std::memcpy(block, &d, 2);
+  block[2] = 0x9f;  // element 0: low nibble 15 -> (15-8)*0.5; element 16: high nibble 9 -> (9-8)*0.5
+  float y[32];
+  ref::dequantize_row(DType::Q4_0, block, y, 32);
+  EXPECT_FLOAT_EQ(y[0], 3.5f);
+  EXPECT_FLOAT_EQ(y[16], 0.5f);
+  EXPECT_FLOAT_EQ(y[1], -4.0f);
+}
+
+TEST(Dequantize, Q5_0UsesTheFifthBit) {
+  uint8_t block[22] = {};
+  const uint16_t d = float_to_fp16(1.0f);
+  std::memcpy(block, &d, 2);
+  const uint32_t qh = (1u << 0) | (1u << 16);  // fifth bit of element 0 and element 16
+  std::memcpy(block + 2, &qh, 4);
+  float y[32];
+  ref::dequantize_row(DType::Q5_0, block, y, 32);
+  EXPECT_FLOAT_EQ(y[0], 0.0f);    // 16 - 16
+  EXPECT_FLOAT_EQ(y[16], 0.0f);   // 16 - 16
+  EXPECT_FLOAT_EQ(y[1], -16.0f);  // 0 - 16
+}
+
+TEST(Dequantize, Q6_KSignedScales) {
+  uint8_t block[210] = {};
+  const uint16_t d = float_to_fp16(1.0f);
+  std::memcpy(block + 208, &d, 2);
+  reinterpret_cast<int8_t*>(block + 192)[0] = -2;  // scale of elements 0..15
+  block[0] = 0x01;                                 // element 0: q = 1 -> (1 - 32) * -2
+  float y[256];
+  ref::dequantize_row(DType::Q6_K, block, y, 256);
+  EXPECT_FLOAT_EQ(y[0], 62.0f);
+  EXPECT_FLOAT_EQ(y[1], 64.0f);
+}
+
+TEST(Ops, RmsNorm) {
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1};
+  float y[4];
+  ref::rmsnorm(x, w, 0.0f, 4, y);
+  const float inv = 1.0f / std::sqrt(7.5f);
+  EXPECT_NEAR(y[0], inv, 1e-6);
+  EXPECT_NEAR(y[2], 6 * inv, 1e-6);
+}
+
+TEST(Ops, RopeStylesPairDifferentDims) {
+  float a[4] = {1, 0, 0, 0}, b[4] = {1, 0, 0, 0};
+  ref::rope(a, 1, 4, 4, 1.0f, 10000.0f, 1.0f, ref::RopeStyle::kAdjacentPairs);
+  ref::rope(b, 1, 4, 4, 1.0f, 10000.0f, 1.0f, ref::RopeStyle::kNeox);
+  EXPECT_NEAR(a[0], std::cos(1.0f), 1e-6);
+  EXPECT_NEAR(a[1], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 1
+  EXPECT_NEAR(b[2], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 2
+  EXPECT_NEAR(b[1], 0.0f, 1e-6);
+}
+
+TEST(Ops, PartialRopeLeavesTheRestAlone) {
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ref::rope(x, 1, 8, 4, 3.0f, 10000.0f, 1.0f, ref::RopeStyle::kAdjacentPairs);
+  EXPECT_FLOAT_EQ(x[4], 5);
+  EXPECT_FLOAT_EQ(x[7], 8);
+  EXPECT_NE(x[0], 1);
+}
+
+TEST(Ops, SoftmaxAndSilu) {
+  float x[3] = {1000, 1000, 1000};
+  ref::softmax(x, 3);
+  EXPECT_NEAR(x[0], 1.0 / 3, 1e-6);
+  float g[1] = {2}, u[1] = {3};
+  ref::silu_mul(g, u, 1);
+  EXPECT_NEAR(g[0], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
+}
+
+}  // namespace
+}  // namespace autoglm
