@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# End-to-end checks of the autoglm CLI. Usage: cli_test.sh AUTOGLM_BINARY SHARED_DIR
+set -uo pipefail
+bin=$1
+shared=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() {  # check NAME EXPECTED_FRAGMENT OUTPUT
+  if [[ "$3" == *"$2"* ]]; then echo "ok   $1"; else echo "FAIL $1: expected '$2' in: $3"; failures=$((failures + 1)); fi
+}
+
+out=$("$bin" --help 2>&1)
+for cmd in run tokenize info bench logits create-model; do check "help lists $cmd" "$cmd" "$out"; done
+check "run --help" "--top-p" "$("$bin" run --help 2>&1)"
+
+# create-model, info, run and bench on a fresh tiny model.
+out=$("$bin" create-model --arch qwen2 --preset tiny --type q8_0 --seed 3 -o "$tmp/tiny.gguf" 2>&1)
+check "create-model" "Q8_0 weights" "$out"
+out=$("$bin" info -m "$tmp/tiny.gguf" 2>&1)
+check "info arch" "architecture:    qwen2" "$out"
+check "info types" "Q8_0 x" "$out"
+check "info chat template" "chat template:   no" "$out"
+out=$("$bin" run -m "$tmp/tiny.gguf" -p "hello" -n 8 --seed 1 -t 1 2>&1)
+check "run stats line" "generated tokens: 8, decode:" "$out"
+out=$("$bin" bench -m "$tmp/tiny.gguf" -p 16 -n 4 -r 2 -t 1 -t 2 2>&1)
+check "bench pp" "pp16" "$out"
+check "bench tg" "tg4" "$out"
+check "bench threads" "|       2 |" "$out"
+out=$("$bin" create-model --type q9_9 -o "$tmp/x.gguf" 2>&1)
+check "create-model bad type" "--type 'q9_9' is not a weight type" "$out"
+
+# Errors name the file.
+out=$("$bin" run -m "$tmp/missing.gguf" -p x 2>&1)
+check "missing model" "$tmp/missing.gguf: cannot open" "$out"
+head -c 1000 "$tmp/tiny.gguf" >"$tmp/truncated.gguf"
+out=$("$bin" info -m "$tmp/truncated.gguf" 2>&1)
+check "truncated model" "truncated.gguf" "$out"
+
+if [ -f "$shared/models/stories260K.gguf" ]; then
+  m=$shared/models/stories260K.gguf
+  expected=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['greedy']['output_text'])" \
+    "$shared/golden/stories260k-once/case.json" 2>/dev/null || true)
+  out=$("$bin" run -m "$m" -p "Once upon a time" -n 64 --temp 0 2>/dev/null)
+  if [ -n "$expected" ]; then check "run matches the reference text" "Once upon a time$expected" "$out"; fi
+  out=$("$bin" tokenize -m "$m" --ids "Once upon a time" 2>&1)
+  check "tokenize ids" "[1, 403, 407, 261, 378]" "$out"
+  out=$("$bin" tokenize -m "$m" "Once upon" 2>&1)
+  check "tokenize pieces" "403 -> ' Once'" "$out"
+  out=$("$bin" logits -m "$m" --tokens 1,403,407,261,378 -o "$tmp/l.f32" 2>&1)
+  check "logits top-5" "top-5 of the last row" "$out"
+  size=$(stat -c %s "$tmp/l.f32")
+  check "logits file size" "10240" "$size"
+  "$bin" logits -m "$m" -p "Once upon a time" -o "$tmp/p.f32" >/dev/null 2>&1
+  if cmp -s "$tmp/l.f32" "$tmp/p.f32"; then echo "ok   logits --prompt == --tokens"; else echo "FAIL logits prompt"; failures=$((failures + 1)); fi
+  "$bin" logits -m "$m" --tokens 1,403,407,261,378 --positions last -o "$tmp/last.f32" >/dev/null 2>&1
+  check "logits last row size" "2048" "$(stat -c %s "$tmp/last.f32")"
+  out=$("$bin" logits -m "$m" --tokens 1,99999 -o "$tmp/bad.f32" 2>&1)
+  check "logits bad id" "--tokens: '99999' is not a token id" "$out"
+  out=$("$bin" info -m "$shared/models/legacy/tinyllamas-stories-260k-f32.gguf" 2>&1)
+  check "v1 rejected" "GGUF v1 is not supported" "$out"
+else
+  echo "skip stories checks: $shared/models/stories260K.gguf is absent"
+fi
+
+echo "cli: $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,242 @@
+// Sampling, stop strings and single-sequence generation.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/generator.h"
+#include "engine/stop_matcher.h"
+#include "sample/sampler.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0;
+  return p;
+}
+
+TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
+  Sampler s(greedy());
+  std::vector<float> logits = {0.1f, 3.0f, 3.0f, -1.0f};
+  EXPECT_EQ(s.sample(logits.data(), 4, {}), 1);
+}
+
+TEST(Sampler, RepetitionPenaltyChangesTheWinner) {
+  SamplingParams p = greedy();
+  p.repetition_penalty = 2.0f;
+  Sampler s(p);
+  std::vector<float> logits = {2.0f, 1.5f, 0.0f};
+  EXPECT_EQ(s.sample(logits.data(), 3, {0}), 1);  // 2.0 / 2 < 1.5
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);
+}
+
+TEST(Sampler, FrequencyAndPresencePenalties) {
+  SamplingParams p = greedy();
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s(p);
+  std::vector<float> logits = {3.0f, 2.0f};
+  s.sample(logits.data(), 2, {0, 0, 1});
+  EXPECT_FLOAT_EQ(logits[0], 3.0f - 1.0f - 0.25f);
+  EXPECT_FLOAT_EQ(logits[1], 2.0f - 0.5f - 0.25f);
+}
+
+TEST(Sampler, PenaltyWindowOnlyLooksBack) {
+  SamplingParams p = greedy();
+  p.presence_penalty = 1.0f;
+  p.penalty_last_n = 1;
+  Sampler s(p);
+  std::vector<float> logits = {1.0f, 1.0f};
+  s.sample(logits.data(), 2, {0, 1});
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);  // outside the window
+  EXPECT_FLOAT_EQ(logits[1], 0.0f);
+}
+
+std::map<int32_t, int> histogram(SamplingParams p, const std::vector<float>& logits, int draws) {
+  std::map<int32_t, int> counts;
+  p.seed = 42;
+  Sampler s(p);
+  for (int i = 0; i < draws; ++i) {
+    auto l = logits;
+    ++counts[s.sample(l.data(), int32_t(l.size()), {})];
+  }
+  return counts;
+}
+
+TEST(Sampler, TopKTopPMinPRestrictTheCandidates) {
+  const std::vector<float> logits = {2.0f, 1.9f, 1.8f, 0.0f, -5.0f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.top_k = 2;
+  auto h = histogram(p, logits, 2000);
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_TRUE(h.count(0) && h.count(1));
+
+  p.top_k = 0;
+  p.top_p = 0.5f;  // token 0 alone holds ~0.36, tokens 0+1 ~0.69
+  h = histogram(p, logits, 2000);
+  EXPECT_EQ(h.size(), 2u);
+
+  p.top_p = 1.0f;
+  p.min_p = 0.5f;  // exp(-2) of the best is below half: token 3 and 4 go
+  h = histogram(p, logits, 2000);
+  EXPECT_EQ(h.size(), 3u);
+  EXPECT_FALSE(h.count(3));
+}
+
+TEST(Sampler, TemperatureFlattensTheDistribution) {
+  const std::vector<float> logits = {1.0f, 0.0f};
+  SamplingParams p;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.temperature = 0.25f;
+  const int cold = histogram(p, logits, 4000)[1];
+  p.temperature = 4.0f;
+  const int hot = histogram(p, logits, 4000)[1];
+  EXPECT_LT(cold, 150);   // p(1) = 1/(1+e^4) ~ 0.018
+  EXPECT_GT(hot, 1500);   // p(1) = 1/(1+e^0.25) ~ 0.44
+}
+
+TEST(Sampler, SameSeedSameDraws) {
+  const std::vector<float> logits = {0.5f, 0.4f, 0.3f, 0.2f, 0.1f};
+  SamplingParams p;
+  p.top_k = 0;
+  p.min_p = 0;
+  EXPECT_EQ(histogram(p, logits, 500), histogram(p, logits, 500));
+}
+
+TEST(Sampler, ValidationNamesTheParameter) {
+  SamplingParams p;
+  p.top_p = 1.5f;
+  EXPECT_NE(validate_sampling_params(p).message().find("top_p"), std::string::npos);
+  p = SamplingParams();
+  p.temperature = -1;
+  EXPECT_NE(validate_sampling_params(p).message().find("temperature"), std::string::npos);
+  EXPECT_TRUE(validate_sampling_params(SamplingParams()).is_ok());
+}
+
+TEST(StopMatcher, HoldsBackPossibleStopPrefix) {
+  StopMatcher m({"END", "\n\n"});
+  EXPECT_EQ(m.push("hello E"), "hello ");
+  EXPECT_EQ(m.push("N"), "");
+  EXPECT_EQ(m.push("x"), "ENx");
+  EXPECT_EQ(m.push(" then EN"), " then ");
+  EXPECT_EQ(m.push("D and more"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.flush(), "");
+}
+
+TEST(StopMatcher, FlushReleasesHeldText) {
+  StopMatcher m({"stop"});
+  EXPECT_EQ(m.push("a st"), "a ");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.flush(), "st");
+}
+
+struct Stories : public ::testing::Test {
+  void SetUp() override {
+    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+    ASSERT_TRUE(m.is_ok());
+    model = std::move(m).value();
+    auto t = Tokenizer::from_gguf(model->file());
+    ASSERT_TRUE(t.is_ok());
+    tok = std::move(t).value();
+  }
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+  ThreadPool pool{2};
+};
+
+TEST_F(Stories, GreedyGenerationIsTheReferenceText) {
+  const auto c = nlohmann::json::parse(test::read_file(test::shared_path("golden/stories260k-once/case.json")));
+  Generator gen(*model, *tok, pool, 256);
+  GenerationOptions o;
+  o.max_tokens = 64;
+  o.sampling = greedy();
+  o.prefill_chunk = 2;  // chunked prefill gives the same result
+  std::string streamed;
+  auto r = gen.generate(tok->encode("Once upon a time", true), o, [&](const std::string& t) {
+    streamed += t;
+    return true;
+  });
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->text, c["greedy"]["output_text"].get<std::string>());
+  EXPECT_EQ(streamed, r->text);
+  EXPECT_EQ(r->finish_reason, "length");
+  EXPECT_EQ(r->tokens.size(), 64u);
+  EXPECT_EQ(r->prompt_tokens, 5);
+}
+
+TEST_F(Stories, StopStringEndsGenerationAndIsNotShown) {
+  Generator gen(*model, *tok, pool, 256);
+  GenerationOptions o;
+  o.max_tokens = 64;
+  o.sampling = greedy();
+  o.stop = {"Lily"};
+  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->text, ", there was a little girl named ");
+  EXPECT_EQ(r->finish_reason, "stop");
+}
+
+TEST_F(Stories, SeededSamplingIsReproducible) {
+  Generator gen(*model, *tok, pool, 256);
+  GenerationOptions o;
+  o.max_tokens = 32;
+  o.sampling.temperature = 1.0f;
+  o.sampling.seed = 1234;
+  const auto prompt = tok->encode("Lily", true);
+  auto a = gen.generate(prompt, o), b = gen.generate(prompt, o);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->tokens, b->tokens);
+  o.sampling.seed = 99;
+  auto c = gen.generate(prompt, o);
+  EXPECT_NE(a->tokens, c->tokens);
+}
+
+TEST_F(Stories, EndOfGenerationTokenEndsGeneration) {
+  // Declare the second token of the greedy continuation (" there", 383) the EOS.
+  Vocab v = tok->vocab();
+  v.eos = 383;
+  Tokenizer eos_tok(v, nullptr);
+  Generator gen(*model, eos_tok, pool, 256);
+  GenerationOptions o;
+  o.max_tokens = 64;
+  o.sampling = greedy();
+  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->finish_reason, "stop");
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{432, 383}));
+  EXPECT_EQ(r->text, ",");
+  o.stop_at_eog = false;
+  r = gen.generate(tok->encode("Once upon a time", true), o);
+  EXPECT_EQ(r->tokens.size(), 64u);
+}
+
+TEST_F(Stories, FullContextEndsAsLength) {
+  Generator gen(*model, *tok, pool, 16);
+  GenerationOptions o;
+  o.max_tokens = 100;
+  o.sampling = greedy();
+  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->finish_reason, "length");
+  EXPECT_EQ(r->tokens.size(), 12u);  // positions 5..15 decoded, the 12th token sampled from the last
+}
+
+TEST_F(Stories, PromptLongerThanContextIsAnError) {
+  Generator gen(*model, *tok, pool, 8);
+  auto r = gen.generate(std::vector<int32_t>(8, 1), GenerationOptions());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("does not fit the context"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autoglm

@@ -1,0 +1,348 @@
+// The decoder against an independent, plainly written float64 forward pass; qwen3's
+// q/k norm and decoupled head size on a hand-made model; loader errors; create-model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "formats/gguf.h"
+#include "kernels/ref/quants.h"
+#include "model/create_model.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+using Mat = std::vector<double>;  // row-major
+
+Mat tensor(const GgufFile& f, const std::string& name) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (!t) return {};
+  std::vector<float> v(static_cast<size_t>(t->n_elements()));
+  ref::dequantize_row(t->type, t->data, v.data(), t->n_elements());
+  return Mat(v.begin(), v.end());
+}
+
+std::vector<double> matvec(const Mat& w, const std::vector<double>& x, size_t rows) {
+  const size_t cols = x.size();
+  std::vector<double> y(rows, 0.0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) y[r] += w[r * cols + c] * x[c];
+  return y;
+}
+
+void rms(std::vector<double>& x, size_t offset, size_t n, const Mat& w, double eps) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[offset + i] * x[offset + i];
+  const double s = 1.0 / std::sqrt(ss / double(n) + eps);
+  for (size_t i = 0; i < n; ++i) x[offset + i] *= s * w[i];
+}
+
+void rope(std::vector<double>& v, size_t offset, const ModelSpec& s, int pos) {
+  const size_t half = size_t(s.n_rot / 2);
+  for (size_t i = 0; i < half; ++i) {
+    const double th = pos * s.rope_freq_scale * std::pow(double(s.rope_freq_base), -2.0 * double(i) / double(s.n_rot));
+    const bool neox = s.rope_style == ref::RopeStyle::kNeox;
+    const size_t a = offset + (neox ? i : 2 * i), b = offset + (neox ? i + half : 2 * i + 1);
+    const double x0 = v[a], x1 = v[b];
+    v[a] = x0 * std::cos(th) - x1 * std::sin(th);
+    v[b] = x0 * std::sin(th) + x1 * std::cos(th);
+  }
+}
+
+// Logits of every position, computed one token at a time in double precision.
+std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const std::vector<int32_t>& tokens) {
+  const size_t d = size_t(s.n_embd), hd = size_t(s.head_dim), nh = size_t(s.n_head), nkv = size_t(s.n_head_kv);
+  const Mat embd = tensor(f, "token_embd.weight");
+  std::vector<std::vector<std::vector<double>>> K(size_t(s.n_layer)), V(size_t(s.n_layer));
+  std::vector<double> all;
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    std::vector<double> x(embd.begin() + long(size_t(tokens[p]) * d), embd.begin() + long((size_t(tokens[p]) + 1) * d));
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+      const std::string b = "blk." + std::to_string(il) + ".";
+      std::vector<double> h = x;
+      rms(h, 0, d, tensor(f, b + "attn_norm.weight"), s.rms_eps);
+      auto q = matvec(tensor(f, b + "attn_q.weight"), h, nh * hd);
+      auto k = matvec(tensor(f, b + "attn_k.weight"), h, nkv * hd);
+      auto v = matvec(tensor(f, b + "attn_v.weight"), h, nkv * hd);
+      if (s.qkv_bias) {
+        const Mat bq = tensor(f, b + "attn_q.bias"), bk = tensor(f, b + "attn_k.bias"), bv = tensor(f, b + "attn_v.bias");
+        for (size_t i = 0; i < q.size(); ++i) q[i] += bq[i];
+        for (size_t i = 0; i < k.size(); ++i) k[i] += bk[i], v[i] += bv[i];
+      }
+      for (size_t hh = 0; hh < nh; ++hh) {
+        if (s.qk_norm) rms(q, hh * hd, hd, tensor(f, b + "attn_q_norm.weight"), s.rms_eps);
+        rope(q, hh * hd, s, int(p));
+      }
+      for (size_t hh = 0; hh < nkv; ++hh) {
+        if (s.qk_norm) rms(k, hh * hd, hd, tensor(f, b + "attn_k_norm.weight"), s.rms_eps);
+        rope(k, hh * hd, s, int(p));
+      }
+      K[size_t(il)].push_back(k);
+      V[size_t(il)].push_back(v);
+      std::vector<double> att(nh * hd, 0.0);
+      for (size_t hh = 0; hh < nh; ++hh) {
+        const size_t g = hh / (nh / nkv);
+        std::vector<double> sc(p + 1);
+        double mx = -1e300, sum = 0;
+        for (size_t j = 0; j <= p; ++j) {
+          double dot = 0;
+          for (size_t e = 0; e < hd; ++e) dot += q[hh * hd + e] * K[size_t(il)][j][g * hd + e];
+          sc[j] = dot / std::sqrt(double(hd));
+          mx = std::max(mx, sc[j]);
+        }
+        for (auto& v2 : sc) sum += v2 = std::exp(v2 - mx);
+        for (size_t j = 0; j <= p; ++j)
+          for (size_t e = 0; e < hd; ++e) att[hh * hd + e] += sc[j] / sum * V[size_t(il)][j][g * hd + e];
+      }
+      const auto o = matvec(tensor(f, b + "attn_output.weight"), att, d);
+      for (size_t i = 0; i < d; ++i) x[i] += o[i];
+      h = x;
+      rms(h, 0, d, tensor(f, b + "ffn_norm.weight"), s.rms_eps);
+      auto gate = matvec(tensor(f, b + "ffn_gate.weight"), h, size_t(s.n_ff));
+      const auto up = matvec(tensor(f, b + "ffn_up.weight"), h, size_t(s.n_ff));
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+      const auto down = matvec(tensor(f, b + "ffn_down.weight"), gate, d);
+      for (size_t i = 0; i < d; ++i) x[i] += down[i];
+    }
+    rms(x, 0, d, tensor(f, "output_norm.weight"), s.rms_eps);
+    const auto logits =
+        matvec(f.find_tensor("output.weight") ? tensor(f, "output.weight") : embd, x, size_t(s.n_vocab));
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+std::vector<float> engine_forward(const Model& m, const std::vector<int32_t>& tokens) {
+  ThreadPool pool(2);
+  ModelRunner runner(m, pool);
+  ContiguousKvCache cache(m.spec(), 64);
+  Batch b;
+  b.caches = {&cache};
+  b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, false, true);
+  std::vector<float> logits;
+  EXPECT_TRUE(runner.forward(b, logits).is_ok());
+  return logits;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+// Writes a float32 tensor whose values follow a fixed pattern.
+void add_pattern(GgufWriter& w, const std::string& name, std::vector<int64_t> dims, float scale, float phase) {
+  int64_t n = 1;
+  for (auto d : dims) n *= d;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = scale * std::sin(0.7f * float(i) + phase);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  ASSERT_TRUE(w.add_tensor(name, DType::F32, std::move(dims), std::move(bytes)).is_ok());
+}
+
+// A qwen3-style model with head size 6 while n_embd / n_head = 4, and q/k norms whose
+// weights are far from 1, so that dropping either would show.
+std::string write_qwen3_model() {
+  GgufWriter w;
+  const int64_t d = 8, nh = 2, nkv = 1, hd = 6, ff = 12, vocab = 16;
+  w.set("general.architecture", GgufValue::string("qwen3"));
+  w.set("qwen3.embedding_length", GgufValue::u32(d));
+  w.set("qwen3.block_count", GgufValue::u32(1));
+  w.set("qwen3.feed_forward_length", GgufValue::u32(ff));
+  w.set("qwen3.attention.head_count", GgufValue::u32(nh));
+  w.set("qwen3.attention.head_count_kv", GgufValue::u32(nkv));
+  w.set("qwen3.attention.key_length", GgufValue::u32(hd));
+  w.set("qwen3.attention.value_length", GgufValue::u32(hd));
+  w.set("qwen3.rope.freq_base", GgufValue::f32(100.0f));
+  w.set("qwen3.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-6f));
+  add_pattern(w, "token_embd.weight", {d, vocab}, 1.0f, 0.1f);
+  add_pattern(w, "output_norm.weight", {d}, 0.5f, 1.0f);
+  add_pattern(w, "output.weight", {d, vocab}, 0.8f, 0.2f);
+  add_pattern(w, "blk.0.attn_norm.weight", {d}, 1.0f, 0.3f);
+  add_pattern(w, "blk.0.attn_q.weight", {d, nh * hd}, 0.9f, 0.4f);
+  add_pattern(w, "blk.0.attn_k.weight", {d, nkv * hd}, 0.9f, 0.5f);
+  add_pattern(w, "blk.0.attn_v.weight", {d, nkv * hd}, 0.9f, 0.6f);
+  add_pattern(w, "blk.0.attn_q_norm.weight", {hd}, 2.0f, 0.7f);
+  add_pattern(w, "blk.0.attn_k_norm.weight", {hd}, 2.0f, 0.8f);
+  add_pattern(w, "blk.0.attn_output.weight", {nh * hd, d}, 0.7f, 0.9f);
+  add_pattern(w, "blk.0.ffn_norm.weight", {d}, 1.0f, 1.1f);
+  add_pattern(w, "blk.0.ffn_gate.weight", {d, ff}, 0.6f, 1.2f);
+  add_pattern(w, "blk.0.ffn_up.weight", {d, ff}, 0.6f, 1.3f);
+  add_pattern(w, "blk.0.ffn_down.weight", {ff, d}, 0.6f, 1.4f);
+  const std::string path = test::temp_path("qwen3.gguf");
+  EXPECT_TRUE(w.write(path).is_ok());
+  return path;
+}
+
+TEST(Qwen3, QkNormAndDecoupledHeadSizeMatchPlainForward) {
+  const std::string path = write_qwen3_model();
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const ModelSpec& s = (*m)->spec();
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_EQ(s.head_dim, 6);
+  EXPECT_EQ(s.q_dim(), 12);  // != n_embd
+  EXPECT_EQ(s.rope_style, ref::RopeStyle::kNeox);
+  const std::vector<int32_t> tokens = {3, 7, 1, 12, 5};
+  const auto mine = engine_forward(**m, tokens);
+  const auto want = naive_forward((*m)->file(), s, tokens);
+  EXPECT_LT(max_abs_diff(mine, want), 1e-4);
+  // The check can fail: without the q/k norm weights the logits move far away.
+  ModelSpec no_norm = s;
+  no_norm.qk_norm = false;
+  EXPECT_GT(max_abs_diff(mine, naive_forward((*m)->file(), no_norm, tokens)), 1e-2);
+  std::remove(path.c_str());
+}
+
+class CreatedModel : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(CreatedModel, LoadsAndMatchesPlainForward) {
+  const auto [arch, type] = GetParam();
+  CreateModelOptions o;
+  o.arch = arch;
+  o.type = *dtype_from_name(type);
+  o.seed = 5;
+  const std::string path = test::temp_path(std::string(arch) + type + ".gguf");
+  ASSERT_TRUE(create_random_model(o, path).is_ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->spec().arch, arch);
+  EXPECT_EQ((*m)->spec().n_vocab, 2048);
+  const std::vector<int32_t> tokens = {1, 300, 301, 700, 1500, 9};
+  const auto mine = engine_forward(**m, tokens);
+  EXPECT_LT(max_abs_diff(mine, naive_forward((*m)->file(), (*m)->spec(), tokens)), 2e-3);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(ArchAndType, CreatedModel,
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                                            ::testing::Values("f32", "q8_0", "q4_k")),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
+
+TEST(CreateModel, SameSeedSameBytes) {
+  CreateModelOptions o;
+  o.type = DType::Q4_0;
+  const std::string a = test::temp_path("a.gguf"), b = test::temp_path("b.gguf");
+  ASSERT_TRUE(create_random_model(o, a).is_ok());
+  ASSERT_TRUE(create_random_model(o, b).is_ok());
+  EXPECT_EQ(test::read_file(a), test::read_file(b));
+  o.seed = 2;
+  ASSERT_TRUE(create_random_model(o, b).is_ok());
+  EXPECT_NE(test::read_file(a), test::read_file(b));
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+}
+
+TEST(CreateModel, RejectsBadOptions) {
+  CreateModelOptions o;
+  o.preset = "7b";
+  EXPECT_NE(create_random_model(o, "/tmp/x.gguf").message().find("--preset '7b'"), std::string::npos);
+  o.preset = "tiny";
+  o.arch = "gpt5";
+  EXPECT_NE(create_random_model(o, "/tmp/x.gguf").message().find("--arch 'gpt5'"), std::string::npos);
+}
+
+// Corrupting any byte of the tensor table and hyper-parameters gives an error or a
+// model that validated every shape; never a crash.
+TEST(ModelLoader, CorruptTensorTableNeverCrashes) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  const std::string s = test::read_file(test::shared_path("models/stories260K.gguf"));
+  const std::vector<uint8_t> good(s.begin(), s.end());
+  const size_t table_start = 12000;  // the tensor table lies in [~12.3k, 14176)
+  int loaded = 0, rejected = 0;
+  for (size_t at = table_start; at < 14176; ++at) {
+    auto b = good;
+    b[at] ^= 0x41;
+    auto f = GgufFile::parse(b.data(), b.size(), "corrupt.gguf");
+    if (!f) {
+      ++rejected;
+      continue;
+    }
+    auto m = Model::from_gguf(std::move(f).value());
+    if (m) {
+      ++loaded;
+      const auto logits = engine_forward(**m, {1, 2});
+      EXPECT_EQ(logits.size(), size_t(2 * (*m)->spec().n_vocab));
+    } else {
+      ++rejected;
+      EXPECT_NE(m.status().message().find("corrupt.gguf"), std::string::npos) << m.status().message();
+    }
+  }
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST(ModelLoader, NamesMissingTensorAndUnsupportedArch) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("gpt-j"));
+  const std::string path = test::temp_path("arch.gguf");
+  ASSERT_TRUE(w.write(path).is_ok());
+  auto m = Model::load(path);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("architecture 'gpt-j' is not supported"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Runner, RaggedBatchEqualsSeparateRuns) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m.is_ok());
+  ThreadPool pool(2);
+  ModelRunner runner(**m, pool);
+  const std::vector<int32_t> a = {1, 403, 407, 261}, b = {1, 50, 60};
+  // Alone.
+  std::vector<float> la, lb;
+  ContiguousKvCache ca(( *m)->spec(), 32), cb((*m)->spec(), 32);
+  Batch ba, bb;
+  ba.caches = {&ca};
+  ba.add_sequence_tokens(0, a.data(), 4, 0, true);
+  bb.caches = {&cb};
+  bb.add_sequence_tokens(0, b.data(), 3, 0, true);
+  ASSERT_TRUE(runner.forward(ba, la).is_ok());
+  ASSERT_TRUE(runner.forward(bb, lb).is_ok());
+  // Together in one ragged batch.
+  ContiguousKvCache c1((*m)->spec(), 32), c2((*m)->spec(), 32);
+  Batch both;
+  both.caches = {&c1, &c2};
+  both.add_sequence_tokens(0, a.data(), 4, 0, true);
+  both.add_sequence_tokens(1, b.data(), 3, 0, true);
+  std::vector<float> l;
+  ASSERT_TRUE(runner.forward(both, l).is_ok());
+  const size_t n = size_t((*m)->spec().n_vocab);
+  ASSERT_EQ(l.size(), 2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(l[i], la[i], 1e-5);
+    EXPECT_NEAR(l[n + i], lb[i], 1e-5);
+  }
+}
+
+TEST(Runner, RejectsBadBatches) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m.is_ok());
+  ThreadPool pool(1);
+  ModelRunner runner(**m, pool);
+  ContiguousKvCache cache((*m)->spec(), 4);
+  std::vector<float> logits;
+  Batch bad_token;
+  bad_token.caches = {&cache};
+  const int32_t big = 100000;
+  bad_token.add_sequence_tokens(0, &big, 1, 0, true);
+  EXPECT_NE(runner.forward(bad_token, logits).message().find("outside the vocabulary"), std::string::npos);
+  Batch too_long;
+  too_long.caches = {&cache};
+  const int32_t one = 1;
+  too_long.add_sequence_tokens(0, &one, 1, 4, true);
+  EXPECT_NE(runner.forward(too_long, logits).message().find("outside the context"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autoglm
