@@ -1,10 +1,31 @@
 #include "core/thread_pool.h"
 
 #include <fstream>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define AUTOGLM_CPU_RELAX() _mm_pause()
+#else
+#define AUTOGLM_CPU_RELAX() ((void)0)
+#endif
 #include <set>
 #include <string>
 
 namespace autoglm {
+namespace {
+
+constexpr int kSpinIterations = 20000;  // roughly 50-100 microseconds
+
+// Spins until pred() holds or the budget runs out; true if it holds.
+template <typename Pred>
+bool spin_until(Pred pred) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (pred()) return true;
+    AUTOGLM_CPU_RELAX();
+  }
+  return pred();
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -32,32 +53,37 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     fn(0, 0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    std::lock_guard<std::mutex> lock(mutex_);  // orders the bump against sleeping workers' checks
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_share(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto has_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(has_job)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stopping_ || has_job(); });
       if (stopping_) return;
-      seen = generation_;
     }
+    seen = generation_.load(std::memory_order_acquire);
     run_share(index);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 

@@ -31,11 +31,13 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  // A new job bumps generation_; workers spin on it briefly before sleeping, since a
+  // decode step issues hundreds of small jobs and a sleep/wake costs more than the job.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
   bool stopping_ = false;
   int64_t job_n_ = 0;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
