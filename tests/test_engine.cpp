@@ -99,8 +99,8 @@ TEST(Sampler, TemperatureFlattensTheDistribution) {
   const int cold = histogram(p, logits, 4000)[1];
   p.temperature = 4.0f;
   const int hot = histogram(p, logits, 4000)[1];
-  EXPECT_LT(cold, 150);   // p(1) = 1/(1+e^4) ~ 0.018
-  EXPECT_GT(hot, 1500);   // p(1) = 1/(1+e^0.25) ~ 0.44
+  EXPECT_LT(cold, 150);  // p(1) = 1/(1+e^4) ~ 0.018
+  EXPECT_GT(hot, 1500);  // p(1) = 1/(1+e^0.25) ~ 0.44
 }
 
 TEST(Sampler, SameSeedSameDraws) {

@@ -69,7 +69,8 @@ std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const s
       auto k = matvec(tensor(f, b + "attn_k.weight"), h, nkv * hd);
       auto v = matvec(tensor(f, b + "attn_v.weight"), h, nkv * hd);
       if (s.qkv_bias) {
-        const Mat bq = tensor(f, b + "attn_q.bias"), bk = tensor(f, b + "attn_k.bias"), bv = tensor(f, b + "attn_v.bias");
+        const Mat bq = tensor(f, b + "attn_q.bias"), bk = tensor(f, b + "attn_k.bias"),
+                  bv = tensor(f, b + "attn_v.bias");
         for (size_t i = 0; i < q.size(); ++i) q[i] += bq[i];
         for (size_t i = 0; i < k.size(); ++i) k[i] += bk[i], v[i] += bv[i];
       }
@@ -300,7 +301,7 @@ TEST(Runner, RaggedBatchEqualsSeparateRuns) {
   const std::vector<int32_t> a = {1, 403, 407, 261}, b = {1, 50, 60};
   // Alone.
   std::vector<float> la, lb;
-  ContiguousKvCache ca(( *m)->spec(), 32), cb((*m)->spec(), 32);
+  ContiguousKvCache ca((*m)->spec(), 32), cb((*m)->spec(), 32);
   Batch ba, bb;
   ba.caches = {&ca};
   ba.add_sequence_tokens(0, a.data(), 4, 0, true);

@@ -18,9 +18,13 @@ inline std::string shared_dir() {
   return std::string(AUTOGLM_SOURCE_DIR) + "/../shared";
 }
 
-inline std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
+inline std::string shared_path(const std::string& rel) {
+  return shared_dir() + "/" + rel;
+}
 
-inline bool shared_exists(const std::string& rel) { return std::filesystem::exists(shared_path(rel)); }
+inline bool shared_exists(const std::string& rel) {
+  return std::filesystem::exists(shared_path(rel));
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -30,14 +34,15 @@ inline std::string read_file(const std::string& path) {
 }
 
 inline std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("autoglm_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("autoglm_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 }  // namespace autoglm::test
 
 // Skips the current test when a file of ../shared is absent.
-#define AUTOGLM_REQUIRE_SHARED(rel)                                                               \
-  do {                                                                                            \
-    if (!::autoglm::test::shared_exists(rel))                                                     \
+#define AUTOGLM_REQUIRE_SHARED(rel)                                                                  \
+  do {                                                                                               \
+    if (!::autoglm::test::shared_exists(rel))                                                        \
       GTEST_SKIP() << "test data " << ::autoglm::test::shared_path(rel) << " is absent (../shared)"; \
   } while (0)

@@ -7,10 +7,10 @@
 namespace autoglm {
 
 struct SamplingParams {
-  float temperature = 0.8f;  // <= 0: greedy (argmax after penalties)
-  int32_t top_k = 40;        // <= 0: off
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off; keeps tokens with p >= min_p * p_max
+  float temperature = 0.8f;         // <= 0: greedy (argmax after penalties)
+  int32_t top_k = 40;               // <= 0: off
+  float top_p = 0.95f;              // >= 1: off
+  float min_p = 0.05f;              // <= 0: off; keeps tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f;  // 1: off; divides positive logits, multiplies negative ones
   float frequency_penalty = 0.0f;   // subtracted once per earlier occurrence
   float presence_penalty = 0.0f;    // subtracted once if the token occurred

@@ -28,12 +28,24 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
-inline Status corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
-inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
-inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {StatusCode::kIoError, std::move(m)};
+}
+inline Status corrupt(std::string m) {
+  return {StatusCode::kCorrupt, std::move(m)};
+}
+inline Status unsupported(std::string m) {
+  return {StatusCode::kUnsupported, std::move(m)};
+}
+inline Status out_of_range(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
 
 // A value or the Status that explains why there is none.
 template <typename T>
@@ -60,16 +72,16 @@ class [[nodiscard]] Result {
 }  // namespace autoglm
 
 // Propagate a failed Status from the enclosing function.
-#define AUTOGLM_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    ::autoglm::Status _st = (expr);            \
-    if (!_st.is_ok()) return _st;              \
+#define AUTOGLM_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::autoglm::Status _st = (expr);   \
+    if (!_st.is_ok()) return _st;     \
   } while (0)
 
 #define AUTOGLM_CONCAT_INNER(a, b) a##b
 #define AUTOGLM_CONCAT(a, b) AUTOGLM_CONCAT_INNER(a, b)
 // Assign the value of a Result to lhs, or return its Status.
-#define AUTOGLM_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto AUTOGLM_CONCAT(_res_, __LINE__) = (expr);                              \
+#define AUTOGLM_ASSIGN_OR_RETURN(lhs, expr)                                                      \
+  auto AUTOGLM_CONCAT(_res_, __LINE__) = (expr);                                                 \
   if (!AUTOGLM_CONCAT(_res_, __LINE__).is_ok()) return AUTOGLM_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(AUTOGLM_CONCAT(_res_, __LINE__)).value()

@@ -54,8 +54,8 @@ int bench(const BenchArgs& a) {
   if (!loaded) return fail(loaded.status());
   const Model& m = **loaded;
   std::string type = m.weight_type_summary();
-  std::printf("| %-24s | %10s | %8s | %-22s | %7s | %8s | %18s |\n", "model", "size", "params", "types", "threads", "test",
-              "t/s");
+  std::printf("| %-24s | %10s | %8s | %-22s | %7s | %8s | %18s |\n", "model", "size", "params", "types", "threads",
+              "test", "t/s");
   std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(12, '-').c_str(),
               std::string(10, '-').c_str(), std::string(24, '-').c_str(), std::string(9, '-').c_str(),
               std::string(10, '-').c_str(), std::string(20, '-').c_str());

@@ -61,9 +61,8 @@ int logits(const LogitsArgs& a) {
   std::vector<int32_t> order(static_cast<size_t>(n_vocab));
   for (int32_t i = 0; i < n_vocab; ++i) order[size_t(i)] = i;
   const int k = int(std::min<int64_t>(5, n_vocab));
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
-    return last[x] > last[y] || (last[x] == last[y] && x < y);
-  });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t x, int32_t y) { return last[x] > last[y] || (last[x] == last[y] && x < y); });
   std::printf("top-5 of the last row:\n");
   for (int i = 0; i < k; ++i)
     std::printf("  %6d %10.5f '%s'\n", order[size_t(i)], last[order[size_t(i)]],

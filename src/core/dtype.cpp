@@ -9,9 +9,9 @@ namespace autoglm {
 namespace {
 
 constexpr std::array<DTypeInfo, 21> kTypes = {{
-    {DType::F32, "F32", 1, 4},       {DType::F16, "F16", 1, 2},      {DType::Q4_0, "Q4_0", 32, 18},
-    {DType::Q4_1, "Q4_1", 32, 20},   {DType::Q5_0, "Q5_0", 32, 22},  {DType::Q5_1, "Q5_1", 32, 24},
-    {DType::Q8_0, "Q8_0", 32, 34},   {DType::Q8_1, "Q8_1", 32, 36},  {DType::Q2_K, "Q2_K", 256, 84},
+    {DType::F32, "F32", 1, 4},       {DType::F16, "F16", 1, 2},       {DType::Q4_0, "Q4_0", 32, 18},
+    {DType::Q4_1, "Q4_1", 32, 20},   {DType::Q5_0, "Q5_0", 32, 22},   {DType::Q5_1, "Q5_1", 32, 24},
+    {DType::Q8_0, "Q8_0", 32, 34},   {DType::Q8_1, "Q8_1", 32, 36},   {DType::Q2_K, "Q2_K", 256, 84},
     {DType::Q3_K, "Q3_K", 256, 110}, {DType::Q4_K, "Q4_K", 256, 144}, {DType::Q5_K, "Q5_K", 256, 176},
     {DType::Q6_K, "Q6_K", 256, 210}, {DType::Q8_K, "Q8_K", 256, 292}, {DType::IQ4_NL, "IQ4_NL", 32, 18},
     {DType::I8, "I8", 1, 1},         {DType::I16, "I16", 1, 2},       {DType::I32, "I32", 1, 4},
@@ -33,7 +33,9 @@ const DTypeInfo& dtype_info(DType t) {
   return kTypes[0];
 }
 
-std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+std::string_view dtype_name(DType t) {
+  return dtype_info(t).name;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const auto& t : kTypes) {

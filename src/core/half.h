@@ -55,7 +55,9 @@ inline uint16_t float_to_fp16(float f) {
   return uint16_t(sign | h);
 }
 
-inline float bf16_to_float(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
+inline float bf16_to_float(uint16_t b) {
+  return bits_to_float(uint32_t(b) << 16);
+}
 
 inline uint16_t float_to_bf16(float f) {
   uint32_t x = float_to_bits(f);

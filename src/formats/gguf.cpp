@@ -53,29 +53,26 @@ class Cursor {
   const std::string& file_;
 };
 
-bool is_valid_value_type(uint32_t t) { return t <= uint32_t(GgufValueType::kFloat64); }
+bool is_valid_value_type(uint32_t t) {
+  return t <= uint32_t(GgufValueType::kFloat64);
+}
 
 // Smallest encoded size of one element, used to reject absurd counts early.
 size_t min_encoded_size(GgufValueType t) {
   switch (t) {
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
+    case GgufValueType::kBool: return 1;
     case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
+    case GgufValueType::kInt16: return 2;
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
-    case GgufValueType::kFloat32:
-      return 4;
+    case GgufValueType::kFloat32: return 4;
     case GgufValueType::kString:
     case GgufValueType::kUint64:
     case GgufValueType::kInt64:
-    case GgufValueType::kFloat64:
-      return 8;
-    case GgufValueType::kArray:
-      return 12;
+    case GgufValueType::kFloat64: return 8;
+    case GgufValueType::kArray: return 12;
   }
   return 1;
 }
@@ -149,8 +146,7 @@ Status read_scalar(Cursor& c, GgufValueType t, int64_t& integer, double& real, c
       real = v;
       return Status::ok();
     }
-    default:
-      return c.fail(std::string(what) + ": not a scalar type");
+    default: return c.fail(std::string(what) + ": not a scalar type");
   }
 }
 
@@ -199,8 +195,8 @@ Status read_value(Cursor& c, GgufValueType t, GgufValue& out, const std::string&
 }  // namespace
 
 const char* gguf_value_type_name(GgufValueType t) {
-  static const char* names[] = {"uint8", "int8",   "uint16", "int16", "uint32", "int32", "float32",
-                                "bool",  "string", "array",  "uint64", "int64", "float64"};
+  static const char* names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                "bool",  "string", "array",  "uint64", "int64",  "float64"};
   return is_valid_value_type(uint32_t(t)) ? names[uint32_t(t)] : "unknown";
 }
 
@@ -208,8 +204,12 @@ bool GgufValue::is_integer() const {
   return type != GgufValueType::kFloat32 && type != GgufValueType::kFloat64 && type != GgufValueType::kString &&
          type != GgufValueType::kArray;
 }
-bool GgufValue::is_float() const { return type == GgufValueType::kFloat32 || type == GgufValueType::kFloat64; }
-size_t GgufValue::array_size() const { return ints.size() + reals.size() + strs.size() + nested.size(); }
+bool GgufValue::is_float() const {
+  return type == GgufValueType::kFloat32 || type == GgufValueType::kFloat64;
+}
+size_t GgufValue::array_size() const {
+  return ints.size() + reals.size() + strs.size() + nested.size();
+}
 
 GgufValue GgufValue::u32(uint32_t v) {
   GgufValue r;

@@ -27,38 +27,17 @@ class ByteSink {
 void put_scalar(ByteSink& out, GgufValueType t, int64_t integer, double real) {
   switch (t) {
     case GgufValueType::kUint8:
-    case GgufValueType::kBool:
-      out.put<uint8_t>(uint8_t(integer));
-      break;
-    case GgufValueType::kInt8:
-      out.put<int8_t>(int8_t(integer));
-      break;
-    case GgufValueType::kUint16:
-      out.put<uint16_t>(uint16_t(integer));
-      break;
-    case GgufValueType::kInt16:
-      out.put<int16_t>(int16_t(integer));
-      break;
-    case GgufValueType::kUint32:
-      out.put<uint32_t>(uint32_t(integer));
-      break;
-    case GgufValueType::kInt32:
-      out.put<int32_t>(int32_t(integer));
-      break;
-    case GgufValueType::kUint64:
-      out.put<uint64_t>(uint64_t(integer));
-      break;
-    case GgufValueType::kInt64:
-      out.put<int64_t>(integer);
-      break;
-    case GgufValueType::kFloat32:
-      out.put<float>(float(real));
-      break;
-    case GgufValueType::kFloat64:
-      out.put<double>(real);
-      break;
-    default:
-      break;
+    case GgufValueType::kBool: out.put<uint8_t>(uint8_t(integer)); break;
+    case GgufValueType::kInt8: out.put<int8_t>(int8_t(integer)); break;
+    case GgufValueType::kUint16: out.put<uint16_t>(uint16_t(integer)); break;
+    case GgufValueType::kInt16: out.put<int16_t>(int16_t(integer)); break;
+    case GgufValueType::kUint32: out.put<uint32_t>(uint32_t(integer)); break;
+    case GgufValueType::kInt32: out.put<int32_t>(int32_t(integer)); break;
+    case GgufValueType::kUint64: out.put<uint64_t>(uint64_t(integer)); break;
+    case GgufValueType::kInt64: out.put<int64_t>(integer); break;
+    case GgufValueType::kFloat32: out.put<float>(float(real)); break;
+    case GgufValueType::kFloat64: out.put<double>(real); break;
+    default: break;
   }
 }
 

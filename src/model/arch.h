@@ -1,8 +1,8 @@
 // Architecture mappings: GGUF metadata keys onto ModelSpec switches.
 #pragma once
 
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "autoglm/status.h"
 #include "formats/gguf.h"

@@ -52,7 +52,8 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 void add_vocabulary(GgufWriter& w, int64_t n_vocab) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0, 0, 0};
-  std::vector<int32_t> types = {int32_t(TokenType::kUnknown), int32_t(TokenType::kControl), int32_t(TokenType::kControl)};
+  std::vector<int32_t> types = {int32_t(TokenType::kUnknown), int32_t(TokenType::kControl),
+                                int32_t(TokenType::kControl)};
   auto add = [&](const std::string& piece, float score, TokenType type) {
     if (int64_t(tokens.size()) >= n_vocab) return;
     tokens.push_back(piece);
@@ -73,7 +74,8 @@ void add_vocabulary(GgufWriter& w, int64_t n_vocab) {
     for (char b : letters) add(std::string{a, b}, -4, TokenType::kNormal);
   for (char a : letters)
     for (char b : letters) add(space + a + b, -5, TokenType::kNormal);
-  for (int i = 0; int64_t(tokens.size()) < n_vocab; ++i) add("<unused" + std::to_string(i) + ">", -100, TokenType::kUnused);
+  for (int i = 0; int64_t(tokens.size()) < n_vocab; ++i)
+    add("<unused" + std::to_string(i) + ">", -100, TokenType::kUnused);
   w.set("tokenizer.ggml.model", GgufValue::string("llama"));
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
   w.set("tokenizer.ggml.scores", GgufValue::f32_array(scores));

@@ -21,8 +21,8 @@ class Model {
   const ModelSpec& spec() const { return spec_; }
   const ModelWeights& weights() const { return weights_; }
 
-  int64_t n_params() const;      // elements of all tensors
-  int64_t weight_bytes() const;  // bytes of all tensors
+  int64_t n_params() const;                 // elements of all tensors
+  int64_t weight_bytes() const;             // bytes of all tensors
   std::string weight_type_summary() const;  // e.g. "Q4_0 x 155, F32 x 45"
 
  private:

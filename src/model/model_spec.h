@@ -27,9 +27,9 @@ struct ModelSpec {
   ref::RopeStyle rope_style = ref::RopeStyle::kAdjacentPairs;
   float rms_eps = 1e-5f;
 
-  bool qkv_bias = false;        // q/k/v projections carry biases (qwen2)
-  bool qk_norm = false;         // RMSNorm of each q and k head before RoPE (qwen3)
-  bool tied_embeddings = false; // no output.weight: the logits reuse token_embd
+  bool qkv_bias = false;         // q/k/v projections carry biases (qwen2)
+  bool qk_norm = false;          // RMSNorm of each q and k head before RoPE (qwen3)
+  bool tied_embeddings = false;  // no output.weight: the logits reuse token_embd
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

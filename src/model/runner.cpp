@@ -35,7 +35,8 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool) : model_(model), 
 
 Status ModelRunner::validate(const Batch& b) const {
   const size_t n = b.tokens.size();
-  if (b.positions.size() != n || b.seq.size() != n) return invalid_argument("batch: tokens, positions, seq differ in length");
+  if (b.positions.size() != n || b.seq.size() != n)
+    return invalid_argument("batch: tokens, positions, seq differ in length");
   for (size_t i = 0; i < n; ++i) {
     if (b.tokens[i] < 0 || b.tokens[i] >= spec_.n_vocab)
       return invalid_argument("batch: token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary of " +
@@ -104,7 +105,8 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il) {
   const LayerWeights& lw = model_.weights().layers[size_t(il)];
   const int64_t T = int64_t(b.tokens.size());
 
-  for (int64_t t = 0; t < T; ++t) ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+  for (int64_t t = 0; t < T; ++t)
+    ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
   cpu::matmul(pool_, lw.wq, xn_.data(), T, q_.data());
   cpu::matmul(pool_, lw.wk, xn_.data(), T, k_.data());
   cpu::matmul(pool_, lw.wv, xn_.data(), T, v_.data());
@@ -116,12 +118,15 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il) {
     float* q = &q_[t * s.q_dim()];
     float* k = &k_[t * s.kv_dim()];
     if (s.qk_norm) {
-      for (int64_t h = 0; h < s.n_head; ++h) ref::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
-      for (int64_t h = 0; h < s.n_head_kv; ++h) ref::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
+      for (int64_t h = 0; h < s.n_head; ++h)
+        ref::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
+      for (int64_t h = 0; h < s.n_head_kv; ++h)
+        ref::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
     }
     const float pos = float(b.positions[size_t(t)]);
     ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
-    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
+    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale,
+              s.rope_style);
     KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
     std::copy(k, k + s.kv_dim(), cache->key(il, b.positions[size_t(t)]));
     std::copy(&v_[t * s.v_dim()], &v_[(t + 1) * s.v_dim()], cache->value(il, b.positions[size_t(t)]));
@@ -157,7 +162,8 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const LayerWeights& lw = w.layers[size_t(il)];
     attention_layer(b, il);
-    for (int64_t t = 0; t < T; ++t) ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+    for (int64_t t = 0; t < T; ++t)
+      ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
     cpu::matmul(pool_, lw.gate, xn_.data(), T, gate_.data());
     cpu::matmul(pool_, lw.up, xn_.data(), T, up_.data());
     ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
@@ -167,7 +173,8 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
 
   const int64_t n_out = int64_t(b.logit_tokens.size());
   for (int64_t o = 0; o < n_out; ++o)
-    ref::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd, &out_in_[o * s.n_embd]);
+    ref::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,
+                 &out_in_[o * s.n_embd]);
   logits.resize(size_t(n_out * s.n_vocab));
   cpu::matmul(pool_, w.output, out_in_.data(), n_out, logits.data());
   return Status::ok();

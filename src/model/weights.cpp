@@ -83,8 +83,8 @@ Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
   const GgufTensorInfo* embd = b.find("token_embd.weight");
   if (!embd) return corrupt(file.path() + ": missing tensor 'token_embd.weight'");
   if (embd->dims.size() != 2 || embd->dims[0] != spec.n_embd)
-    return corrupt(file.path() + ": tensor 'token_embd.weight' has shape " + shape_string(embd->dims) +
-                   ", expected [" + std::to_string(spec.n_embd) + ", n_vocab]");
+    return corrupt(file.path() + ": tensor 'token_embd.weight' has shape " + shape_string(embd->dims) + ", expected [" +
+                   std::to_string(spec.n_embd) + ", n_vocab]");
   if (spec.n_vocab == 0) spec.n_vocab = embd->dims[1];
 
   ModelWeights w;

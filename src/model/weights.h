@@ -15,8 +15,8 @@ using Vec = std::vector<float>;  // small per-channel parameters, kept as floats
 struct LayerWeights {
   Vec attn_norm, ffn_norm;
   cpu::WeightMatrix wq, wk, wv, wo;
-  Vec bq, bk, bv;          // empty unless spec.qkv_bias
-  Vec q_norm, k_norm;      // empty unless spec.qk_norm ([head_dim] each)
+  Vec bq, bk, bv;      // empty unless spec.qkv_bias
+  Vec q_norm, k_norm;  // empty unless spec.qk_norm ([head_dim] each)
   cpu::WeightMatrix gate, up, down;
 };
 

@@ -25,10 +25,11 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params), seed_(params.seed ? *params.seed : std::random_device{}()), rng_(seed_) {}
 
 void Sampler::apply_penalties(float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
-  const bool any = params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0 || params_.presence_penalty != 0;
+  const bool any =
+      params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0 || params_.presence_penalty != 0;
   if (!any || params_.penalty_last_n == 0 || history.empty()) return;
-  const size_t window = params_.penalty_last_n < 0 ? history.size()
-                                                   : std::min(history.size(), size_t(params_.penalty_last_n));
+  const size_t window =
+      params_.penalty_last_n < 0 ? history.size() : std::min(history.size(), size_t(params_.penalty_last_n));
   std::unordered_map<int32_t, int32_t> counts;
   for (size_t i = history.size() - window; i < history.size(); ++i) ++counts[history[i]];
   for (const auto& [token, count] : counts) {
@@ -45,7 +46,9 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_
 
   candidates_.resize(size_t(n_vocab));
   for (int32_t i = 0; i < n_vocab; ++i) candidates_[size_t(i)] = {logits[i], i};
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t n = candidates_.size();
   if (params_.top_k > 0 && size_t(params_.top_k) < n) {
     n = size_t(params_.top_k);

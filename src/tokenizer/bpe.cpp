@@ -45,7 +45,9 @@ struct Bigram {
 
 }  // namespace
 
-const std::string& byte_to_unicode(uint8_t b) { return byte_map().to_unicode[b]; }
+const std::string& byte_to_unicode(uint8_t b) {
+  return byte_map().to_unicode[b];
+}
 
 std::string unicode_to_bytes(const std::string& text) {
   const ByteMap& map = byte_map();

@@ -56,7 +56,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   return std::make_unique<Tokenizer>(std::move(vocab), std::move(pre));
 }
 
-Tokenizer::Tokenizer(Vocab vocab, std::shared_ptr<const PreTokenizer> pre) : vocab_(std::move(vocab)), pre_(std::move(pre)) {
+Tokenizer::Tokenizer(Vocab vocab, std::shared_ptr<const PreTokenizer> pre)
+    : vocab_(std::move(vocab)), pre_(std::move(pre)) {
   for (int32_t id = 0; id < vocab_.size(); ++id)
     if (vocab_.is_special(id) && !vocab_.pieces[size_t(id)].empty()) special_by_length_.push_back(id);
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](int32_t a, int32_t b) {
@@ -126,18 +127,14 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   const std::string& text = vocab_.pieces[size_t(id)];
   switch (vocab_.types[size_t(id)]) {
     case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? text : "";
-    case TokenType::kUserDefined:
-      return text;
-    case TokenType::kUnused:
-      return "";
+    case TokenType::kUnknown: return special ? text : "";
+    case TokenType::kUserDefined: return text;
+    case TokenType::kUnused: return "";
     case TokenType::kByte:
       if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && hex_value(text[3]) >= 0 && hex_value(text[4]) >= 0)
         return std::string(1, char(hex_value(text[3]) * 16 + hex_value(text[4])));
       return "";
-    default:
-      return vocab_.kind == TokenizerKind::kSpm ? unescape_spaces(text) : unicode_to_bytes(text);
+    default: return vocab_.kind == TokenizerKind::kSpm ? unescape_spaces(text) : unicode_to_bytes(text);
   }
 }
 

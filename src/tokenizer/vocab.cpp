@@ -16,7 +16,9 @@ Status read_special_id(const GgufFile& f, const char* key, int32_t n_vocab, int3
 }
 
 // Pre-tokenizers whose reference tokenizer adds BOS unless the file says otherwise.
-bool bpe_adds_bos_by_default(const std::string& pre) { return pre == "llama3" || pre == "llama-bpe" || pre == "falcon3"; }
+bool bpe_adds_bos_by_default(const std::string& pre) {
+  return pre == "llama3" || pre == "llama-bpe" || pre == "falcon3";
+}
 
 }  // namespace
 
@@ -60,8 +62,8 @@ Result<Vocab> load_vocab(const GgufFile& f) {
       return corrupt(f.path() + ": tokenizer.ggml.token_type must be an integer array with one type per token");
     for (size_t i = 0; i < n; ++i) {
       if (t->ints[i] < 0 || t->ints[i] > 6)
-        return corrupt(f.path() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] = " +
-                       std::to_string(t->ints[i]) + " is not a known token type");
+        return corrupt(f.path() + ": tokenizer.ggml.token_type[" + std::to_string(i) +
+                       "] = " + std::to_string(t->ints[i]) + " is not a known token type");
       v.types[i] = TokenType(t->ints[i]);
     }
   }

@@ -37,8 +37,8 @@ struct Vocab {
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
   bool add_bos = false;
   bool add_eos = false;
-  bool add_space_prefix = true;  // SPM: a leading space before the text
-  bool ignore_merges = false;    // BPE: a whole word that is a token is taken as is
+  bool add_space_prefix = true;            // SPM: a leading space before the text
+  bool ignore_merges = false;              // BPE: a whole word that is a token is taken as is
   std::array<int32_t, 256> byte_tokens{};  // SPM byte-fallback token per byte, -1 if absent
   std::string chat_template;
 

@@ -8,12 +8,12 @@
 
 namespace autoglm::cpu {
 
-#define AUTOGLM_DECLARE_ISA(ns)                                                                           \
-  namespace ns {                                                                                          \
-  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                 \
+#define AUTOGLM_DECLARE_ISA(ns)                                                                               \
+  namespace ns {                                                                                              \
+  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                     \
   void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1, \
-                   float* scratch);                                                                        \
-  int tile_rows();                                                                                        \
+                   float* scratch);                                                                           \
+  int tile_rows();                                                                                            \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -65,7 +65,9 @@ bool select_kernel_isa(const char* name) {
   return false;
 }
 
-const char* kernel_isa() { return kernels().name; }
+const char* kernel_isa() {
+  return kernels().name;
+}
 
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   kernels().decode_row(w.type, w.data + row * w.row_bytes, out, w.cols);

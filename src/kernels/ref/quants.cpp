@@ -16,7 +16,9 @@ void write_half(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
-int nearest(float v) { return int(std::lround(v)); }
+int nearest(float v) {
+  return int(std::lround(v));
+}
 
 // Value with the largest magnitude, sign kept (symmetric formats use it so that
 // the extreme value maps exactly onto the most negative code).
@@ -223,9 +225,7 @@ bool dtype_is_supported(DType t) {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, size_t(n) * 4);
-      return;
+    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) dst[i] = read_half(bytes + 2 * i);
       return;
@@ -236,22 +236,18 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         dst[i] = bf16_to_float(v);
       }
       return;
-    default:
-      break;
+    default: break;
   }
   const BlockDecoder decode = block_decoder(t);
   AUTOGLM_CHECK(decode != nullptr);
   const auto& info = dtype_info(t);
-  for (int64_t b = 0; b < n / info.block_elems; ++b)
-    decode(bytes + b * info.block_bytes, dst + b * info.block_elems);
+  for (int64_t b = 0; b < n / info.block_elems; ++b) decode(bytes + b * info.block_bytes, dst + b * info.block_elems);
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   auto* bytes = static_cast<uint8_t*>(dst);
   switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, size_t(n) * 4);
-      return;
+    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     case DType::F16:
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -259,14 +255,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         std::memcpy(bytes + 2 * i, &v, 2);
       }
       return;
-    default:
-      break;
+    default: break;
   }
   const BlockEncoder encode = block_encoder(t);
   AUTOGLM_CHECK(encode != nullptr);
   const auto& info = dtype_info(t);
-  for (int64_t b = 0; b < n / info.block_elems; ++b)
-    encode(src + b * info.block_elems, bytes + b * info.block_bytes);
+  for (int64_t b = 0; b < n / info.block_elems; ++b) encode(src + b * info.block_elems, bytes + b * info.block_bytes);
 }
 
 double dot(DType t, const void* row, const float* x, int64_t n) {
