@@ -11,8 +11,9 @@ class ByteSink {
  public:
   template <typename T>
   void put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
+    const size_t at = bytes.size();
+    bytes.resize(at + sizeof(T));
+    std::memcpy(bytes.data() + at, &v, sizeof(T));
   }
   void put_string(const std::string& s) {
     put<uint64_t>(s.size());
