@@ -77,73 +77,29 @@ size_t min_encoded_size(GgufValueType t) {
   return 1;
 }
 
+template <typename T, typename Out>
+Status read_as(Cursor& c, Out& out, const char* what) {
+  T v{};
+  AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
+  out = Out(v);
+  return Status::ok();
+}
+
 Status read_scalar(Cursor& c, GgufValueType t, int64_t& integer, double& real, const char* what) {
   switch (t) {
-    case GgufValueType::kUint8: {
-      uint8_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kInt8: {
-      int8_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
+    case GgufValueType::kUint8: return read_as<uint8_t>(c, integer, what);
+    case GgufValueType::kInt8: return read_as<int8_t>(c, integer, what);
+    case GgufValueType::kUint16: return read_as<uint16_t>(c, integer, what);
+    case GgufValueType::kInt16: return read_as<int16_t>(c, integer, what);
+    case GgufValueType::kUint32: return read_as<uint32_t>(c, integer, what);
+    case GgufValueType::kInt32: return read_as<int32_t>(c, integer, what);
+    case GgufValueType::kUint64: return read_as<uint64_t>(c, integer, what);  // keeps the bits above INT64_MAX
+    case GgufValueType::kInt64: return read_as<int64_t>(c, integer, what);
+    case GgufValueType::kFloat32: return read_as<float>(c, real, what);
+    case GgufValueType::kFloat64: return read_as<double>(c, real, what);
     case GgufValueType::kBool: {
-      uint8_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      if (v > 1) return c.fail(std::string(what) + ": bool value " + std::to_string(v) + " is not 0 or 1");
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kUint16: {
-      uint16_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kInt16: {
-      int16_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kUint32: {
-      uint32_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kInt32: {
-      int32_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kUint64: {
-      uint64_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = int64_t(v);
-      return Status::ok();
-    }
-    case GgufValueType::kInt64: {
-      int64_t v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      integer = v;
-      return Status::ok();
-    }
-    case GgufValueType::kFloat32: {
-      float v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      real = v;
-      return Status::ok();
-    }
-    case GgufValueType::kFloat64: {
-      double v = 0;
-      AUTOGLM_RETURN_IF_ERROR(c.read(v, what));
-      real = v;
+      AUTOGLM_RETURN_IF_ERROR(read_as<uint8_t>(c, integer, what));
+      if (integer > 1) return c.fail(std::string(what) + ": bool value " + std::to_string(integer) + " is not 0 or 1");
       return Status::ok();
     }
     default: return c.fail(std::string(what) + ": not a scalar type");

@@ -1,7 +1,7 @@
 #include <array>
-#include <queue>
 
 #include "tokenizer/encoders.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -26,22 +26,6 @@ const ByteMap& byte_map() {
   static const ByteMap map;
   return map;
 }
-
-struct Symbol {
-  int prev;
-  int next;
-  size_t start;
-  size_t len;
-};
-
-struct Bigram {
-  int left;
-  int right;
-  int rank;
-  size_t len;
-  // Lowest rank first; on ties the leftmost pair.
-  bool operator<(const Bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-};
 
 }  // namespace
 
@@ -79,51 +63,28 @@ void bpe_encode_word(const Vocab& vocab, const std::string& word, std::vector<in
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t offs = 0; offs < text.size();) {
-    const size_t len = std::min(text.size() - offs, utf8::sequence_length(static_cast<unsigned char>(text[offs])));
-    const int index = int(symbols.size());
-    symbols.push_back({index - 1, offs + len < text.size() ? index + 1 : -1, offs, len});
-    offs += len;
-  }
-  std::priority_queue<Bigram> queue;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[size_t(left)];
-    const Symbol& r = symbols[size_t(right)];
-    auto it = vocab.merge_rank.find(text.substr(l.start, l.len) + " " + text.substr(r.start, r.len));
-    if (it == vocab.merge_rank.end()) return;
-    queue.push({left, right, it->second, l.len + r.len});
-  };
-  for (int i = 1; i < int(symbols.size()); ++i) try_add(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& left = symbols[size_t(b.left)];
-    Symbol& right = symbols[size_t(b.right)];
-    if (left.len == 0 || right.len == 0 || left.len + right.len != b.len) continue;
-    left.len += right.len;
-    right.len = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[size_t(right.next)].prev = b.left;
-    try_add(left.prev, b.left);
-    try_add(b.left, left.next);
-  }
-  for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[size_t(i)].next) {
-    const std::string piece = text.substr(symbols[size_t(i)].start, symbols[size_t(i)].len);
+  // A pair may merge when "left right" is a merge rule; the lower its rank, the sooner.
+  const auto symbols =
+      merge_symbols(text, [&](size_t start, size_t left_len, size_t right_len) -> std::optional<double> {
+        auto it = vocab.merge_rank.find(text.substr(start, left_len) + " " + text.substr(start + left_len, right_len));
+        if (it == vocab.merge_rank.end()) return std::nullopt;
+        return -double(it->second);
+      });
+  for_each_symbol(symbols, [&](size_t start, size_t len) {
+    const std::string piece = text.substr(start, len);
     const int32_t id = vocab.find(piece);
     if (id >= 0) {
       out.push_back(id);
-      continue;
+      return;
     }
     // No such token: fall back to its characters one by one.
     for (size_t offs = 0; offs < piece.size();) {
-      const size_t len = std::min(piece.size() - offs, utf8::sequence_length(static_cast<unsigned char>(piece[offs])));
-      const int32_t cid = vocab.find(piece.substr(offs, len));
+      const size_t n = std::min(piece.size() - offs, utf8::sequence_length(static_cast<unsigned char>(piece[offs])));
+      const int32_t cid = vocab.find(piece.substr(offs, n));
       if (cid >= 0) out.push_back(cid);
-      offs += len;
+      offs += n;
     }
-  }
+  });
 }
 
 }  // namespace autoglm

@@ -1,0 +1,38 @@
+// Chat templates: the model's own Jinja template (tokenizer.chat_template), or a
+// built-in one by name, rendered the way Hugging Face's apply_chat_template does.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+namespace jinja {
+struct Node;
+}
+
+class ChatTemplate {
+ public:
+  // Parses a template; the error names the line.
+  static Result<ChatTemplate> parse(const std::string& source);
+  // "chatml", "llama2", "llama3", "glm4".
+  static Result<ChatTemplate> builtin(const std::string& name);
+  static const std::vector<std::string>& builtin_names();
+
+  // messages: [{"role", "content", ...}]; tools: array or null; variables: special tokens
+  // (bos_token, eos_token...) and extra context (enable_thinking...), all top-level.
+  Result<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             bool add_generation_prompt, const nlohmann::ordered_json& variables) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  std::shared_ptr<const std::vector<std::unique_ptr<jinja::Node>>> body_;
+};
+
+}  // namespace autoglm
