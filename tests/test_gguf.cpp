@@ -130,6 +130,16 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
   EXPECT_EQ(g.find_tensor("tensor.c")->offset % 32, 0u);
 }
 
+TEST(GgufReader, ReadsVersion2) {
+  auto bytes = sample_file();
+  const uint32_t v2 = 2;
+  std::memcpy(bytes.data() + 4, &v2, 4);  // v2 and v3 share the layout (64-bit counts)
+  auto f = parse(bytes);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_EQ((*f)->version(), 2u);
+  EXPECT_EQ((*f)->tensors().size(), 3u);
+}
+
 TEST(GgufWriter, RejectsWrongDataSize) {
   GgufWriter w;
   EXPECT_FALSE(w.add_tensor("x", DType::Q4_0, {32}, std::vector<uint8_t>(17)).is_ok());

@@ -10,7 +10,17 @@
 
 namespace autoglm {
 
-enum class StatusCode { kOk, kInvalidArgument, kNotFound, kIoError, kCorrupt, kUnsupported, kOutOfRange, kInternal };
+enum class StatusCode {
+  kOk,
+  kInvalidArgument,
+  kNotFound,
+  kIoError,
+  kCorrupt,
+  kUnsupported,
+  kOutOfRange,
+  kResourceExhausted,
+  kInternal
+};
 
 class [[nodiscard]] Status {
  public:

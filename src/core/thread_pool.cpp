@@ -53,6 +53,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     fn(0, 0, n);
     return;
   }
+  std::lock_guard<std::mutex> turn(call_mutex_);
   job_ = &fn;
   job_n_ = n;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);

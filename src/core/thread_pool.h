@@ -22,7 +22,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(thread_index, begin, end) over [0, n) split into contiguous chunks,
-  // one per thread; returns when all are done. Not reentrant.
+  // one per thread; returns when all are done. Callers on different threads take
+  // turns; fn must not call parallel_for itself.
   void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
  private:
@@ -33,6 +34,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   // A new job bumps generation_; workers spin on it briefly before sleeping, since a
   // decode step issues hundreds of small jobs and a sleep/wake costs more than the job.
+  std::mutex call_mutex_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;

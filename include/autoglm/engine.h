@@ -1,0 +1,72 @@
+// The serving engine's public face: submit a request, read its stream.
+// One engine thread owns the scheduler, the KV cache and the model runner;
+// callers only touch the submit queue and their stream handles.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/sampling_params.h"
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  int32_t priority = 0;                                           // higher runs first; FCFS within a priority
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // waiting past it: finish_reason "timeout"
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// What the engine tells a request: text as it becomes final, then one last event.
+struct StreamEvent {
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "cancelled", "timeout", "error"
+  std::string error;
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  int32_t completion_tokens = 0;
+  double queue_seconds = 0;    // final event: arrival to first scheduled step
+  double prefill_seconds = 0;  // final event: first scheduled step to first token
+  int32_t preemptions = 0;     // final event: times this request was preempted
+};
+
+class StreamHandle {
+ public:
+  // Blocks until an event arrives (or the timeout passes: false).
+  bool next(StreamEvent& event, std::chrono::milliseconds timeout = std::chrono::hours(24));
+  // Asks the engine to stop this request; it ends within one step with "cancelled".
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+  // Engine side.
+  void push(StreamEvent event);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace autoglm

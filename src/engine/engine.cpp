@@ -1,0 +1,389 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/stop_matcher.h"
+#include "kv/paged_sequence.h"
+#include "sample/logprobs.h"
+#include "sample/sampler.h"
+
+namespace autoglm {
+
+using Clock = std::chrono::steady_clock;
+
+bool StreamHandle::next(StreamEvent& event, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+  event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void StreamHandle::push(StreamEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(event));
+  }
+  ready_.notify_one();
+}
+
+// A request while the engine holds it.
+struct Sequence {
+  Sequence(const Tokenizer& tok, BlockPool& pool, GenerationRequest r)
+      : request(std::move(r)), sampler(request.sampling), detok(tok), stops(request.stop), kv(pool) {}
+
+  uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<StreamHandle> handle;
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  int64_t n_computed = 0;  // tokens whose KV is in the cache
+  int64_t n_hashed = 0;    // leading blocks published to the prefix cache
+  uint64_t chain = 0;      // hash of those blocks
+  int32_t cached_tokens = 0;
+  int32_t preemptions = 0;
+  uint64_t admit_order = 0;
+  bool finished = false;
+  Sampler sampler;
+  IncrementalDetokenizer detok;
+  StopMatcher stops;
+  PagedSequenceKv kv;
+  Clock::time_point arrival = Clock::now();
+  std::optional<Clock::time_point> first_scheduled, first_token;
+
+  int64_t pending() const { return int64_t(tokens.size()) - n_computed; }
+  bool decoding() const { return n_computed >= n_prompt; }
+};
+
+namespace {
+
+// Waiting order: higher priority first, then earlier arrival (id).
+bool runs_before(const Sequence& a, const Sequence& b) {
+  return a.request.priority != b.request.priority ? a.request.priority > b.request.priority : a.id < b.id;
+}
+
+void insert_sorted(std::list<std::unique_ptr<Sequence>>& list, std::unique_ptr<Sequence> seq) {
+  auto it = std::find_if(list.begin(), list.end(), [&](const auto& other) { return runs_before(*seq, *other); });
+  list.insert(it, std::move(seq));
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      blocks_(model.spec(), config.kv_blocks, config.block_size),
+      runner_(model, pool) {
+  blocks_.set_prefix_caching(config.prefix_cache);
+  stats_.kv_blocks_total = config.kv_blocks;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    stopping_ = true;
+  }
+  submit_ready_.notify_all();
+  thread_.join();
+}
+
+Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) {
+  AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(request.sampling));
+  if (request.prompt.empty()) return invalid_argument("prompt: no tokens");
+  if (request.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
+  for (int32_t t : request.prompt)
+    if (t < 0 || t >= model_.spec().n_vocab)
+      return invalid_argument("prompt: token id " + std::to_string(t) + " is out of range");
+  const int64_t n = int64_t(request.prompt.size());
+  if (n + 1 > config_.n_ctx)
+    return out_of_range("the prompt has " + std::to_string(n) + " tokens; the context window is " +
+                        std::to_string(config_.n_ctx));
+  if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
+    return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
+                        std::to_string(config_.kv_blocks * config_.block_size));
+  auto seq = std::make_unique<Sequence>(tokenizer_, blocks_, std::move(request));
+  seq->handle = std::make_shared<StreamHandle>();
+  seq->tokens = seq->request.prompt;
+  seq->n_prompt = int32_t(n);
+  auto handle = seq->handle;
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    if (queued_ >= config_.max_queued)
+      return Status(StatusCode::kResourceExhausted,
+                    "the queue is full (" + std::to_string(config_.max_queued) + " waiting)");
+    seq->id = next_id_++;
+    ++queued_;
+    submitted_.push_back(std::move(seq));
+  }
+  submit_ready_.notify_one();
+  return handle;
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(submit_mutex_);
+      if (stopping_) break;
+      if (submitted_.empty() && waiting_.empty() && running_.empty())
+        submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty(); });
+      if (stopping_) break;
+    }
+    if (!step()) {
+      // Nothing could run (e.g. waiting for blocks): avoid spinning.
+      std::unique_lock<std::mutex> lock(submit_mutex_);
+      submit_ready_.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+  for (auto* list : {&running_, &waiting_})
+    while (!list->empty()) {
+      finish(*list->front(), "cancelled", "the engine stopped");
+      list->pop_front();
+    }
+  for (auto& seq : submitted_) finish(*seq, "cancelled", "the engine stopped");
+}
+
+void Engine::take_submissions() {
+  std::vector<std::unique_ptr<Sequence>> fresh;
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    fresh.swap(submitted_);
+  }
+  for (auto& seq : fresh) insert_sorted(waiting_, std::move(seq));
+}
+
+void Engine::finish(Sequence& seq, const std::string& reason, const std::string& error) {
+  if (seq.finished) return;
+  seq.finished = true;
+  StreamEvent ev;
+  if (reason == "stop" || reason == "length") {
+    ev.text = seq.stops.push(seq.detok.flush());
+    if (!seq.stops.stopped()) ev.text += seq.stops.flush();
+  }
+  ev.finished = true;
+  ev.finish_reason = reason;
+  ev.error = error;
+  ev.prompt_tokens = seq.n_prompt;
+  ev.cached_tokens = seq.cached_tokens;
+  ev.completion_tokens = seq.n_generated;
+  ev.preemptions = seq.preemptions;
+  const auto now = Clock::now();
+  ev.queue_seconds = seconds_between(seq.arrival, seq.first_scheduled.value_or(now));
+  ev.prefill_seconds = seq.first_scheduled ? seconds_between(*seq.first_scheduled, seq.first_token.value_or(now)) : 0;
+  publish_full_blocks(seq);
+  seq.kv.release_all();
+  seq.handle->push(std::move(ev));
+  std::lock_guard<std::mutex> lock(submit_mutex_);
+  --queued_;
+}
+
+void Engine::drop_cancelled_and_expired() {
+  const auto now = Clock::now();
+  for (auto* list : {&waiting_, &running_})
+    for (auto it = list->begin(); it != list->end();) {
+      Sequence& s = **it;
+      const bool expired = list == &waiting_ && s.request.deadline && now > *s.request.deadline;
+      if (s.handle->cancelled() || expired) {
+        finish(s, expired ? "timeout" : "cancelled");
+        it = list->erase(it);
+      } else {
+        ++it;
+      }
+    }
+}
+
+void Engine::publish_full_blocks(Sequence& seq) {
+  const int64_t bs = blocks_.block_size();
+  while ((seq.n_hashed + 1) * bs <= seq.n_computed && seq.n_hashed < int64_t(seq.kv.blocks().size())) {
+    seq.chain = BlockPool::chain_hash(seq.chain, seq.tokens.data() + seq.n_hashed * bs, bs);
+    blocks_.publish(seq.kv.blocks()[size_t(seq.n_hashed)], seq.chain);
+    ++seq.n_hashed;
+  }
+}
+
+// Reuses the longest cached prefix; the last token is always computed, for its logits.
+void Engine::admit(Sequence& seq) {
+  const int64_t bs = blocks_.block_size();
+  const int64_t reusable = (int64_t(seq.tokens.size()) - 1) / bs;
+  uint64_t chain = 0;
+  int64_t matched = 0;
+  for (; matched < reusable; ++matched) {
+    const uint64_t h = BlockPool::chain_hash(chain, seq.tokens.data() + matched * bs, bs);
+    auto block = blocks_.acquire_cached(h);
+    if (!block) break;
+    seq.kv.append_block(*block);
+    chain = h;
+  }
+  seq.n_computed = seq.n_hashed = matched;
+  seq.n_computed *= bs;
+  seq.chain = chain;
+}
+
+void Engine::preempt(Sequence& victim) {
+  publish_full_blocks(victim);  // its KV may be found again when it returns
+  victim.kv.release_all();
+  victim.n_computed = 0;
+  victim.n_hashed = 0;
+  victim.chain = 0;
+  ++victim.preemptions;
+  ++stats_.preemptions;
+}
+
+// Grows seq's cache to n_positions, preempting lower-priority, later-admitted sequences.
+// False if seq itself had to give way (it is then preempted too).
+bool Engine::make_room(Sequence& seq, int64_t n_positions) {
+  while (!seq.kv.reserve(n_positions)) {
+    const bool others_hold_blocks = std::any_of(
+        running_.begin(), running_.end(), [&](const auto& r) { return r.get() != &seq && !r->kv.blocks().empty(); });
+    if (!others_hold_blocks) {  // the whole pool cannot hold this sequence
+      finish(seq, "length");
+      return false;
+    }
+    auto victim = running_.end();
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      Sequence& s = **it;
+      if (s.kv.blocks().empty()) continue;
+      if (victim == running_.end() || s.request.priority < (*victim)->request.priority ||
+          (s.request.priority == (*victim)->request.priority && s.admit_order > (*victim)->admit_order))
+        victim = it;
+    }
+    if (victim == running_.end()) return false;
+    Sequence& v = **victim;
+    preempt(v);
+    auto moved = std::move(*victim);
+    running_.erase(victim);
+    const bool self = moved.get() == &seq;
+    insert_sorted(waiting_, std::move(moved));
+    if (self) return false;
+  }
+  return true;
+}
+
+bool Engine::step() {
+  take_submissions();
+  drop_cancelled_and_expired();
+
+  struct Work {
+    Sequence* seq;
+    int64_t n;
+  };
+  std::vector<Work> work;
+  int64_t budget = config_.max_batch_tokens;
+
+  // Running sequences: decodes first, then prefill chunks; both in priority order.
+  std::vector<Sequence*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
+    if (a->decoding() != b->decoding()) return a->decoding();
+    return a->request.priority != b->request.priority ? a->request.priority > b->request.priority
+                                                      : a->admit_order < b->admit_order;
+  });
+  for (Sequence* s : order) {
+    if (budget <= 0) break;
+    if (std::none_of(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == s; })) continue;
+    const int64_t n = std::min(s->pending(), budget);
+    if (s->decoding() ? !make_room(*s, s->n_computed + n) : !s->kv.reserve(s->n_computed + n)) continue;
+    work.push_back({s, n});
+    budget -= n;
+  }
+  // Work may name sequences preempted after they were scheduled: keep only running ones.
+  std::erase_if(work, [&](const Work& w) {
+    return std::none_of(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == w.seq; });
+  });
+
+  // Admit waiting requests while blocks, slots and budget last.
+  while (budget > 0 && int64_t(running_.size()) < config_.max_running && !waiting_.empty()) {
+    Sequence& s = *waiting_.front();
+    admit(s);
+    const int64_t n = std::min(s.pending(), budget);
+    if (!s.kv.reserve(s.n_computed + n)) {
+      s.kv.release_all();
+      break;
+    }
+    s.admit_order = admissions_++;
+    if (s.preemptions == 0) {  // first admission: account the prompt and its cache hits
+      s.cached_tokens = int32_t(std::min<int64_t>(s.n_computed, s.n_prompt));
+      stats_.prefix_hit_tokens += s.cached_tokens;
+      stats_.prefix_queried_tokens += s.n_prompt;
+      stats_.prompt_tokens += s.n_prompt;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    work.push_back({&s, n});
+    budget -= n;
+  }
+  update_gauges();
+  if (work.empty()) return false;
+
+  Batch batch;
+  const auto now = Clock::now();
+  for (size_t i = 0; i < work.size(); ++i) {
+    Sequence& s = *work[i].seq;
+    if (!s.first_scheduled) s.first_scheduled = now;
+    batch.caches.push_back(&s.kv);
+    const bool completes = s.n_computed + work[i].n == int64_t(s.tokens.size());
+    batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, work[i].n, int32_t(s.n_computed), completes);
+  }
+  const Status st = runner_.forward(batch, logits_);
+  ++stats_.steps;
+  size_t row = 0;
+  const int64_t n_vocab = model_.spec().n_vocab;
+  for (const Work& w : work) {
+    if (!st) break;
+    Sequence& s = *w.seq;
+    const bool completes = s.n_computed + w.n == int64_t(s.tokens.size());
+    after_forward(s, w.n, completes ? logits_.data() + (row++) * size_t(n_vocab) : nullptr);
+  }
+  if (!st)
+    for (auto& s : running_) finish(*s, "error", st.message());
+  std::erase_if(running_, [](const auto& s) { return s->finished; });
+  update_gauges();
+  return true;
+}
+
+void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
+  s.n_computed += n;
+  publish_full_blocks(s);
+  if (!logits) return;
+  const int32_t n_vocab = int32_t(model_.spec().n_vocab);
+  sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
+  const int32_t token = s.sampler.sample(sample_row_.data(), n_vocab, s.tokens);
+  StreamEvent ev;
+  if (s.request.top_logprobs >= 0) {
+    TokenLogprob lp;
+    lp.token = token;
+    lp.logprob = token_logprob(logits, n_vocab, token, s.request.top_logprobs, lp.top);
+    ev.logprobs.push_back(std::move(lp));
+  }
+  if (!s.first_token) s.first_token = Clock::now();
+  s.tokens.push_back(token);
+  ++s.n_generated;
+  ++stats_.generated_tokens;
+  ev.tokens.push_back(token);
+
+  std::string reason;
+  if (tokenizer_.vocab().is_eog(token)) {
+    reason = "stop";
+  } else {
+    ev.text = s.stops.push(s.detok.push(token));
+    if (s.stops.stopped()) reason = "stop";
+  }
+  if (reason.empty() && s.n_generated >= s.request.max_tokens) reason = "length";
+  if (reason.empty() && int64_t(s.tokens.size()) >= config_.n_ctx) reason = "length";
+  s.handle->push(std::move(ev));
+  if (!reason.empty()) finish(s, reason);
+}
+
+void Engine::update_gauges() {
+  stats_.running = int64_t(running_.size());
+  stats_.waiting = int64_t(waiting_.size());
+  stats_.kv_blocks_used = blocks_.n_used();
+}
+
+}  // namespace autoglm

@@ -1,0 +1,97 @@
+// Continuous batching: one thread runs step after step; each step is one ragged
+// batch of every running sequence's next token plus prefill chunks, within a token
+// budget, over the paged KV cache with prefix reuse and preemption.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "core/thread_pool.h"
+#include "kv/block_pool.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+struct EngineConfig {
+  int64_t n_ctx = 4096;            // most tokens (prompt + output) of one sequence
+  int64_t kv_blocks = 256;         // blocks in the pool
+  int64_t block_size = 16;         // tokens per block
+  int64_t max_batch_tokens = 512;  // tokens per step
+  int64_t max_running = 16;        // sequences in the running set
+  int64_t max_queued = 256;        // waiting requests before submit says "busy"
+  bool prefix_cache = true;
+};
+
+// Counters and gauges, read from any thread.
+struct EngineStats {
+  std::atomic<int64_t> prompt_tokens{0};
+  std::atomic<int64_t> generated_tokens{0};
+  std::atomic<int64_t> prefix_hit_tokens{0};
+  std::atomic<int64_t> prefix_queried_tokens{0};
+  std::atomic<int64_t> preemptions{0};
+  std::atomic<int64_t> steps{0};
+  std::atomic<int64_t> running{0};
+  std::atomic<int64_t> waiting{0};
+  std::atomic<int64_t> kv_blocks_used{0};
+  std::atomic<int64_t> kv_blocks_total{0};
+};
+
+struct Sequence;
+
+class Engine {
+ public:
+  Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; errors: bad parameters, prompt over the context, queue full (kResourceExhausted).
+  Result<std::shared_ptr<StreamHandle>> submit(GenerationRequest request);
+
+  const EngineStats& stats() const { return stats_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  void loop();
+  bool step();
+  void take_submissions();
+  void drop_cancelled_and_expired();
+  void admit(Sequence& seq);
+  bool make_room(Sequence& seq, int64_t n_positions);
+  void preempt(Sequence& victim);
+  void finish(Sequence& seq, const std::string& reason, const std::string& error = "");
+  void after_forward(Sequence& seq, int64_t n_computed_now, const float* logits);
+  void publish_full_blocks(Sequence& seq);
+  void update_gauges();
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  EngineConfig config_;
+  BlockPool blocks_;
+  ModelRunner runner_;
+  EngineStats stats_;
+
+  std::mutex submit_mutex_;
+  std::condition_variable submit_ready_;
+  std::vector<std::unique_ptr<Sequence>> submitted_;
+  int64_t queued_ = 0;  // submitted + waiting, under submit_mutex_
+  bool stopping_ = false;
+
+  // Engine thread only.
+  std::list<std::unique_ptr<Sequence>> waiting_;  // by priority, then arrival
+  std::list<std::unique_ptr<Sequence>> running_;
+  uint64_t next_id_ = 0;
+  uint64_t admissions_ = 0;
+  std::vector<float> logits_;
+  std::vector<float> sample_row_;
+  std::thread thread_;
+};
+
+}  // namespace autoglm

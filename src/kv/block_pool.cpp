@@ -1,0 +1,89 @@
+#include "kv/block_pool.h"
+
+#include <xxhash.h>
+
+#include "core/check.h"
+
+namespace autoglm {
+
+BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size)
+    : n_blocks_(n_blocks),
+      block_size_(block_size),
+      n_layer_(spec.n_layer),
+      kv_dim_(spec.kv_dim()),
+      v_dim_(spec.v_dim()),
+      keys_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * spec.kv_dim())),
+      values_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * spec.v_dim())),
+      refs_(static_cast<size_t>(n_blocks), 0),
+      lru_pos_(static_cast<size_t>(n_blocks)),
+      in_lru_(static_cast<size_t>(n_blocks), false),
+      hash_of_(static_cast<size_t>(n_blocks)) {
+  for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+}
+
+uint64_t BlockPool::chain_hash(uint64_t parent, const int32_t* tokens, int64_t n) {
+  return XXH3_64bits_withSeed(tokens, size_t(n) * sizeof(int32_t), parent);
+}
+
+std::optional<int32_t> BlockPool::allocate() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (!lru_.empty()) {
+    b = lru_.front();
+    lru_.pop_front();
+    in_lru_[size_t(b)] = false;
+    forget_hash(b);
+  } else {
+    return std::nullopt;
+  }
+  refs_[size_t(b)] = 1;
+  ++n_used_;
+  return b;
+}
+
+void BlockPool::add_ref(int32_t b) {
+  if (refs_[size_t(b)]++ == 0) {
+    if (in_lru_[size_t(b)]) {
+      lru_.erase(lru_pos_[size_t(b)]);
+      in_lru_[size_t(b)] = false;
+    }
+    ++n_used_;
+  }
+}
+
+void BlockPool::release(int32_t b) {
+  AUTOGLM_CHECK(refs_[size_t(b)] > 0);
+  if (--refs_[size_t(b)] > 0) return;
+  --n_used_;
+  if (hash_of_[size_t(b)] && prefix_caching_) {
+    lru_pos_[size_t(b)] = lru_.insert(lru_.end(), b);
+    in_lru_[size_t(b)] = true;
+  } else {
+    forget_hash(b);
+    free_.push_back(b);
+  }
+}
+
+std::optional<int32_t> BlockPool::acquire_cached(uint64_t hash) {
+  if (!prefix_caching_) return std::nullopt;
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return std::nullopt;
+  add_ref(it->second);
+  return it->second;
+}
+
+void BlockPool::publish(int32_t b, uint64_t hash) {
+  if (!prefix_caching_ || hash_of_[size_t(b)] || by_hash_.count(hash)) return;
+  by_hash_[hash] = b;
+  hash_of_[size_t(b)] = hash;
+}
+
+void BlockPool::forget_hash(int32_t b) {
+  if (!hash_of_[size_t(b)]) return;
+  by_hash_.erase(*hash_of_[size_t(b)]);
+  hash_of_[size_t(b)].reset();
+}
+
+}  // namespace autoglm

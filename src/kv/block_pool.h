@@ -1,0 +1,68 @@
+// The paged KV cache: one preallocated pool of fixed-size blocks shared by all
+// sequences. Blocks are reference-counted; full blocks can be published under a
+// hash chained over (parent hash, block tokens) so later requests with the same
+// prefix reuse them. Unreferenced published blocks stay cached until evicted (LRU).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model_spec.h"
+
+namespace autoglm {
+
+class BlockPool {
+ public:
+  BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size);
+
+  int64_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  // Blocks that are referenced by at least one sequence.
+  int64_t n_used() const { return n_used_; }
+  // Blocks that an allocation could take now (free or evictable cached).
+  int64_t n_available() const { return int64_t(free_.size() + lru_.size()); }
+  int64_t n_cached() const { return int64_t(by_hash_.size()); }
+
+  // A block with one reference, or nullopt when every block is referenced.
+  // Evicts the least recently released cached block when nothing is free.
+  std::optional<int32_t> allocate();
+  void add_ref(int32_t block);
+  void release(int32_t block);
+
+  // Prefix cache: the block published under `hash`, with one more reference.
+  std::optional<int32_t> acquire_cached(uint64_t hash);
+  // Makes a full block findable by its hash (no-op if another block has it).
+  void publish(int32_t block, uint64_t hash);
+  void set_prefix_caching(bool on) { prefix_caching_ = on; }
+  bool prefix_caching() const { return prefix_caching_; }
+
+  float* key(int32_t block, int64_t layer, int64_t offset) {
+    return keys_.data() + ((int64_t(block) * n_layer_ + layer) * block_size_ + offset) * kv_dim_;
+  }
+  float* value(int32_t block, int64_t layer, int64_t offset) {
+    return values_.data() + ((int64_t(block) * n_layer_ + layer) * block_size_ + offset) * v_dim_;
+  }
+
+  // The hash of a full block of tokens that follows a prefix whose hash is `parent` (0 for none).
+  static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int64_t n);
+
+ private:
+  void forget_hash(int32_t block);
+
+  int64_t n_blocks_, block_size_, n_layer_, kv_dim_, v_dim_;
+  std::vector<float> keys_, values_;
+  std::vector<int32_t> refs_;
+  std::vector<int32_t> free_;                          // never published or forgotten, unreferenced
+  std::list<int32_t> lru_;                             // published and unreferenced, oldest first
+  std::vector<std::list<int32_t>::iterator> lru_pos_;  // valid while the block is in lru_
+  std::vector<bool> in_lru_;
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::vector<std::optional<uint64_t>> hash_of_;
+  int64_t n_used_ = 0;
+  bool prefix_caching_ = true;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,202 @@
+// The continuous-batching engine: batch invariance, preemption, prefix reuse,
+// cancellation, admission limits and priorities.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  StreamEvent last;
+};
+
+Collected collect(const std::shared_ptr<StreamHandle>& h) {
+  Collected c;
+  StreamEvent ev;
+  while (h->next(ev, std::chrono::seconds(60))) {
+    c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    c.text += ev.text;
+    if (ev.finished) {
+      c.last = ev;
+      break;
+    }
+  }
+  return c;
+}
+
+class ServingEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    model = std::move(Model::load(test::shared_path("models/stories260K.gguf"))).value();
+    tok = std::move(Tokenizer::from_gguf(model->file())).value();
+  }
+
+  GenerationRequest greedy(const std::string& prompt, int32_t max_tokens) {
+    GenerationRequest r;
+    r.prompt = tok->encode(prompt, true);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0;
+    return r;
+  }
+
+  // The same request generated alone by the single-sequence generator.
+  std::vector<int32_t> alone(const GenerationRequest& r) {
+    Generator gen(*model, *tok, pool, 512);
+    GenerationOptions o;
+    o.max_tokens = r.max_tokens;
+    o.sampling = r.sampling;
+    return gen.generate(r.prompt, o)->tokens;
+  }
+
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+  ThreadPool pool{2};
+};
+
+const char* kPrompts[16] = {
+    "Once upon a time", "Lily and Ben",  "The sun was",    "One day, a little",  "Tom had a big",
+    "The cat",          "In the park",   "Mom said",       "There was a dog",    "The bird sang",
+    "A girl named Sue", "Max wanted to", "The little boy", "It was a sunny day", "Sam and Amy",
+    "The big red ball"};
+
+TEST_F(ServingEngine, SixteenConcurrentRequestsEqualEachAlone) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 256;
+  cfg.max_running = 16;
+  cfg.max_batch_tokens = 64;
+  Engine engine(*model, *tok, pool, cfg);
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  std::vector<GenerationRequest> requests;
+  for (const char* p : kPrompts) {
+    requests.push_back(greedy(p, 48));
+    handles.push_back(*engine.submit(requests.back()));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const Collected c = collect(handles[i]);
+    EXPECT_EQ(c.tokens, alone(requests[i])) << kPrompts[i];
+    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.completion_tokens, 48);
+  }
+  EXPECT_GT(engine.stats().steps.load(), 48);
+}
+
+TEST_F(ServingEngine, PreemptionUnderPressureKeepsOutputsExact) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 10;  // 160 positions for 6 requests of ~70 tokens each
+  cfg.block_size = 16;
+  cfg.max_running = 6;
+  Engine engine(*model, *tok, pool, cfg);
+  std::vector<GenerationRequest> requests;
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  for (int i = 0; i < 6; ++i) {
+    requests.push_back(greedy(kPrompts[i], 64));
+    handles.push_back(*engine.submit(requests.back()));
+  }
+  int preempted = 0;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const Collected c = collect(handles[i]);
+    EXPECT_EQ(c.tokens, alone(requests[i])) << kPrompts[i];
+    preempted += c.last.preemptions;
+  }
+  EXPECT_GT(engine.stats().preemptions.load(), 0);
+  EXPECT_GT(preempted, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_used.load(), 0);
+}
+
+TEST_F(ServingEngine, SecondTurnReusesTheFirstTurnsKv) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  Engine engine(*model, *tok, pool, cfg);
+  GenerationRequest turn1 = greedy("Once upon a time, there was a little girl named Lily. She", 40);
+  const Collected c1 = collect(*engine.submit(turn1));
+  EXPECT_EQ(c1.last.cached_tokens, 0);
+  GenerationRequest turn2 = turn1;
+  turn2.prompt.insert(turn2.prompt.end(), c1.tokens.begin(), c1.tokens.end());
+  const auto more = tok->encode(" Then she said", false);
+  turn2.prompt.insert(turn2.prompt.end(), more.begin(), more.end());
+  const Collected c2 = collect(*engine.submit(turn2));
+  const int64_t turn1_tokens = int64_t(turn1.prompt.size() + c1.tokens.size());
+  EXPECT_GE(c2.last.cached_tokens, turn1_tokens - cfg.block_size);
+  EXPECT_EQ(c2.tokens, alone(turn2));  // reused KV gives the same continuation
+  EXPECT_GE(engine.stats().prefix_hit_tokens.load(), c2.last.cached_tokens);
+
+  // With the prefix cache off nothing is reused.
+  cfg.prefix_cache = false;
+  Engine cold(*model, *tok, pool, cfg);
+  collect(*cold.submit(turn1));
+  EXPECT_EQ(collect(*cold.submit(turn2)).last.cached_tokens, 0);
+}
+
+TEST_F(ServingEngine, CancelledRequestFreesItsBlocks) {
+  EngineConfig cfg;
+  Engine engine(*model, *tok, pool, cfg);
+  auto h = *engine.submit(greedy("Once upon a time", 400));
+  StreamEvent ev;
+  ASSERT_TRUE(h->next(ev, std::chrono::seconds(30)));
+  h->cancel();
+  const Collected rest = collect(h);
+  EXPECT_EQ(rest.last.finish_reason, "cancelled");
+  for (int i = 0; i < 100 && engine.stats().kv_blocks_used.load() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine.stats().kv_blocks_used.load(), 0);
+}
+
+TEST_F(ServingEngine, AdmissionLimitsAndErrors) {
+  EngineConfig cfg;
+  cfg.max_queued = 2;
+  cfg.n_ctx = 64;
+  Engine engine(*model, *tok, pool, cfg);
+  auto a = engine.submit(greedy("Once upon a time", 300));
+  auto b = engine.submit(greedy("Once upon a time", 300));
+  auto c = engine.submit(greedy("Once upon a time", 300));
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  (*a)->cancel();
+  (*b)->cancel();
+  collect(*a);
+  collect(*b);
+  GenerationRequest long_prompt = greedy("a", 1);
+  long_prompt.prompt.assign(64, 300);
+  auto d = engine.submit(long_prompt);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.status().message().find("context window"), std::string::npos);
+  GenerationRequest bad = greedy("a", 1);
+  bad.sampling.top_p = 2;
+  EXPECT_NE(engine.submit(bad).status().message().find("top_p"), std::string::npos);
+}
+
+TEST_F(ServingEngine, HigherPriorityWaitingRequestRunsFirst) {
+  EngineConfig cfg;
+  cfg.max_running = 1;
+  Engine engine(*model, *tok, pool, cfg);
+  auto first = *engine.submit(greedy("Once upon a time", 200));
+  GenerationRequest low = greedy("Lily", 5), high = greedy("Ben", 5);
+  high.priority = 5;
+  auto low_h = *engine.submit(low);
+  auto high_h = *engine.submit(high);
+  std::vector<std::string> order;
+  std::mutex m;
+  auto wait = [&](std::shared_ptr<StreamHandle> h, std::string name) {
+    collect(h);
+    std::lock_guard<std::mutex> lock(m);
+    order.push_back(name);
+  };
+  auto f1 = std::async(std::launch::async, wait, low_h, "low");
+  auto f2 = std::async(std::launch::async, wait, high_h, "high");
+  collect(first);
+  f1.get();
+  f2.get();
+  EXPECT_EQ(order, (std::vector<std::string>{"high", "low"}));
+}
+
+}  // namespace
+}  // namespace autoglm
