@@ -2,6 +2,7 @@
 # Installs the Debian packages the build and the tests need (idempotent).
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+          libboost-dev libyaml-cpp-dev nodejs npm
           libgtest-dev libgmock-dev)
 missing=()
 for p in "${packages[@]}"; do

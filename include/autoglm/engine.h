@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,10 @@ class StreamHandle {
  public:
   // Blocks until an event arrives (or the timeout passes: false).
   bool next(StreamEvent& event, std::chrono::milliseconds timeout = std::chrono::hours(24));
+  // Takes an event if one is there, without waiting.
+  bool try_next(StreamEvent& event);
+  // Called (on the engine thread) after each new event; for callers that must not block.
+  void set_notify(std::function<void()> notify);
   // Asks the engine to stop this request; it ends within one step with "cancelled".
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
@@ -66,6 +71,7 @@ class StreamHandle {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<StreamEvent> events_;
+  std::function<void()> notify_;
   std::atomic<bool> cancelled_{false};
 };
 

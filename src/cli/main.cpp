@@ -5,6 +5,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Open-AutoGLM: LLM inference engine (GGUF models on the CPU)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "autoglm 0.1.0");
+  autoglm::cli::register_serve(app);
   autoglm::cli::register_run(app);
   autoglm::cli::register_tokenize(app);
   autoglm::cli::register_info(app);

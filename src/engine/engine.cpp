@@ -19,12 +19,28 @@ bool StreamHandle::next(StreamEvent& event, std::chrono::milliseconds timeout) {
   return true;
 }
 
+bool StreamHandle::try_next(StreamEvent& event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (events_.empty()) return false;
+  event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void StreamHandle::set_notify(std::function<void()> notify) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  notify_ = std::move(notify);
+}
+
 void StreamHandle::push(StreamEvent event) {
+  std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back(std::move(event));
+    notify = notify_;
   }
   ready_.notify_one();
+  if (notify) notify();
 }
 
 // A request while the engine holds it.

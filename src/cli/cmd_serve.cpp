@@ -1,0 +1,99 @@
+// autoglm serve: the OpenAI-compatible server.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "cli/common.h"
+#include "server/api.h"
+#include "server/http_server.h"
+
+namespace autoglm::cli {
+namespace {
+
+struct ServeArgs {
+  std::string config_path, model, host, chat_template;
+  int port = -1, threads = 0;
+  int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
+  double kv_mib = 0;
+  bool no_prefix_cache = false;
+  std::vector<std::string> api_keys;
+};
+
+// Thousands of open streams need more descriptors than the default 1024.
+void raise_file_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+int serve(const ServeArgs& a) {
+  ServerConfig cfg;
+  if (!a.config_path.empty()) {
+    auto loaded = load_server_config(a.config_path);
+    if (!loaded) return fail(loaded.status());
+    cfg = *loaded;
+  }
+  if (!a.model.empty()) cfg.model = a.model;
+  if (!a.host.empty()) cfg.host = a.host;
+  if (a.port >= 0) cfg.port = a.port;
+  if (a.threads > 0) cfg.threads = a.threads;
+  if (a.ctx > 0) cfg.context_window = a.ctx;
+  if (a.max_running > 0) cfg.max_running = a.max_running;
+  if (a.max_batch_tokens > 0) cfg.max_batch_tokens = a.max_batch_tokens;
+  if (a.max_queued > 0) cfg.max_queued = a.max_queued;
+  if (a.kv_mib > 0) cfg.kv_cache_mib = a.kv_mib;
+  if (a.no_prefix_cache) cfg.prefix_cache = false;
+  if (!a.chat_template.empty()) cfg.chat_template = a.chat_template;
+  for (const auto& k : a.api_keys) cfg.api_keys.push_back(k);
+  if (cfg.model.empty()) return fail(invalid_argument("no model: give -m/--model or 'model' in the config"));
+  raise_file_limit();
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread inherits the mask; main waits below
+
+  ApiService api(cfg);
+  HttpServer server(api, 2);
+  if (Status st = server.start(cfg.host, cfg.port); !st) return fail(st);
+  std::fprintf(stderr, "listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), server.port(), cfg.model.c_str());
+  if (Status st = api.load(); !st) {
+    server.stop();
+    return fail(st);
+  }
+  std::fprintf(stderr, "ready: %s\n", cfg.model.c_str());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "stopping (signal %d)\n", sig);
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("serve", "Serve the OpenAI-compatible API (/v1/chat/completions, /v1/completions, ...)");
+  auto a = std::make_shared<ServeArgs>();
+  cmd->add_option("--config", a->config_path, "YAML configuration file (flags override it)");
+  cmd->add_option("-m,--model", a->model, "GGUF model file");
+  cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("-c,--ctx-size", a->ctx, "Context window per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-running", a->max_running, "Sequences decoded together")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "Token budget of one step")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queued", a->max_queued, "Waiting requests before 429")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-mib", a->kv_mib, "KV cache memory budget in MiB")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV across requests");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
+  cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
+  cmd->callback([a] { exit_code() = serve(*a); });
+}
+
+}  // namespace autoglm::cli

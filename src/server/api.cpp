@@ -1,0 +1,532 @@
+#include "server/api.h"
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "core/thread_pool.h"
+#include "tokenizer/utf8.h"
+
+namespace autoglm {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// A bad parameter: 400 with the parameter's name.
+struct ParamError {
+  std::string param, message;
+};
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ParamError{param, message};
+}
+
+double number_param(const json& body, const char* name, double lo, double hi, double dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  const json& v = body[name];
+  if (!v.is_number()) bad(name, std::string("'") + name + "' must be a number");
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi))
+    bad(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return d;
+}
+
+int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  const json& v = body[name];
+  if (!v.is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi)
+    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+bool bool_param(const json& body, const char* name, bool dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  if (!body[name].is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
+  return body[name].get<bool>();
+}
+
+std::string check_utf8(const std::string& s, const std::string& param) {
+  if (utf8::sanitize(s) != s) bad(param, "'" + param + "' is not valid UTF-8");
+  return s;
+}
+
+// Message content: a string, or an array of {"type": "text", "text": ...} parts.
+std::string content_text(const json& content, const std::string& param) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return check_utf8(content.get<std::string>(), param);
+  if (!content.is_array()) bad(param, "'" + param + "' must be a string or an array of text parts");
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"}");
+    text += check_utf8(part["text"].get<std::string>(), param);
+  }
+  return text;
+}
+
+std::vector<std::string> stop_param(const json& body) {
+  if (!body.contains("stop") || body["stop"].is_null()) return {};
+  const json& s = body["stop"];
+  if (s.is_string()) return {s.get<std::string>()};
+  if (!s.is_array() || s.size() > 16) bad("stop", "'stop' must be a string or an array of at most 16 strings");
+  std::vector<std::string> out;
+  for (const auto& x : s) {
+    if (!x.is_string()) bad("stop", "'stop' must hold strings only");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+int32_t priority_param(const json& body, const ServerConfig& cfg) {
+  if (!body.contains("priority") || body["priority"].is_null()) return 0;
+  const json& p = body["priority"];
+  if (p.is_number_integer()) return int32_t(std::clamp<int64_t>(p.get<int64_t>(), -1000, 1000));
+  if (p.is_string()) {
+    auto it = cfg.priorities.find(p.get<std::string>());
+    if (it == cfg.priorities.end())
+      bad("priority", "'priority' names no configured class: '" + p.get<std::string>() + "'");
+    return it->second;
+  }
+  bad("priority", "'priority' must be a class name or an integer");
+}
+
+std::string token_text(const Tokenizer& tok, int32_t id) {
+  return tok.token_to_piece(id, true);
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+json logprob_entry(const Tokenizer& tok, const TokenLogprob& lp) {
+  json top = json::array();
+  for (const auto& [id, logprob] : lp.top)
+    top.push_back({{"token", token_text(tok, id)}, {"logprob", logprob}, {"bytes", bytes_of(token_text(tok, id))}});
+  const std::string text = token_text(tok, lp.token);
+  return {{"token", text}, {"logprob", lp.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}};
+}
+
+json usage_of(const StreamEvent& last) {
+  return {{"prompt_tokens", last.prompt_tokens},
+          {"completion_tokens", last.completion_tokens},
+          {"total_tokens", last.prompt_tokens + last.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", last.cached_tokens}}}};
+}
+
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+// Tracks one generation for the response and the metrics.
+struct GenerationState {
+  bool chat = true;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  std::string id, model;
+  int64_t created = 0;
+  std::string text;
+  json logprob_items = json::array();
+  Clock::time_point arrival = Clock::now();
+  std::optional<Clock::time_point> last_token;
+  bool sent_role = false;
+};
+
+json choice_delta(const GenerationState& g, const std::string& text, const json& logprobs, const json& finish) {
+  json c = {{"index", 0}};
+  if (g.chat) {
+    json delta = json::object();
+    if (!g.sent_role) delta["role"] = "assistant";
+    if (!text.empty() || finish.is_null()) delta["content"] = text;
+    c["delta"] = delta;
+  } else {
+    c["text"] = text;
+  }
+  c["logprobs"] = logprobs;
+  c["finish_reason"] = finish;
+  return c;
+}
+
+json chunk_envelope(const GenerationState& g) {
+  return {{"id", g.id},
+          {"object", g.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", g.created},
+          {"model", g.model}};
+}
+
+json logprobs_json(const GenerationState& g, const json& items) {
+  if (!g.logprobs) return nullptr;
+  return {{"content", items}};
+}
+
+}  // namespace
+
+Reply error_reply(int status, const std::string& message, const std::string& param, const std::string& type) {
+  Reply r;
+  r.status = status;
+  json err = {
+      {"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", nullptr}};
+  if (status == 401) err["code"] = "invalid_api_key";
+  if (status == 404) err["code"] = "not_found";
+  if (status == 429) err["code"] = "rate_limit_exceeded";
+  r.body = json{{"error", err}}.dump();
+  return r;
+}
+
+ApiService::ApiService(ServerConfig config) : config_(std::move(config)) {}
+ApiService::~ApiService() = default;
+
+Status ApiService::load() {
+  auto s = std::make_unique<LoadedService>();
+  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model));
+  if (!config_.architecture.empty() && config_.architecture != s->model->spec().arch)
+    return invalid_argument("engine: the file's architecture is '" + s->model->spec().arch + "', the config says '" +
+                            config_.architecture + "'");
+  AUTOGLM_ASSIGN_OR_RETURN(s->tokenizer, Tokenizer::from_gguf(s->model->file()));
+  const std::string& own = s->tokenizer->vocab().chat_template;
+  if (!config_.chat_template.empty()) {
+    auto builtin = ChatTemplate::builtin(config_.chat_template);
+    if (builtin) {
+      s->chat_template = std::move(builtin).value();
+    } else {
+      std::ifstream in(config_.chat_template);
+      if (!in)
+        return invalid_argument("chat_template: '" + config_.chat_template +
+                                "' is neither a built-in name nor a readable file");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      AUTOGLM_ASSIGN_OR_RETURN(s->chat_template, ChatTemplate::parse(ss.str()));
+    }
+  } else if (!own.empty()) {
+    auto parsed = ChatTemplate::parse(own);
+    if (!parsed)
+      return Status(parsed.status().code(), config_.model + ": tokenizer.chat_template: " + parsed.status().message());
+    s->chat_template = std::move(parsed).value();
+  } else {
+    s->chat_template = std::move(ChatTemplate::builtin("chatml")).value();
+  }
+  const ModelSpec& spec = s->model->spec();
+  EngineConfig ec;
+  ec.n_ctx = std::min<int64_t>(config_.context_window, spec.n_ctx_train > 0
+                                                           ? std::max<int64_t>(spec.n_ctx_train, config_.context_window)
+                                                           : config_.context_window);
+  ec.block_size = config_.kv_block_size;
+  const double bytes_per_block = double(spec.n_layer * config_.kv_block_size * (spec.kv_dim() + spec.v_dim()) * 4);
+  double budget = config_.kv_cache_mib * 1048576.0;
+  if (config_.kv_cache_fraction > 0) {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    long long kb = 0;
+    std::string unit;
+    while (meminfo >> key >> kb >> unit)
+      if (key == "MemAvailable:") budget = config_.kv_cache_fraction * double(kb) * 1024.0;
+  }
+  ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
+  ec.max_batch_tokens = config_.max_batch_tokens;
+  ec.max_running = config_.max_running;
+  ec.max_queued = config_.max_queued;
+  ec.prefix_cache = config_.prefix_cache;
+  s->pool = std::make_unique<ThreadPool>(config_.threads > 0 ? config_.threads : physical_core_count());
+  s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
+  const std::string path = config_.model;
+  const size_t slash = path.find_last_of('/');
+  s->model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  service_ = std::move(s);
+  ready_ = true;
+  return Status::ok();
+}
+
+Reply ApiService::handle(const HttpRequest& request) {
+  Reply r;
+  try {
+    r = route(request);
+  } catch (const ParamError& e) {
+    r = error_reply(400, e.message, e.param);
+  } catch (const std::exception& e) {
+    r = error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
+  }
+  return r;
+}
+
+Reply ApiService::route(const HttpRequest& req) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  if (path == "/health") {
+    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+    Reply r;
+    r.body = R"({"status":"ok"})";
+    return r;
+  }
+  if (path == "/metrics") {
+    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+    return metrics_text();
+  }
+  static const std::vector<std::pair<std::string, std::string>> routes = {{"POST", "/v1/chat/completions"},
+                                                                          {"POST", "/v1/completions"},
+                                                                          {"GET", "/v1/models"},
+                                                                          {"POST", "/tokenize"},
+                                                                          {"POST", "/detokenize"}};
+  bool known = false, method_ok = false;
+  for (const auto& [m, p] : routes)
+    if (p == path) {
+      known = true;
+      method_ok = method_ok || m == req.method;
+    }
+  if (!known) return error_reply(404, "no route " + req.method + " " + path);
+  if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
+  if (!config_.api_keys.empty()) {
+    const std::string prefix = "Bearer ";
+    const bool has = req.authorization.compare(0, prefix.size(), prefix) == 0;
+    const std::string key = has ? req.authorization.substr(prefix.size()) : "";
+    if (std::find(config_.api_keys.begin(), config_.api_keys.end(), key) == config_.api_keys.end())
+      return error_reply(401, has ? "invalid API key" : "missing API key (Authorization: Bearer ...)", "",
+                         "authentication_error");
+  }
+  if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+  if (path == "/v1/models") return models();
+  if (path == "/tokenize") return tokenize(req.body);
+  if (path == "/detokenize") return detokenize(req.body);
+  return generate(req.body, path == "/v1/chat/completions");
+}
+
+Reply ApiService::models() {
+  Reply r;
+  r.body = json{{"object", "list"},
+                {"data", json::array({{{"id", service_->model_name},
+                                       {"object", "model"},
+                                       {"created", int64_t(std::time(nullptr))},
+                                       {"owned_by", "open-autoglm"}}})}}
+               .dump();
+  return r;
+}
+
+Reply ApiService::metrics_text() {
+  Reply r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = metrics_.render(service_->engine->stats());
+  return r;
+}
+
+namespace {
+
+json parse_body(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    bad("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) bad("", "the body must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+Reply ApiService::tokenize(const std::string& body) {
+  const json j = parse_body(body);
+  if (!j.contains("content") || !j["content"].is_string()) bad("content", "'content' must be a string");
+  const bool add_special = bool_param(j, "add_special", true);
+  const bool with_pieces = bool_param(j, "with_pieces", false);
+  const auto ids = service_->tokenizer->encode(check_utf8(j["content"], "content"), add_special, true);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (with_pieces)
+      tokens.push_back({{"id", id}, {"piece", token_text(*service_->tokenizer, id)}});
+    else
+      tokens.push_back(id);
+  }
+  Reply r;
+  r.body = json{{"tokens", tokens}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+Reply ApiService::detokenize(const std::string& body) {
+  const json j = parse_body(body);
+  if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& t : j["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= service_->tokenizer->n_vocab())
+      bad("tokens", "'tokens' holds an id outside the vocabulary");
+    ids.push_back(int32_t(t.get<int64_t>()));
+  }
+  Reply r;
+  r.body = json{{"content", service_->tokenizer->decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+Reply ApiService::generate(const std::string& body, bool chat) {
+  const json j = parse_body(body);
+  const Tokenizer& tok = *service_->tokenizer;
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) bad("model", "'model' must be a string");
+    const std::string m = j["model"];
+    if (!m.empty() && m != service_->model_name)
+      return error_reply(404, "the model '" + m + "' does not exist; this server serves '" + service_->model_name + "'",
+                         "model");
+  }
+  if (integer_param(j, "n", 1, 128, 1) != 1) bad("n", "'n' must be 1: one choice per request");
+
+  // The prompt: a chat rendered by the template, or plain text.
+  std::string prompt_text;
+  if (chat) {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+      bad("messages", "'messages' must be a non-empty array");
+    json messages = json::array();
+    for (size_t i = 0; i < j["messages"].size(); ++i) {
+      const json& m = j["messages"][i];
+      const std::string where = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        bad(where + ".role", "'" + where + ".role' must be a string");
+      json copy = m;
+      copy["content"] = content_text(m.value("content", json()), where + ".content");
+      messages.push_back(copy);
+    }
+    json vars = {{"bos_token", tok.vocab().bos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().bos)] : ""},
+                 {"eos_token", tok.vocab().eos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().eos)] : ""}};
+    if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
+      for (const auto& [k, v] : j["chat_template_kwargs"].items()) vars[k] = v;
+    const json tools = j.contains("tools") ? j["tools"] : json();
+    if (!tools.is_null() && !tools.is_array()) bad("tools", "'tools' must be an array");
+    auto rendered = service_->chat_template->render(messages, tools, true, vars);
+    if (!rendered) bad("messages", rendered.status().message());
+    prompt_text = *rendered;
+  } else {
+    if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
+    const json& p = j["prompt"];
+    if (p.is_string())
+      prompt_text = check_utf8(p.get<std::string>(), "prompt");
+    else if (p.is_array() && p.size() == 1 && p[0].is_string())
+      prompt_text = check_utf8(p[0].get<std::string>(), "prompt");
+    else
+      bad("prompt", "'prompt' must be a string");
+  }
+  const std::string& bos_text = tok.vocab().bos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().bos)] : "";
+  const bool has_bos_text = !bos_text.empty() && prompt_text.compare(0, bos_text.size(), bos_text) == 0;
+  GenerationRequest g;
+  g.prompt = tok.encode(prompt_text, /*add_special=*/!has_bos_text, /*parse_special=*/chat);
+  const int64_t n_ctx = service_->engine->config().n_ctx;
+  if (int64_t(g.prompt.size()) + 1 > n_ctx)
+    bad(chat ? "messages" : "prompt", "the prompt has " + std::to_string(g.prompt.size()) +
+                                          " tokens; the context window is " + std::to_string(n_ctx) + " tokens");
+  const int64_t room = n_ctx - int64_t(g.prompt.size());
+  const char* max_key = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  g.max_tokens = int32_t(std::min<int64_t>(integer_param(j, max_key, 0, 1 << 30, room), room));
+  g.sampling.temperature = float(number_param(j, "temperature", 0, 2, 1.0));
+  g.sampling.top_p = float(number_param(j, "top_p", 1e-9, 1, 1.0));
+  g.sampling.top_k = int32_t(integer_param(j, "top_k", 0, 1 << 20, 0));
+  g.sampling.min_p = float(number_param(j, "min_p", 0, 1, 0.0));
+  g.sampling.presence_penalty = float(number_param(j, "presence_penalty", -2, 2, 0));
+  g.sampling.frequency_penalty = float(number_param(j, "frequency_penalty", -2, 2, 0));
+  g.sampling.repetition_penalty = float(number_param(j, "repetition_penalty", 0.01, 10, 1.0));
+  if (j.contains("seed") && !j["seed"].is_null())
+    g.sampling.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
+  g.stop = stop_param(j);
+  g.priority = priority_param(j, config_);
+  if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
+  if (j.contains("timeout") && !j["timeout"].is_null())
+    g.deadline = Clock::now() + std::chrono::milliseconds(int64_t(1000 * number_param(j, "timeout", 0.001, 86400, 0)));
+
+  auto state = std::make_shared<GenerationState>();
+  state->chat = chat;
+  state->stream = bool_param(j, "stream", false);
+  if (j.contains("stream_options") && j["stream_options"].is_object())
+    state->include_usage = bool_param(j["stream_options"], "include_usage", false);
+  if (chat) {
+    state->logprobs = bool_param(j, "logprobs", false);
+    if (state->logprobs)
+      g.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, 20, 0));
+    else if (j.contains("top_logprobs") && !j["top_logprobs"].is_null())
+      bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  } else if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    g.top_logprobs = int32_t(integer_param(j, "logprobs", 0, 20, 0));
+    state->logprobs = true;
+  }
+  state->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  state->model = service_->model_name;
+  state->created = int64_t(std::time(nullptr));
+
+  auto handle = service_->engine->submit(std::move(g));
+  if (!handle) {
+    if (handle.status().code() == StatusCode::kResourceExhausted) {
+      Reply r = error_reply(429, handle.status().message(), "", "rate_limit_error");
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    bad(chat ? "messages" : "prompt", handle.status().message());
+  }
+  Reply r;
+  r.stream = *handle;
+  r.streaming = state->stream;
+  if (r.streaming) r.content_type = "text/event-stream";
+  const Tokenizer* tokp = &tok;
+  ServerMetrics* metrics = &metrics_;
+  r.consume = [state, tokp, metrics](const StreamEvent& ev, bool& complete) -> std::string {
+    const auto now = Clock::now();
+    if (!ev.tokens.empty()) {
+      if (!state->last_token)
+        metrics->time_to_first_token.observe(std::chrono::duration<double>(now - state->arrival).count());
+      else
+        metrics->inter_token_latency.observe(std::chrono::duration<double>(now - *state->last_token).count());
+      state->last_token = now;
+    }
+    json items = json::array();
+    for (const auto& lp : ev.logprobs) items.push_back(logprob_entry(*tokp, lp));
+    std::string out;
+    if (!ev.finished) {
+      state->text += ev.text;
+      for (auto& it : items) state->logprob_items.push_back(it);
+      if (state->stream && (!ev.text.empty() || !items.empty())) {
+        json chunk = chunk_envelope(*state);
+        chunk["choices"] = json::array({choice_delta(*state, ev.text, logprobs_json(*state, items), nullptr)});
+        state->sent_role = true;
+        out = sse(chunk);
+      }
+      return out;
+    }
+    // The last event: metrics, then the final chunk(s) or the whole body.
+    complete = true;
+    state->text += ev.text;
+    metrics->e2e_latency.observe(std::chrono::duration<double>(now - state->arrival).count());
+    metrics->queue_time.observe(ev.queue_seconds);
+    if (ev.completion_tokens > 0) metrics->prefill_time.observe(ev.prefill_seconds);
+    metrics->count_request(ev.finish_reason);
+    const std::string finish =
+        ev.finish_reason == "stop" || ev.finish_reason == "length" ? ev.finish_reason : ev.finish_reason;
+    if (state->stream) {
+      json chunk = chunk_envelope(*state);
+      chunk["choices"] = json::array({choice_delta(*state, ev.text, logprobs_json(*state, json::array()), finish)});
+      out = sse(chunk);
+      if (state->include_usage) {
+        json usage = chunk_envelope(*state);
+        usage["choices"] = json::array();
+        usage["usage"] = usage_of(ev);
+        out += sse(usage);
+      }
+      return out + "data: [DONE]\n\n";
+    }
+    json choice = {{"index", 0}};
+    if (state->chat)
+      choice["message"] = {{"role", "assistant"}, {"content", state->text}};
+    else
+      choice["text"] = state->text;
+    choice["logprobs"] = logprobs_json(*state, state->logprob_items);
+    choice["finish_reason"] = finish;
+    json full = {{"id", state->id},
+                 {"object", state->chat ? "chat.completion" : "text_completion"},
+                 {"created", state->created},
+                 {"model", state->model},
+                 {"choices", json::array({choice})},
+                 {"usage", usage_of(ev)}};
+    if (!ev.error.empty()) full["error"] = ev.error;
+    return full.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  return r;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,82 @@
+// The OpenAI-compatible API over the engine: routes, validation, chat templates,
+// response and SSE chunk shapes. Transport-free, so tests can call it directly.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;         // path and query
+  std::string authorization;  // the Authorization header
+  std::string body;
+};
+
+struct Reply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // Generation: events of `stream` go to `consume`, which returns bytes to send now
+  // and sets `complete` once the reply is whole. `streaming`: SSE, sent as it comes.
+  std::shared_ptr<StreamHandle> stream;
+  bool streaming = false;
+  std::function<std::string(const StreamEvent&, bool& complete)> consume;
+};
+
+// What the server serves once the model is loaded.
+struct LoadedService {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Engine> engine;
+  std::optional<ChatTemplate> chat_template;
+  std::string model_name;
+};
+
+class ApiService {
+ public:
+  explicit ApiService(ServerConfig config);
+  ~ApiService();
+
+  // Loads the model (GGUF), tokenizer, template and starts the engine.
+  Status load();
+  bool ready() const { return ready_.load(); }
+
+  Reply handle(const HttpRequest& request);
+  ServerMetrics& metrics() { return metrics_; }
+  const ServerConfig& config() const { return config_; }
+
+ private:
+  Reply route(const HttpRequest& request);
+  Reply generate(const std::string& body, bool chat);
+  Reply tokenize(const std::string& body);
+  Reply detokenize(const std::string& body);
+  Reply models();
+  Reply metrics_text();
+
+  ServerConfig config_;
+  ServerMetrics metrics_;
+  std::unique_ptr<LoadedService> service_;
+  std::atomic<bool> ready_{false};
+  std::atomic<uint64_t> next_id_{1};
+};
+
+// {"error": {"message", "type", "param", "code"}} with its status.
+Reply error_reply(int status, const std::string& message, const std::string& param = "",
+                  const std::string& type = "invalid_request_error");
+
+}  // namespace autoglm

@@ -1,0 +1,47 @@
+// The server's YAML configuration. Unknown keys and bad values are errors that
+// name the key and its line; command-line flags override the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+struct ToolConfig {
+  std::string name;
+  std::string description;
+  std::string parameters_json = "{}";  // JSON Schema of the arguments
+  std::vector<std::string> command;    // program and arguments run for a call (task-engine issue)
+};
+
+struct ServerConfig {
+  std::string model;          // GGUF path
+  std::string architecture;   // overrides general.architecture when set
+  std::string chat_template;  // built-in template name or a Jinja file; empty: the model's own
+  int64_t context_window = 4096;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int threads = 0;               // 0: physical cores
+  double kv_cache_mib = 1024;    // memory budget of the KV pool
+  double kv_cache_fraction = 0;  // of available memory, instead of kv_cache_mib when > 0
+  int64_t kv_block_size = 16;
+  std::string kv_dtype = "f32";
+  bool prefix_cache = true;
+  int64_t max_batch_tokens = 512;
+  int64_t max_running = 16;
+  int64_t max_queued = 256;
+  int64_t max_body_bytes = 8 << 20;
+  std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
+  std::vector<std::string> api_keys;
+  std::vector<ToolConfig> tools;
+};
+
+// Parses YAML text; `origin` names the file in messages.
+Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin);
+Result<ServerConfig> load_server_config(const std::string& path);
+
+}  // namespace autoglm

@@ -1,0 +1,230 @@
+#include "server/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <cstdio>
+
+namespace autoglm {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ApiService& api) : stream_(std::move(socket)), api_(api) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  }
+
+ private:
+  void read_request() {
+    parser_.emplace();
+    parser_->body_limit(uint64_t(api_.config().max_body_bytes));
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
+  }
+
+  void on_request(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted)
+      return close();
+    if (ec == http::error::body_limit)
+      return send(error_reply(413, "the request body is larger than " + std::to_string(api_.config().max_body_bytes) +
+                                       " bytes"),
+                  false);
+    if (ec) {
+      if (ec.category() == http::make_error_code(http::error::bad_target).category())
+        return send(error_reply(400, "malformed HTTP request: " + ec.message()), false);
+      return close();
+    }
+    auto& req = parser_->get();
+    HttpRequest r;
+    r.method = std::string(req.method_string());
+    r.target = std::string(req.target());
+    r.authorization = std::string(req[http::field::authorization]);
+    r.body = std::move(req.body());
+    keep_alive_ = req.keep_alive();
+    Reply reply = api_.handle(r);
+    if (!reply.stream) return send(std::move(reply), keep_alive_);
+    start_generation(std::move(reply));
+  }
+
+  void send(Reply reply, bool keep_alive) {
+    api_.metrics().count_status(reply.status);
+    auto res = std::make_shared<http::response<http::string_body>>(http::status(reply.status), 11);
+    res->set(http::field::server, "open-autoglm");
+    res->set(http::field::content_type, reply.content_type);
+    for (const auto& [k, v] : reply.headers) res->set(k, v);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(reply.body);
+    res->prepare_payload();
+    stream_.expires_after(kIdleTimeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+      if (ec || !keep_alive) return self->close();
+      self->read_request();
+    });
+  }
+
+  // Generation: events arrive on the engine thread and are handled on this strand.
+  void start_generation(Reply reply) {
+    handle_ = reply.stream;
+    consume_ = std::move(reply.consume);
+    streaming_ = reply.streaming;
+    stream_.expires_never();
+    if (streaming_) {
+      api_.metrics().count_status(200);
+      pending_ =
+          "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
+          "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+      flush();
+    }
+    watch_for_disconnect();
+    std::weak_ptr<Session> weak = shared_from_this();
+    auto executor = stream_.get_executor();
+    handle_->set_notify([weak, executor] {
+      net::post(executor, [weak] {
+        if (auto self = weak.lock()) self->drain();
+      });
+    });
+    drain();  // events that came before the notifier was set
+  }
+
+  // A client that goes away cancels its request (the read ends with an error).
+  void watch_for_disconnect() {
+    stream_.socket().async_read_some(net::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec && self->handle_ && !self->complete_) self->handle_->cancel();
+    });
+  }
+
+  void drain() {
+    if (!handle_ || complete_) return;
+    StreamEvent ev;
+    while (!complete_ && handle_->try_next(ev)) {
+      bool complete = false;
+      std::string out = consume_(ev, complete);
+      complete_ = complete;
+      if (streaming_) {
+        pending_ += out;
+      } else if (complete) {
+        Reply r;
+        r.status = ev.finish_reason == "error" ? 500 : 200;
+        r.body = std::move(out);
+        handle_->set_notify(nullptr);
+        return send(std::move(r), false);
+      }
+    }
+    if (streaming_) flush();
+  }
+
+  void flush() {
+    if (writing_ || pending_.empty()) {
+      if (!writing_ && complete_ && streaming_) finish_stream();
+      return;
+    }
+    writing_ = true;
+    auto data = std::make_shared<std::string>(std::move(pending_));
+    pending_.clear();
+    net::async_write(stream_.socket(), net::buffer(*data),
+                     [self = shared_from_this(), data](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       if (ec) {
+                         if (self->handle_) self->handle_->cancel();
+                         return self->close();
+                       }
+                       self->flush();
+                     });
+  }
+
+  void finish_stream() {
+    if (handle_) handle_->set_notify(nullptr);
+    close();
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  ApiService& api_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool keep_alive_ = true;
+  std::shared_ptr<StreamHandle> handle_;
+  std::function<std::string(const StreamEvent&, bool&)> consume_;
+  bool streaming_ = false;
+  bool complete_ = false;
+  bool writing_ = false;
+  std::string pending_;
+  std::array<char, 1> probe_{};
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work;
+  net::steady_timer retry{ioc};
+
+  void accept(ApiService& api) {
+    acceptor.async_accept(net::make_strand(ioc), [this, &api](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted) return;
+      if (ec) {  // e.g. out of file descriptors: try again shortly
+        std::fprintf(stderr, "accept: %s\n", ec.message().c_str());
+        retry.expires_after(std::chrono::milliseconds(50));
+        retry.async_wait([this, &api](beast::error_code) { accept(api); });
+        return;
+      }
+      std::make_shared<Session>(std::move(socket), api)->start();
+      accept(api);
+    });
+  }
+};
+
+HttpServer::HttpServer(ApiService& api, int io_threads)
+    : impl_(std::make_unique<Impl>()), api_(api), io_threads_(io_threads) {}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Status HttpServer::start(const std::string& host, int port) {
+  beast::error_code ec;
+  const auto address = net::ip::make_address(host, ec);
+  if (ec) return invalid_argument("host: '" + host + "' is not an IP address");
+  tcp::endpoint endpoint(address, uint16_t(port));
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return io_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  port_ = impl_->acceptor.local_endpoint().port();
+  impl_->work = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(impl_->ioc.get_executor());
+  impl_->accept(api_);
+  for (int i = 0; i < std::max(1, io_threads_); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  return Status::ok();
+}
+
+void HttpServer::stop() {
+  if (impl_->threads.empty()) return;
+  net::post(impl_->ioc, [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace autoglm

@@ -1,0 +1,35 @@
+// HTTP/1.1 transport on Boost.Beast/Asio: a few I/O threads serve every
+// connection (no thread per connection); generation replies are fed by the
+// engine's stream handles without blocking an I/O thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "server/api.h"
+
+namespace autoglm {
+
+class HttpServer {
+ public:
+  HttpServer(ApiService& api, int io_threads);
+  ~HttpServer();
+
+  // Binds and starts serving; port 0 picks a free port (see port()).
+  Status start(const std::string& host, int port);
+  int port() const { return port_; }
+  // Stops accepting and closes connections; waits for the I/O threads.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ApiService& api_;
+  int io_threads_;
+  int port_ = 0;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,108 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace autoglm {
+namespace {
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string& out, const std::string& name, double v) {
+  out += name + " " + number(v) + "\n";
+}
+
+const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                            0.5,   1,      2.5,   5,    10,    30,   60,  120};
+
+}  // namespace
+
+Histogram::Histogram(std::string name, std::string help, std::vector<double> bounds)
+    : name_(std::move(name)), help_(std::move(help)), bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  header(out, name_, "histogram", help_);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name_ + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += counts_.back();
+  out += name_ + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  sample(out, name_ + "_sum", sum_);
+  out += name_ + "_count " + std::to_string(count_) + "\n";
+}
+
+ServerMetrics::ServerMetrics()
+    : time_to_first_token("autoglm_time_to_first_token_seconds", "Time from request arrival to its first token.",
+                          kLatencyBounds),
+      inter_token_latency("autoglm_inter_token_latency_seconds", "Time between consecutive streamed tokens.",
+                          kLatencyBounds),
+      e2e_latency("autoglm_e2e_request_latency_seconds", "Time from arrival to the last token.", kLatencyBounds),
+      queue_time("autoglm_queue_time_seconds", "Time a request waited before its first scheduled step.",
+                 kLatencyBounds),
+      prefill_time("autoglm_prefill_time_seconds", "Time from the first scheduled step to the first token.",
+                   kLatencyBounds) {}
+
+void ServerMetrics::count_request(const std::string& finish_reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++by_finish_reason_[finish_reason];
+}
+
+void ServerMetrics::count_status(int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++by_status_[status];
+}
+
+std::string ServerMetrics::render(const EngineStats& e) const {
+  std::string out;
+  for (const Histogram* h : {&time_to_first_token, &inter_token_latency, &e2e_latency, &queue_time, &prefill_time})
+    h->render(out);
+  auto counter = [&](const char* name, const char* help, double v) {
+    header(out, name, "counter", help);
+    sample(out, name, v);
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    header(out, name, "gauge", help);
+    sample(out, name, v);
+  };
+  counter("autoglm_prompt_tokens_total", "Prompt tokens of admitted requests.", double(e.prompt_tokens.load()));
+  counter("autoglm_generation_tokens_total", "Generated tokens.", double(e.generated_tokens.load()));
+  counter("autoglm_prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.",
+          double(e.prefix_hit_tokens.load()));
+  counter("autoglm_prefix_cache_queried_tokens_total", "Prompt tokens looked up in the prefix cache.",
+          double(e.prefix_queried_tokens.load()));
+  counter("autoglm_preemptions_total", "Sequences preempted to free KV blocks.", double(e.preemptions.load()));
+  counter("autoglm_engine_steps_total", "Batches run by the engine.", double(e.steps.load()));
+  gauge("autoglm_requests_running", "Sequences in the running set.", double(e.running.load()));
+  gauge("autoglm_requests_waiting", "Requests waiting to be admitted.", double(e.waiting.load()));
+  gauge("autoglm_kv_blocks_used", "KV cache blocks referenced by sequences.", double(e.kv_blocks_used.load()));
+  gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
+  for (const auto& [reason, n] : by_finish_reason_)
+    out += "autoglm_requests_total{finish_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [status, n] : by_status_)
+    out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+  return out;
+}
+
+}  // namespace autoglm
