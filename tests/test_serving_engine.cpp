@@ -174,6 +174,21 @@ TEST_F(ServingEngine, AdmissionLimitsAndErrors) {
   EXPECT_NE(engine.submit(bad).status().message().find("top_p"), std::string::npos);
 }
 
+TEST_F(ServingEngine, WaitingPastTheDeadlineTimesOut) {
+  EngineConfig cfg;
+  cfg.max_running = 1;
+  Engine engine(*model, *tok, pool, cfg);
+  auto busy = *engine.submit(greedy("Once upon a time", 300));
+  GenerationRequest late = greedy("Lily", 5);
+  late.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  const Collected c = collect(*engine.submit(late));
+  EXPECT_EQ(c.last.finish_reason, "timeout");
+  EXPECT_TRUE(c.tokens.empty());
+  busy->cancel();
+  collect(busy);
+  EXPECT_EQ(engine.stats().finished_timeout.load(), 1);
+}
+
 TEST_F(ServingEngine, HigherPriorityWaitingRequestRunsFirst) {
   EngineConfig cfg;
   cfg.max_running = 1;

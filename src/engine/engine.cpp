@@ -177,6 +177,12 @@ void Engine::take_submissions() {
 void Engine::finish(Sequence& seq, const std::string& reason, const std::string& error) {
   if (seq.finished) return;
   seq.finished = true;
+  auto& counter = reason == "stop"        ? stats_.finished_stop
+                  : reason == "length"    ? stats_.finished_length
+                  : reason == "cancelled" ? stats_.finished_cancelled
+                  : reason == "timeout"   ? stats_.finished_timeout
+                                          : stats_.finished_error;
+  ++counter;
   StreamEvent ev;
   if (reason == "stop" || reason == "length") {
     ev.text = seq.stops.push(seq.detok.flush());

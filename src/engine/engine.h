@@ -41,6 +41,9 @@ struct EngineStats {
   std::atomic<int64_t> waiting{0};
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
+  // Finished requests by finish reason.
+  std::atomic<int64_t> finished_stop{0}, finished_length{0}, finished_cancelled{0}, finished_timeout{0},
+      finished_error{0};
 };
 
 struct Sequence;

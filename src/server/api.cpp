@@ -176,7 +176,8 @@ Reply error_reply(int status, const std::string& message, const std::string& par
   if (status == 401) err["code"] = "invalid_api_key";
   if (status == 404) err["code"] = "not_found";
   if (status == 429) err["code"] = "rate_limit_exceeded";
-  r.body = json{{"error", err}}.dump();
+  // Messages may quote the client's bytes: never let them break the JSON.
+  r.body = json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
 }
 
@@ -251,6 +252,8 @@ Reply ApiService::handle(const HttpRequest& request) {
     r = error_reply(400, e.message, e.param);
   } catch (const std::exception& e) {
     r = error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
+  } catch (...) {
+    r = error_reply(500, "internal error", "", "server_error");
   }
   return r;
 }
@@ -320,7 +323,7 @@ json parse_body(const std::string& body) {
   try {
     j = json::parse(body);
   } catch (const json::parse_error& e) {
-    bad("", std::string("the body is not valid JSON: ") + e.what());
+    bad("", std::string("the body is not valid JSON (or not UTF-8): ") + e.what());
   }
   if (!j.is_object()) bad("", "the body must be a JSON object");
   return j;
@@ -495,7 +498,6 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     metrics->e2e_latency.observe(std::chrono::duration<double>(now - state->arrival).count());
     metrics->queue_time.observe(ev.queue_seconds);
     if (ev.completion_tokens > 0) metrics->prefill_time.observe(ev.prefill_seconds);
-    metrics->count_request(ev.finish_reason);
     const std::string finish =
         ev.finish_reason == "stop" || ev.finish_reason == "length" ? ev.finish_reason : ev.finish_reason;
     if (state->stream) {

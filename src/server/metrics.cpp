@@ -61,11 +61,6 @@ ServerMetrics::ServerMetrics()
       prefill_time("autoglm_prefill_time_seconds", "Time from the first scheduled step to the first token.",
                    kLatencyBounds) {}
 
-void ServerMetrics::count_request(const std::string& finish_reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++by_finish_reason_[finish_reason];
-}
-
 void ServerMetrics::count_status(int status) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++by_status_[status];
@@ -95,10 +90,15 @@ std::string ServerMetrics::render(const EngineStats& e) const {
   gauge("autoglm_requests_waiting", "Requests waiting to be admitted.", double(e.waiting.load()));
   gauge("autoglm_kv_blocks_used", "KV cache blocks referenced by sequences.", double(e.kv_blocks_used.load()));
   gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
-  std::lock_guard<std::mutex> lock(mutex_);
   header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
-  for (const auto& [reason, n] : by_finish_reason_)
-    out += "autoglm_requests_total{finish_reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  const std::pair<const char*, int64_t> reasons[] = {{"stop", e.finished_stop.load()},
+                                                     {"length", e.finished_length.load()},
+                                                     {"cancelled", e.finished_cancelled.load()},
+                                                     {"timeout", e.finished_timeout.load()},
+                                                     {"error", e.finished_error.load()}};
+  for (const auto& [reason, n] : reasons)
+    out += std::string("autoglm_requests_total{finish_reason=\"") + reason + "\"} " + std::to_string(n) + "\n";
+  std::lock_guard<std::mutex> lock(mutex_);
   header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)
     out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";

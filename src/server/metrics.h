@@ -34,7 +34,6 @@ class ServerMetrics {
   ServerMetrics();
 
   Histogram time_to_first_token, inter_token_latency, e2e_latency, queue_time, prefill_time;
-  void count_request(const std::string& finish_reason);
   void count_status(int status);
 
   // Everything, with the engine's counters and gauges.
@@ -42,7 +41,6 @@ class ServerMetrics {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::string, uint64_t> by_finish_reason_;
   std::map<int, uint64_t> by_status_;
 };
 

@@ -1,0 +1,71 @@
+// The YAML configuration: every key, and errors that name the key and the line.
+#include <gtest/gtest.h>
+
+#include "server/config.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+TEST(ServerConfig, ReadsEveryKey) {
+  auto c = parse_server_config(R"(
+model: m.gguf
+context_window: 2048
+host: 0.0.0.0
+port: 9000
+threads: 2
+kv_cache: {memory_mib: 256, block_size: 32, dtype: f32}
+prefix_cache: false
+max_batch_tokens: 256
+max_running: 8
+max_queued: 64
+priorities: {batch: -5, interactive: 5}
+api_keys: [a, b]
+tools:
+  - name: get_weather
+    description: Current weather
+    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+)",
+                               "test.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->model, "m.gguf");
+  EXPECT_EQ(c->context_window, 2048);
+  EXPECT_EQ(c->port, 9000);
+  EXPECT_EQ(c->kv_cache_mib, 256);
+  EXPECT_EQ(c->kv_block_size, 32);
+  EXPECT_FALSE(c->prefix_cache);
+  EXPECT_EQ(c->priorities.at("interactive"), 5);
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(c->tools.size(), 1u);
+  EXPECT_EQ(c->tools[0].name, "get_weather");
+  EXPECT_NE(c->tools[0].parameters_json.find("\"required\":[\"city\"]"), std::string::npos)
+      << c->tools[0].parameters_json;
+}
+
+void expect_error(const std::string& yaml, const std::string& fragment) {
+  auto c = parse_server_config(yaml, "cfg.yaml");
+  ASSERT_FALSE(c.is_ok()) << yaml;
+  EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status().message();
+}
+
+TEST(ServerConfig, ErrorsNameKeyAndLine) {
+  expect_error("model: a\nmodle: b\n", "cfg.yaml:2: 'modle' is not a known key");
+  expect_error("port: 99999\n", "cfg.yaml:1: 'port' must be between 0 and 65535");
+  expect_error("port: eighty\n", "'port' has a value of the wrong type");
+  expect_error("kv_cache: {memory: 5}\n", "'kv_cache.memory' is not a known key");
+  expect_error("tools:\n  - name: a\n  - name: a\n", "'tools.name' 'a' is defined twice");
+  expect_error("tools:\n  - description: x\n", "'tools.name' is required");
+  expect_error("tools:\n  - name: a\n    parameters: [1]\n", "'tools.parameters' must be a JSON Schema object");
+  expect_error("max_running: 0\n", "'max_running' must be between 1");
+  expect_error("model: [unclosed\n", "YAML syntax error");
+}
+
+TEST(ServerConfig, DefaultFileParses) {
+  const std::string path = std::string(AUTOGLM_SOURCE_DIR) + "/config/default.yaml";
+  auto c = load_server_config(path);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->port, 8080);
+}
+
+}  // namespace
+}  // namespace autoglm

@@ -1,0 +1,245 @@
+// The HTTP server with a raw client: status codes and error shapes for bad input,
+// idle connections, auth, queue limits, prefix reuse in usage and /metrics, cancellation.
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "server/api.h"
+#include "server/http_server.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+
+struct Response {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+  json j() const { return json::parse(body, nullptr, false); }
+};
+
+Response request(int port, const std::string& method, const std::string& target, const std::string& body = "",
+                 const std::string& auth = "") {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  http::request<http::string_body> req(http::string_to_verb(method), target, 11);
+  req.set(http::field::host, "localhost");
+  req.set(http::field::content_type, "application/json");
+  if (!auth.empty()) req.set(http::field::authorization, auth);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  http::read(stream, buffer, res, ec);
+  Response r;
+  r.status = res.result_int();
+  r.body = res.body();
+  r.retry_after = std::string(res[http::field::retry_after]);
+  return r;
+}
+
+double metric(int port, const std::string& name) {
+  const std::string text = request(port, "GET", "/metrics").body;
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("\n" + name + " ([0-9.e+-]+)"))) return -1;
+  return std::stod(m[1]);
+}
+
+class Server : public ::testing::Test {
+ protected:
+  void start(ServerConfig cfg, bool load = true) {
+    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    cfg.model = test::shared_path("models/stories260K.gguf");
+    cfg.threads = 2;
+    api = std::make_unique<ApiService>(cfg);
+    server = std::make_unique<HttpServer>(*api, 2);
+    ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
+    port = server->port();
+    if (load) {
+      ASSERT_TRUE(api->load().is_ok());
+    }
+  }
+  void TearDown() override {
+    if (server) server->stop();
+  }
+  std::string chat(const std::string& content, int max_tokens, bool stream = false) {
+    return json{{"messages", {{{"role", "user"}, {"content", content}}}},
+                {"max_tokens", max_tokens},
+                {"temperature", 0},
+                {"stream", stream}}
+        .dump();
+  }
+  std::unique_ptr<ApiService> api;
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+};
+
+void expect_error(const Response& r, int status, const std::string& param) {
+  EXPECT_EQ(r.status, status) << r.body;
+  const json j = r.j();
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_TRUE(j["error"].contains("type"));
+  EXPECT_TRUE(j["error"].contains("code"));
+  if (!param.empty()) {
+    EXPECT_EQ(j["error"]["param"], param) << r.body;
+  }
+}
+
+TEST_F(Server, LoadingAnswers503) {
+  start(ServerConfig(), /*load=*/false);
+  expect_error(request(port, "GET", "/health"), 503, "");
+  expect_error(request(port, "POST", "/v1/chat/completions", chat("hi", 1)), 503, "");
+  ASSERT_TRUE(api->load().is_ok());
+  EXPECT_EQ(request(port, "GET", "/health").status, 200);
+}
+
+TEST_F(Server, BadInputGetsItsStatus) {
+  ServerConfig cfg;
+  cfg.max_body_bytes = 64 * 1024;
+  cfg.context_window = 256;
+  start(cfg);
+  expect_error(request(port, "POST", "/v1/chat/completions", "{not json"), 400, "");
+  expect_error(request(port, "POST", "/v1/chat/completions", R"({"messages": "hi"})"), 400, "messages");
+  expect_error(request(port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": 5}]})"), 400,
+               "messages[0].content");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})"), 400, "max_tokens");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "top_p": 7})"), 400, "top_p");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "priority": "vip"})"), 400, "priority");
+  // Invalid UTF-8, raw and as a broken two-byte sequence.
+  const Response raw = request(port, "POST", "/v1/completions", "{\"prompt\": \"\xff\xfe\"}");
+  expect_error(raw, 400, "");
+  EXPECT_NE(raw.body.find("UTF-8"), std::string::npos) << raw.body;
+  expect_error(request(port, "POST", "/v1/completions", "{\"prompt\": \"a\xc3\x28\"}"), 400, "");
+  expect_error(request(port, "POST", "/v1/completions", json{{"prompt", std::string(20000, 'a')}}.dump()), 400,
+               "prompt");
+  expect_error(request(port, "POST", "/v1/completions", json{{"prompt", std::string(100000, 'a')}}.dump()), 413, "");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "model": "gpt-4"})"), 404, "model");
+  expect_error(request(port, "GET", "/v1/nothing"), 404, "");
+  expect_error(request(port, "GET", "/v1/chat/completions"), 405, "");
+  // The server still serves.
+  const Response ok = request(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_GE(metric(port, "autoglm_http_responses_total\\{code=\"400\"\\}"), 0);
+}
+
+TEST_F(Server, ThousandIdleConnectionsDoNotBlockOthers) {
+  start(ServerConfig());
+  net::io_context ioc;
+  std::vector<std::unique_ptr<tcp::socket>> idle;
+  for (int i = 0; i < 1000; ++i) {
+    auto s = std::make_unique<tcp::socket>(ioc);
+    beast::error_code ec;
+    s->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)), ec);
+    if (ec) break;  // the test process's own descriptor limit
+    idle.push_back(std::move(s));
+  }
+  EXPECT_GE(idle.size(), 900u);
+  const Response r = request(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.j()["usage"]["completion_tokens"], 8);
+}
+
+TEST_F(Server, ApiKeysAreChecked) {
+  ServerConfig cfg;
+  cfg.api_keys = {"sk-test"};
+  start(cfg);
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})"), 401, "");
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "Bearer nope"), 401, "");
+  EXPECT_EQ(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "Bearer sk-test").status,
+            200);
+  EXPECT_EQ(request(port, "GET", "/health").status, 200);  // health needs no key
+}
+
+TEST_F(Server, FullQueueAnswers429WithRetryAfter) {
+  ServerConfig cfg;
+  cfg.max_queued = 1;
+  start(cfg);
+  // A long streaming request holds the only slot while we ask again.
+  net::io_context ioc;
+  beast::tcp_stream held(ioc);
+  held.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  http::request<http::string_body> req(http::verb::post, "/v1/completions", 11);
+  req.body() = R"({"prompt": "Once upon a time", "max_tokens": 1500, "stream": true})";
+  req.prepare_payload();
+  http::write(held, req);
+  char buf[256];
+  held.socket().read_some(net::buffer(buf));  // the stream has started
+  const Response r = request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})");
+  expect_error(r, 429, "");
+  EXPECT_EQ(r.retry_after, "1");
+}
+
+TEST_F(Server, SecondTurnReportsCachedTokens) {
+  start(ServerConfig());
+  const std::string user1 = "Tell me a story about a girl named Lily who finds a red ball in the park.";
+  const Response t1 = request(port, "POST", "/v1/chat/completions", chat(user1, 40));
+  ASSERT_EQ(t1.status, 200) << t1.body;
+  const json j1 = t1.j();
+  const std::string answer = j1["choices"][0]["message"]["content"];
+  const json turn2 = {{"messages",
+                       {{{"role", "user"}, {"content", user1}},
+                        {{"role", "assistant"}, {"content", answer}},
+                        {{"role", "user"}, {"content", "And then?"}}}},
+                      {"max_tokens", 8},
+                      {"temperature", 0}};
+  const Response t2 = request(port, "POST", "/v1/chat/completions", turn2.dump());
+  ASSERT_EQ(t2.status, 200) << t2.body;
+  const int cached = t2.j()["usage"]["prompt_tokens_details"]["cached_tokens"];
+  const int turn1_tokens = int(j1["usage"]["prompt_tokens"]) + int(j1["usage"]["completion_tokens"]);
+  // The template closes turn 1 with an end-of-turn marker the model never generated,
+  // so the reusable prefix is turn 1's prompt plus its answer, minus one block.
+  EXPECT_GE(cached, turn1_tokens - 16 - 8) << t2.body;
+  EXPECT_GE(metric(port, "autoglm_prefix_cache_hit_tokens_total"), cached);
+}
+
+TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
+  start(ServerConfig());
+  const double baseline = metric(port, "autoglm_kv_blocks_used");
+  EXPECT_EQ(baseline, 0);
+  {
+    net::io_context ioc;
+    beast::tcp_stream s(ioc);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+    http::request<http::string_body> req(http::verb::post, "/v1/chat/completions", 11);
+    req.body() = chat("Once upon a time", 1800, true);
+    req.prepare_payload();
+    http::write(s, req);
+    char buf[512];
+    s.socket().read_some(net::buffer(buf));
+    EXPECT_GT(metric(port, "autoglm_kv_blocks_used"), 0);
+  }  // the client goes away mid-stream
+  double used = -1;
+  for (int i = 0; i < 200 && used != baseline; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    used = metric(port, "autoglm_kv_blocks_used");
+  }
+  EXPECT_EQ(used, baseline);
+  EXPECT_GE(metric(port, "autoglm_requests_total\\{finish_reason=\"cancelled\"\\}"), 1);
+}
+
+TEST_F(Server, TokenizeAndDetokenize) {
+  start(ServerConfig());
+  const Response t = request(port, "POST", "/tokenize", R"({"content": "Once upon a time"})");
+  ASSERT_EQ(t.status, 200);
+  EXPECT_EQ(t.j()["tokens"], json::parse("[1, 403, 407, 261, 378]"));
+  const Response d = request(port, "POST", "/detokenize", R"({"tokens": [403, 407]})");
+  EXPECT_EQ(d.j()["content"], " Once upon");
+  expect_error(request(port, "POST", "/detokenize", R"({"tokens": [99999]})"), 400, "tokens");
+}
+
+}  // namespace
+}  // namespace autoglm
