@@ -47,8 +47,8 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
-// The built-in vocabulary: specials, 256 byte tokens, characters, and two- and
-// three-character pieces; padded with unused tokens to the preset's size.
+// The built-in vocabulary: specials, 256 byte tokens, characters, and pieces of two and
+// three letters (with and without the leading-space marker), up to the preset's size.
 void add_vocabulary(GgufWriter& w, int64_t n_vocab) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0, 0, 0};
@@ -74,6 +74,11 @@ void add_vocabulary(GgufWriter& w, int64_t n_vocab) {
     for (char b : letters) add(std::string{a, b}, -4, TokenType::kNormal);
   for (char a : letters)
     for (char b : letters) add(space + a + b, -5, TokenType::kNormal);
+  // Fill the rest with three-letter pieces, so that any token a random model picks is visible text.
+  for (const std::string& prefix : {std::string(), space})
+    for (char a : letters)
+      for (char b : letters)
+        for (char c : letters) add(prefix + a + b + c, -6, TokenType::kNormal);
   for (int i = 0; int64_t(tokens.size()) < n_vocab; ++i)
     add("<unused" + std::to_string(i) + ">", -100, TokenType::kUnused);
   w.set("tokenizer.ggml.model", GgufValue::string("llama"));
