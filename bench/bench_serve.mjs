@@ -95,11 +95,11 @@ const results = [];
 const errors = [];
 async function runConversation(job) {
   const messages = [];
-  for (const turn of job.turns) {
+  for (const [index, turn] of job.turns.entries()) {
     messages.push({ role: 'user', content: turn.prompt });
     const r = await chat(messages, turn.max);
     if (r.error) { errors.push(r.error); return; }
-    results.push(r);
+    results.push({ ...r, turn: index });
     messages.push({ role: 'assistant', content: r.content });
   }
 }
@@ -137,6 +137,9 @@ console.log(`${'latency (ms)'.padEnd(22)} ${['p50', 'p90', 'p99'].map((s) => s.p
 row('time to first token', results.map((r) => r.ttft).filter((x) => x !== null));
 row('inter-token latency', results.flatMap((r) => r.gaps));
 row('end to end', results.map((r) => r.e2e));
-if (turns > 1) row('TTFT, turns after 1st', results.filter((_, i) => i % turns !== 0).map((r) => r.ttft).filter((x) => x !== null));
+if (turns > 1) {
+  row('TTFT, first turns', results.filter((r) => r.turn === 0).map((r) => r.ttft).filter((x) => x !== null));
+  row('TTFT, later turns', results.filter((r) => r.turn > 0).map((r) => r.ttft).filter((x) => x !== null));
+}
 if (errors.length) console.log(`first error: ${errors[0]}`);
 process.exit(errors.length ? 1 : 0);

@@ -292,6 +292,19 @@ TEST(ModelLoader, NamesMissingTensorAndUnsupportedArch) {
   std::remove(path.c_str());
 }
 
+TEST(ModelLoader, ArchitectureOverrideSwitchesTheDecoder) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa.gguf");
+  // rand-llama-gqa run as qwen2 rotates NeoX pairs and needs q/k/v biases it lacks: a clear error.
+  auto m = Model::load(test::shared_path("models/random/rand-llama-gqa.gguf"), "qwen2");
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("attn_q.bias"), std::string::npos) << m.status().message();
+  auto mistral = Model::load(test::shared_path("models/random/rand-llama-gqa.gguf"), "mistral");
+  ASSERT_TRUE(mistral.is_ok()) << mistral.status().message();
+  EXPECT_EQ((*mistral)->spec().arch, "mistral");
+  EXPECT_EQ((*mistral)->spec().n_layer, 3);
+  EXPECT_FALSE(Model::load(test::shared_path("models/random/rand-llama-gqa.gguf"), "gpt5").is_ok());
+}
+
 TEST(Runner, RaggedBatchEqualsSeparateRuns) {
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   auto m = Model::load(test::shared_path("models/stories260K.gguf"));

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/stop_matcher.h"
 #include "kv/paged_sequence.h"
@@ -248,6 +249,8 @@ void Engine::admit(Sequence& seq) {
 }
 
 void Engine::preempt(Sequence& victim) {
+  std::fprintf(stderr, "engine: preempting request %llu (priority %d, %lld tokens) to free KV blocks\n",
+               (unsigned long long)victim.id, victim.request.priority, (long long)victim.tokens.size());
   publish_full_blocks(victim);  // its KV may be found again when it returns
   victim.kv.release_all();
   victim.n_computed = 0;

@@ -41,18 +41,19 @@ const std::vector<std::string>& supported_architectures() {
   return names;
 }
 
-Result<ModelSpec> spec_from_gguf(const GgufFile& f) {
+Result<ModelSpec> spec_from_gguf(const GgufFile& f, const std::string& arch_override) {
   ModelSpec s;
   auto arch = f.get_string("general.architecture");
   if (!arch) return corrupt(f.path() + ": missing metadata key 'general.architecture'");
+  const std::string wanted = arch_override.empty() ? *arch : arch_override;
   const auto& table = arch_table();
-  auto it = std::find_if(table.begin(), table.end(), [&](const ArchTraits& a) { return a.name == *arch; });
+  auto it = std::find_if(table.begin(), table.end(), [&](const ArchTraits& a) { return a.name == wanted; });
   if (it == table.end()) {
     std::string list;
     for (const auto& a : table) list += (list.empty() ? "" : ", ") + a.name;
-    return unsupported(f.path() + ": architecture '" + *arch + "' is not supported (supported: " + list + ")");
+    return unsupported(f.path() + ": architecture '" + wanted + "' is not supported (supported: " + list + ")");
   }
-  s.arch = *arch;
+  s.arch = wanted;
   s.name = f.get_string("general.name").value_or("");
   s.rope_style = it->rope_style;
   s.qkv_bias = it->qkv_bias;

@@ -6,15 +6,15 @@
 
 namespace autoglm {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const std::string& arch_override) {
   AUTOGLM_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
-  return from_gguf(std::move(file));
+  return from_gguf(std::move(file), arch_override);
 }
 
-Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file) {
+Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, const std::string& arch_override) {
   auto model = std::make_unique<Model>();
   model->file_ = std::move(file);
-  AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_));
+  AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
   return model;
 }

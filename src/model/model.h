@@ -13,9 +13,11 @@ namespace autoglm {
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // arch_override: run the file as another supported architecture (see spec_from_gguf).
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const std::string& arch_override = "");
   // Takes an already parsed file (tests parse corrupted images from memory).
-  static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file);
+  static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file,
+                                                  const std::string& arch_override = "");
 
   const GgufFile& file() const { return *file_; }
   const ModelSpec& spec() const { return spec_; }

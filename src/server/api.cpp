@@ -186,10 +186,7 @@ ApiService::~ApiService() = default;
 
 Status ApiService::load() {
   auto s = std::make_unique<LoadedService>();
-  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model));
-  if (!config_.architecture.empty() && config_.architecture != s->model->spec().arch)
-    return invalid_argument("engine: the file's architecture is '" + s->model->spec().arch + "', the config says '" +
-                            config_.architecture + "'");
+  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model, config_.architecture));
   AUTOGLM_ASSIGN_OR_RETURN(s->tokenizer, Tokenizer::from_gguf(s->model->file()));
   const std::string& own = s->tokenizer->vocab().chat_template;
   if (!config_.chat_template.empty()) {

@@ -31,7 +31,7 @@ struct ServerConfig {
   int64_t kv_block_size = 16;
   std::string kv_dtype = "f32";
   bool prefix_cache = true;
-  int64_t max_batch_tokens = 512;
+  int64_t max_batch_tokens = 128;
   int64_t max_running = 16;
   int64_t max_queued = 256;
   int64_t max_body_bytes = 8 << 20;
