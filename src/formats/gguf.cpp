@@ -167,35 +167,32 @@ size_t GgufValue::array_size() const {
   return ints.size() + reals.size() + strs.size() + nested.size();
 }
 
-GgufValue GgufValue::u32(uint32_t v) {
+namespace {
+
+GgufValue scalar(GgufValueType type, int64_t integer, double real = 0) {
   GgufValue r;
-  r.type = GgufValueType::kUint32;
-  r.integer = v;
+  r.type = type;
+  r.integer = integer;
+  r.real = real;
   return r;
+}
+
+}  // namespace
+
+GgufValue GgufValue::u32(uint32_t v) {
+  return scalar(GgufValueType::kUint32, v);
 }
 GgufValue GgufValue::i32(int32_t v) {
-  GgufValue r;
-  r.type = GgufValueType::kInt32;
-  r.integer = v;
-  return r;
+  return scalar(GgufValueType::kInt32, v);
 }
 GgufValue GgufValue::u64(uint64_t v) {
-  GgufValue r;
-  r.type = GgufValueType::kUint64;
-  r.integer = int64_t(v);
-  return r;
+  return scalar(GgufValueType::kUint64, int64_t(v));
 }
 GgufValue GgufValue::f32(float v) {
-  GgufValue r;
-  r.type = GgufValueType::kFloat32;
-  r.real = v;
-  return r;
+  return scalar(GgufValueType::kFloat32, 0, v);
 }
 GgufValue GgufValue::boolean(bool v) {
-  GgufValue r;
-  r.type = GgufValueType::kBool;
-  r.integer = v;
-  return r;
+  return scalar(GgufValueType::kBool, v);
 }
 GgufValue GgufValue::string(std::string v) {
   GgufValue r;

@@ -161,9 +161,25 @@ json chunk_envelope(const GenerationState& g) {
           {"model", g.model}};
 }
 
-json logprobs_json(const GenerationState& g, const json& items) {
+// Chat: {"content": [entries]}. Completions use the legacy shape: parallel lists of
+// tokens, their logprobs, {token: logprob} alternatives and text offsets.
+json logprobs_json(const GenerationState& g, const json& items, size_t text_offset = 0) {
   if (!g.logprobs) return nullptr;
-  return {{"content", items}};
+  if (g.chat) return {{"content", items}};
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const auto& it : items) {
+    out["tokens"].push_back(it["token"]);
+    out["token_logprobs"].push_back(it["logprob"]);
+    json top = json::object();
+    for (const auto& alt : it["top_logprobs"]) top[alt["token"].get<std::string>()] = alt["logprob"];
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(text_offset);
+    text_offset += it["token"].get<std::string>().size();
+  }
+  return out;
 }
 
 }  // namespace
@@ -416,7 +432,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
                                           " tokens; the context window is " + std::to_string(n_ctx) + " tokens");
   const int64_t room = n_ctx - int64_t(g.prompt.size());
   const char* max_key = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  g.max_tokens = int32_t(std::min<int64_t>(integer_param(j, max_key, 0, 1 << 30, room), room));
+  g.max_tokens = int32_t(std::min<int64_t>(integer_param(j, max_key, 1, 1 << 30, room), room));
   g.sampling.temperature = float(number_param(j, "temperature", 0, 2, 1.0));
   g.sampling.top_p = float(number_param(j, "top_p", 1e-9, 1, 1.0));
   g.sampling.top_k = int32_t(integer_param(j, "top_k", 0, 1 << 20, 0));
@@ -483,7 +499,8 @@ Reply ApiService::generate(const std::string& body, bool chat) {
       for (auto& it : items) state->logprob_items.push_back(it);
       if (state->stream && (!ev.text.empty() || !items.empty())) {
         json chunk = chunk_envelope(*state);
-        chunk["choices"] = json::array({choice_delta(*state, ev.text, logprobs_json(*state, items), nullptr)});
+        chunk["choices"] = json::array({choice_delta(
+            *state, ev.text, logprobs_json(*state, items, state->text.size() - ev.text.size()), nullptr)});
         state->sent_role = true;
         out = sse(chunk);
       }

@@ -114,6 +114,16 @@ test('logprobs with top alternatives', { skip }, async () => {
   }
 });
 
+test('completions logprobs use the legacy shape', { skip }, async () => {
+  const r = await client.completions.create({ model: modelId, prompt: 'Once upon a time', max_tokens: 3, temperature: 0, logprobs: 2 });
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 3);
+  assert.equal(lp.token_logprobs.length, 3);
+  assert.equal(Object.keys(lp.top_logprobs[0]).length, 2);
+  assert.equal(lp.tokens.join(''), r.choices[0].text);
+  assert.equal(lp.text_offset[0], 0);
+});
+
 test('errors have the OpenAI shape and status', { skip }, async () => {
   await assert.rejects(client.chat.completions.create(chat({ temperature: 'hot' })), (e) => {
     assert.equal(e.status, 400);
@@ -122,6 +132,7 @@ test('errors have the OpenAI shape and status', { skip }, async () => {
     return true;
   });
   await assert.rejects(client.chat.completions.create(chat({ n: 2 })), (e) => e.status === 400 && e.error.param === 'n');
+  await assert.rejects(client.chat.completions.create(chat({ max_tokens: 0 })), (e) => e.status === 400 && e.error.param === 'max_tokens');
   await assert.rejects(client.chat.completions.create({ ...chat({}), model: 'gpt-4' }), (e) => e.status === 404 && e.error.param === 'model');
   await assert.rejects(client.chat.completions.create({ model: modelId, messages: [] }), (e) => e.status === 400 && e.error.param === 'messages');
   await assert.rejects(client.completions.create({ model: modelId, prompt: 'x '.repeat(5000), max_tokens: 1 }),

@@ -196,22 +196,6 @@ Value dict_method(const Value& d, const std::string& name) {
   return Value();
 }
 
-Array as_list(const Value& v, const char* what) {
-  if (v.is_array()) return v.as_array();
-  if (v.is_object()) {
-    Array keys;
-    for (const auto& [k, unused] : v.as_object().items) keys.emplace_back(k);
-    return keys;
-  }
-  if (v.is_string()) {
-    Array chars;
-    for (char c : v.as_string()) chars.emplace_back(std::string(1, c));
-    return chars;
-  }
-  if (v.is_undefined() || v.is_none()) return {};
-  throw Error(std::string(what) + ": cannot iterate over a " + v.type_name());
-}
-
 // The value at a dotted attribute path ("function.name").
 Value attribute_path(const Value& v, const std::string& path) {
   Value cur = v;
@@ -234,7 +218,7 @@ Value filter_items(const Value& v, const CallArgs& a, bool by_attribute, bool ke
   const Value* test = a.get(first_test_arg, nullptr);
   for (size_t i = first_test_arg + 1; i < a.positional.size(); ++i) rest.positional.push_back(a.positional[i]);
   Array out;
-  for (const auto& item : as_list(v, name)) {
+  for (const auto& item : iterate(v, name)) {
     const Value subject = by_attribute ? attribute_path(item, attr) : item;
     const bool pass = test ? run_test(test->str(), subject, rest) : subject.truthy();
     if (pass == keep) out.push_back(item);
@@ -260,6 +244,22 @@ std::string indent_text(const std::string& s, const std::string& pad, bool first
 }
 
 }  // namespace
+
+Array iterate(const Value& v, const char* what) {
+  if (v.is_array()) return v.as_array();
+  if (v.is_object()) {
+    Array keys;
+    for (const auto& [k, unused] : v.as_object().items) keys.emplace_back(k);
+    return keys;
+  }
+  if (v.is_string()) {
+    Array chars;
+    for (char c : v.as_string()) chars.emplace_back(std::string(1, c));
+    return chars;
+  }
+  if (v.is_undefined() || v.is_none()) return {};
+  throw Error(std::string(what) + ": cannot iterate over a " + v.type_name());
+}
 
 bool run_test(const std::string& name, const Value& v, const CallArgs& a) {
   using K = Value::Kind;
@@ -288,7 +288,7 @@ bool run_test(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "in") {
     const Value& c = require(a, 0, "seq", "in");
     if (c.is_string()) return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
-    for (const auto& x : as_list(c, "in"))
+    for (const auto& x : iterate(c, "in"))
       if (equal(x, v)) return true;
     return false;
   }
@@ -347,9 +347,9 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
     if (!v.is_object()) throw Error(std::string("items of a ") + v.type_name());
     return dict_method(v, "items").as_function()(CallArgs{});
   }
-  if (name == "list") return Value::array(as_list(v, "list"));
+  if (name == "list") return Value::array(iterate(v, "list"));
   if (name == "first" || name == "last") {
-    const Array items = as_list(v, name.c_str());
+    const Array items = iterate(v, name.c_str());
     if (items.empty()) return Value();
     return name == "first" ? items.front() : items.back();
   }
@@ -357,7 +357,7 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const Value* sep = a.get(0, "d");
     const Value* attr = a.get(1, "attribute");
     std::string out;
-    const Array items = as_list(v, "join");
+    const Array items = iterate(v, "join");
     for (size_t i = 0; i < items.size(); ++i)
       out += (i && sep ? sep->str() : "") + (attr ? attribute_path(items[i], attr->str()) : items[i]).str();
     return Value(out);
@@ -385,7 +385,7 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const Value* filter = a.get(0, nullptr);
     CallArgs rest;
     for (size_t i = 1; i < a.positional.size(); ++i) rest.positional.push_back(a.positional[i]);
-    for (const auto& item : as_list(v, "map")) {
+    for (const auto& item : iterate(v, "map")) {
       if (attr) {
         Value x = attribute_path(item, attr->str());
         const Value* dflt = a.get(99, "default");
@@ -400,18 +400,18 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "unique") {
     Array out;
-    for (const auto& item : as_list(v, "unique"))
+    for (const auto& item : iterate(v, "unique"))
       if (std::none_of(out.begin(), out.end(), [&](const Value& x) { return equal(x, item); })) out.push_back(item);
     return Value::array(std::move(out));
   }
   if (name == "reverse") {
     if (v.is_string()) return Value(std::string(v.as_string().rbegin(), v.as_string().rend()));
-    Array items = as_list(v, "reverse");
+    Array items = iterate(v, "reverse");
     std::reverse(items.begin(), items.end());
     return Value::array(std::move(items));
   }
   if (name == "sort") {
-    Array items = as_list(v, "sort");
+    Array items = iterate(v, "sort");
     const Value* attr = a.get(99, "attribute");
     std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
       return attr ? compare(attribute_path(x, attr->str()), attribute_path(y, attr->str())) < 0 : compare(x, y) < 0;

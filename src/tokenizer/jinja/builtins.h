@@ -8,6 +8,10 @@
 
 namespace autoglm::jinja {
 
+// The items a for loop or a filter sees: list items, dict keys, string characters;
+// nothing for none/undefined. `what` names the caller in the error for other types.
+Array iterate(const Value& v, const char* what);
+
 bool run_test(const std::string& name, const Value& v, const CallArgs& args);
 Value run_filter(const std::string& name, const Value& v, const CallArgs& args);
 // x.name: a dict entry, or a bound method of strings, dicts and lists; undefined if none.

@@ -255,22 +255,6 @@ class Renderer {
     for (size_t i = 0; i < n.targets.size(); ++i) s.vars.set(n.targets[i], v.as_array()[i]);
   }
 
-  static Array iterate(const Value& v) {
-    if (v.is_array()) return v.as_array();
-    if (v.is_object()) {
-      Array keys;
-      for (const auto& [k, unused] : v.as_object().items) keys.emplace_back(k);
-      return keys;
-    }
-    if (v.is_string()) {
-      Array chars;
-      for (char c : v.as_string()) chars.emplace_back(std::string(1, c));
-      return chars;
-    }
-    if (v.is_undefined() || v.is_none()) return {};
-    throw Error(std::string("cannot iterate over a ") + v.type_name());
-  }
-
   void bind_targets(const Node& n, const Value& item, Scope& frame) {
     if (n.targets.size() == 1) return frame.vars.set(n.targets[0], item);
     if (!item.is_array() || item.as_array().size() != n.targets.size())
@@ -279,7 +263,7 @@ class Renderer {
   }
 
   void exec_for(const Node& n, Scope& s, std::string& out) {
-    Array items = iterate(eval(*n.expr, s));
+    Array items = iterate(eval(*n.expr, s), "for");
     if (n.filter) {
       Array kept;
       for (const auto& item : items) {
