@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
-model=${1:-}
-[ $# -gt 0 ] && shift
+model=""
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then  # a first argument that is not a flag is the model
+  model=$1
+  shift
+fi
 [ -n "$model" ] || model=$(bash scripts/default-model.sh)
 exec build/src/cli/autoglm serve --config config/default.yaml -m "$model" "$@"
