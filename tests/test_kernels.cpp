@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
+#include "kernels/ref/q8_activations.h"
 #include "kernels/ref/quants.h"
 
 namespace autoglm {
@@ -69,6 +70,13 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], q.data() + r * row_bytes, cols);
   const auto x = random_values(size_t(tokens * cols), 13);
   cpu::WeightMatrix m{t, q.data(), rows, cols, row_bytes};
+  // Types with integer kernels see the activations as int8 blocks: the oracle uses the same values.
+  std::vector<float> x_seen = x;
+  if (cpu::uses_int8_activations(t)) {
+    std::vector<Q8Block> blocks(static_cast<size_t>(tokens * cols / 32));
+    ref::quantize_activations_q8(x.data(), tokens * cols, blocks.data());
+    ref::dequantize_activations_q8(blocks.data(), tokens * cols, x_seen.data());
+  }
   for (const char* isa : {"generic", "avx2"}) {
     if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
     for (int threads : {1, 3}) {
@@ -77,7 +85,7 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
       cpu::matmul(pool, m, x.data(), tokens, y.data());
       for (int64_t tk = 0; tk < tokens; ++tk)
         for (int64_t r = 0; r < rows; ++r) {
-          const double want = ref::dot(t, q.data() + r * row_bytes, &x[size_t(tk * cols)], cols);
+          const double want = ref::dot(t, q.data() + r * row_bytes, &x_seen[size_t(tk * cols)], cols);
           EXPECT_NEAR(y[size_t(tk * rows + r)], want, 1e-4 * (1 + std::fabs(want)))
               << dtype_name(t) << " " << isa << " row " << r << " token " << tk << " threads " << threads;
         }
@@ -91,6 +99,18 @@ INSTANTIATE_TEST_SUITE_P(Kernels, EveryType, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Hand-decoded blocks: the layouts, not just self-consistency.
+TEST(Q8Activations, RoundTripWithinHalfAStep) {
+  const auto x = random_values(256, 21);
+  std::vector<Q8Block> b(8);
+  ref::quantize_activations_q8(x.data(), 256, b.data());
+  std::vector<float> y(256);
+  ref::dequantize_activations_q8(b.data(), 256, y.data());
+  for (size_t i = 0; i < 256; ++i) EXPECT_LE(std::fabs(x[i] - y[i]), 0.5f * b[i / 32].d + 1e-7f);
+  for (const auto& blk : b)
+    EXPECT_EQ(*std::max_element(blk.q, blk.q + 32, [](int8_t p, int8_t q) { return std::abs(p) < std::abs(q); }) != 0,
+              true);
+}
+
 TEST(Dequantize, Q4_0BlockLayout) {
   uint8_t block[18] = {};
   const uint16_t d = float_to_fp16(0.5f);

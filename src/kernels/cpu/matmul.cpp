@@ -5,15 +5,17 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "kernels/ref/q8_activations.h"
 
 namespace autoglm::cpu {
 
-#define AUTOGLM_DECLARE_ISA(ns)                                                                               \
-  namespace ns {                                                                                              \
-  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                     \
-  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1, \
-                   float* scratch);                                                                           \
-  int tile_rows();                                                                                            \
+#define AUTOGLM_DECLARE_ISA(ns)                                                                                     \
+  namespace ns {                                                                                                    \
+  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                           \
+  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,       \
+                   float* scratch);                                                                                 \
+  int tile_rows();                                                                                                  \
+  void matmul_rows_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1); \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -28,15 +30,17 @@ struct KernelSet {
   decltype(&generic::decode_row) decode_row;
   decltype(&generic::matmul_rows) matmul_rows;
   int tile_rows;
+  decltype(&generic::matmul_rows_q8) matmul_rows_q8;
 };
 
 std::vector<KernelSet> runnable_sets() {
   std::vector<KernelSet> sets;
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
   const auto& f = cpu_features();
-  if (f.avx2 && f.fma && f.f16c) sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows()});
+  if (f.avx2 && f.fma && f.f16c)
+    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_q8});
 #endif
-  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows()});
+  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_q8});
   return sets;  // best first
 }
 
@@ -73,8 +77,23 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   kernels().decode_row(w.type, w.data + row * w.row_bytes, out, w.cols);
 }
 
+bool uses_int8_activations(DType t) {
+  return t == DType::Q4_0 || t == DType::Q8_0;
+}
+
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
   const KernelSet& k = kernels();
+  if (uses_int8_activations(w.type)) {
+    // Whatever the batch, the same arithmetic: activations quantized once, integer dots per row.
+    thread_local std::vector<Q8Block> xq;
+    const int64_t n_blocks = w.cols / 32;
+    if (int64_t(xq.size()) < n_tokens * n_blocks) xq.resize(size_t(n_tokens * n_blocks));
+    for (int64_t t = 0; t < n_tokens; ++t)
+      ref::quantize_activations_q8(x + t * w.cols, w.cols, xq.data() + t * n_blocks);
+    const Q8Block* xqp = xq.data();
+    pool.parallel_for(w.rows, [&](int, int64_t r0, int64_t r1) { k.matmul_rows_q8(w, xqp, n_tokens, y, r0, r1); });
+    return;
+  }
   const int64_t tiles = (w.rows + k.tile_rows - 1) / k.tile_rows;
   pool.parallel_for(tiles, [&](int, int64_t t0, int64_t t1) {
     thread_local std::vector<float> scratch;

@@ -18,8 +18,13 @@ struct WeightMatrix {
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
-// Weights stay encoded: rows are decoded a few at a time into a per-thread buffer.
+// Weights stay encoded. Q4_0 and Q8_0 rows meet activations quantized to int8 blocks
+// (integer dot products, as the reference engine does); other types are decoded a few
+// rows at a time into a per-thread buffer and meet float activations.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
+
+// Whether matmul quantizes activations to int8 for this weight type.
+bool uses_int8_activations(DType t);
 
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);

@@ -1,0 +1,23 @@
+// Activations quantized on the fly to int8 blocks of 32 with a float scale, so that
+// quantized weights are multiplied with integer dot products (as the reference does).
+#pragma once
+
+#include <cstdint>
+
+namespace autoglm {
+
+struct Q8Block {
+  float d;  // scale: x ~= d * q
+  int8_t q[32];
+};
+
+namespace ref {
+
+// n must be a multiple of 32; out holds n / 32 blocks. Round to nearest even.
+void quantize_activations_q8(const float* x, int64_t n, Q8Block* out);
+
+// The values a block stands for (tests compare kernels against this).
+void dequantize_activations_q8(const Q8Block* blocks, int64_t n, float* out);
+
+}  // namespace ref
+}  // namespace autoglm
