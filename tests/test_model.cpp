@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "formats/gguf.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/ref/q8_activations.h"
 #include "kernels/ref/quants.h"
 #include "model/create_model.h"
 #include "model/model.h"
@@ -24,6 +26,16 @@ Mat tensor(const GgufFile& f, const std::string& name) {
   std::vector<float> v(static_cast<size_t>(t->n_elements()));
   ref::dequantize_row(t->type, t->data, v.data(), t->n_elements());
   return Mat(v.begin(), v.end());
+}
+
+// The input as a weight of type t sees it: Q4_0/Q8_0 kernels quantize activations to int8 blocks.
+std::vector<double> as_seen_by(DType t, const std::vector<double>& x) {
+  if (!cpu::uses_int8_activations(t)) return x;
+  std::vector<float> f(x.begin(), x.end()), back(x.size());
+  std::vector<Q8Block> blocks(x.size() / 32);
+  ref::quantize_activations_q8(f.data(), int64_t(f.size()), blocks.data());
+  ref::dequantize_activations_q8(blocks.data(), int64_t(f.size()), back.data());
+  return std::vector<double>(back.begin(), back.end());
 }
 
 std::vector<double> matvec(const Mat& w, const std::vector<double>& x, size_t rows) {
@@ -53,6 +65,10 @@ void rope(std::vector<double>& v, size_t offset, const ModelSpec& s, int pos) {
   }
 }
 
+std::vector<double> matvec(const GgufFile& f, const std::string& name, const std::vector<double>& x, size_t rows) {
+  return matvec(tensor(f, name), as_seen_by(f.find_tensor(name)->type, x), rows);
+}
+
 // Logits of every position, computed one token at a time in double precision.
 std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const std::vector<int32_t>& tokens) {
   const size_t d = size_t(s.n_embd), hd = size_t(s.head_dim), nh = size_t(s.n_head), nkv = size_t(s.n_head_kv);
@@ -65,9 +81,9 @@ std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const s
       const std::string b = "blk." + std::to_string(il) + ".";
       std::vector<double> h = x;
       rms(h, 0, d, tensor(f, b + "attn_norm.weight"), s.rms_eps);
-      auto q = matvec(tensor(f, b + "attn_q.weight"), h, nh * hd);
-      auto k = matvec(tensor(f, b + "attn_k.weight"), h, nkv * hd);
-      auto v = matvec(tensor(f, b + "attn_v.weight"), h, nkv * hd);
+      auto q = matvec(f, b + "attn_q.weight", h, nh * hd);
+      auto k = matvec(f, b + "attn_k.weight", h, nkv * hd);
+      auto v = matvec(f, b + "attn_v.weight", h, nkv * hd);
       if (s.qkv_bias) {
         const Mat bq = tensor(f, b + "attn_q.bias"), bk = tensor(f, b + "attn_k.bias"),
                   bv = tensor(f, b + "attn_v.bias");
@@ -99,19 +115,19 @@ std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const s
         for (size_t j = 0; j <= p; ++j)
           for (size_t e = 0; e < hd; ++e) att[hh * hd + e] += sc[j] / sum * V[size_t(il)][j][g * hd + e];
       }
-      const auto o = matvec(tensor(f, b + "attn_output.weight"), att, d);
+      const auto o = matvec(f, b + "attn_output.weight", att, d);
       for (size_t i = 0; i < d; ++i) x[i] += o[i];
       h = x;
       rms(h, 0, d, tensor(f, b + "ffn_norm.weight"), s.rms_eps);
-      auto gate = matvec(tensor(f, b + "ffn_gate.weight"), h, size_t(s.n_ff));
-      const auto up = matvec(tensor(f, b + "ffn_up.weight"), h, size_t(s.n_ff));
+      auto gate = matvec(f, b + "ffn_gate.weight", h, size_t(s.n_ff));
+      const auto up = matvec(f, b + "ffn_up.weight", h, size_t(s.n_ff));
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
-      const auto down = matvec(tensor(f, b + "ffn_down.weight"), gate, d);
+      const auto down = matvec(f, b + "ffn_down.weight", gate, d);
       for (size_t i = 0; i < d; ++i) x[i] += down[i];
     }
     rms(x, 0, d, tensor(f, "output_norm.weight"), s.rms_eps);
     const auto logits =
-        matvec(f.find_tensor("output.weight") ? tensor(f, "output.weight") : embd, x, size_t(s.n_vocab));
+        matvec(f, f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", x, size_t(s.n_vocab));
     all.insert(all.end(), logits.begin(), logits.end());
   }
   return all;
