@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "model/create_model.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -86,6 +87,37 @@ TEST_F(ServingEngine, SixteenConcurrentRequestsEqualEachAlone) {
     EXPECT_EQ(c.last.completion_tokens, 48);
   }
   EXPECT_GT(engine.stats().steps.load(), 48);
+}
+
+// Quantized weights take the integer-dot path; batching must not change its arithmetic either.
+TEST_F(ServingEngine, QuantizedModelIsBatchInvariantToo) {
+  CreateModelOptions o;
+  o.type = DType::Q4_0;
+  const std::string path = test::temp_path("q4_0.gguf");
+  ASSERT_TRUE(create_random_model(o, path).is_ok());
+  auto qmodel = std::move(Model::load(path)).value();
+  auto qtok = std::move(Tokenizer::from_gguf(qmodel->file())).value();
+  EngineConfig cfg;
+  cfg.max_batch_tokens = 32;
+  Engine engine(*qmodel, *qtok, pool, cfg);
+  std::vector<GenerationRequest> requests;
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  for (int i = 0; i < 6; ++i) {
+    GenerationRequest r;
+    r.prompt = qtok->encode(kPrompts[i], true);
+    r.max_tokens = 24;
+    r.sampling.temperature = 0;
+    requests.push_back(r);
+    handles.push_back(*engine.submit(r));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    Generator gen(*qmodel, *qtok, pool, 256);
+    GenerationOptions opt;
+    opt.max_tokens = 24;
+    opt.sampling.temperature = 0;
+    EXPECT_EQ(collect(handles[i]).tokens, gen.generate(requests[i].prompt, opt)->tokens) << kPrompts[i];
+  }
+  std::remove(path.c_str());
 }
 
 TEST_F(ServingEngine, PreemptionUnderPressureKeepsOutputsExact) {
