@@ -95,6 +95,26 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   cpu::select_kernel_isa("avx2");
 }
 
+// A token's result must not depend on the other tokens of the batch (serving relies on it).
+TEST_P(EveryType, BatchedRowsEqualSingleRows) {
+  const DType t = GetParam();
+  const int64_t rows = 9, cols = 256, tokens = 6;
+  const auto w = random_values(size_t(rows * cols), 3, 0.1f);
+  const int64_t row_bytes = dtype_row_bytes(t, cols);
+  std::vector<uint8_t> q(size_t(row_bytes * rows));
+  for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], q.data() + r * row_bytes, cols);
+  const auto x = random_values(size_t(tokens * cols), 4);
+  cpu::WeightMatrix m{t, q.data(), rows, cols, row_bytes};
+  ThreadPool pool(2);
+  std::vector<float> batched(static_cast<size_t>(rows * tokens)), single(static_cast<size_t>(rows));
+  cpu::matmul(pool, m, x.data(), tokens, batched.data());
+  for (int64_t tk = 0; tk < tokens; ++tk) {
+    cpu::matmul(pool, m, &x[size_t(tk * cols)], 1, single.data());
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(single[size_t(r)], batched[size_t(tk * rows + r)]) << dtype_name(t) << " token " << tk << " row " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, EveryType, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -28,7 +28,7 @@ Mat tensor(const GgufFile& f, const std::string& name) {
   return Mat(v.begin(), v.end());
 }
 
-// The input as a weight of type t sees it: Q4_0/Q8_0 kernels quantize activations to int8 blocks.
+// The input as a weight of type t sees it: integer kernels quantize activations to int8 blocks.
 std::vector<double> as_seen_by(DType t, const std::vector<double>& x) {
   if (!cpu::uses_int8_activations(t)) return x;
   std::vector<float> f(x.begin(), x.end()), back(x.size());
@@ -240,7 +240,7 @@ TEST_P(CreatedModel, LoadsAndMatchesPlainForward) {
 
 INSTANTIATE_TEST_SUITE_P(ArchAndType, CreatedModel,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
-                                            ::testing::Values("f32", "q8_0", "q4_k")),
+                                            ::testing::Values("f32", "q8_0", "q5_1", "q4_k")),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });

@@ -18,7 +18,7 @@ struct WeightMatrix {
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
-// Weights stay encoded. Q4_0 and Q8_0 rows meet activations quantized to int8 blocks
+// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows meet activations quantized to int8 blocks
 // (integer dot products, as the reference engine does); other types are decoded a few
 // rows at a time into a per-thread buffer and meet float activations.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);

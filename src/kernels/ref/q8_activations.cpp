@@ -13,7 +13,12 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Block* out) {
     const float d = amax / 127.0f;
     const float id = d > 0 ? 1.0f / d : 0.0f;
     out[b].d = d;
-    for (int i = 0; i < 32; ++i) out[b].q[i] = int8_t(std::clamp(std::nearbyint(xb[i] * id), -127.0f, 127.0f));
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      out[b].q[i] = int8_t(std::clamp(std::nearbyint(xb[i] * id), -127.0f, 127.0f));
+      sum += out[b].q[i];
+    }
+    out[b].sum_d = d * float(sum);
   }
 }
 

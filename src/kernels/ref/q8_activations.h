@@ -7,7 +7,8 @@
 namespace autoglm {
 
 struct Q8Block {
-  float d;  // scale: x ~= d * q
+  float d;      // scale: x ~= d * q
+  float sum_d;  // d * sum(q), for weight formats with a min (Q4_1, Q5_1)
   int8_t q[32];
 };
 
