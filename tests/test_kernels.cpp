@@ -40,6 +40,19 @@ double tolerance(DType t) {
   }
 }
 
+// A random [rows, cols] matrix encoded in type t.
+struct EncodedMatrix {
+  EncodedMatrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+    const auto w = random_values(size_t(rows * cols), seed, 0.1f);
+    const int64_t row_bytes = dtype_row_bytes(t, cols);
+    bytes.resize(size_t(row_bytes * rows));
+    for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], bytes.data() + r * row_bytes, cols);
+    matrix = cpu::WeightMatrix{t, bytes.data(), rows, cols, row_bytes};
+  }
+  std::vector<uint8_t> bytes;
+  cpu::WeightMatrix matrix;
+};
+
 class EveryType : public ::testing::TestWithParam<DType> {};
 
 TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
@@ -64,12 +77,11 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
 TEST_P(EveryType, MatmulMatchesReferenceDot) {
   const DType t = GetParam();
   const int64_t rows = 37, cols = 512, tokens = 5;  // odd row count exercises the tail tile
-  const auto w = random_values(size_t(rows * cols), 11, 0.1f);
-  const int64_t row_bytes = dtype_row_bytes(t, cols);
-  std::vector<uint8_t> q(size_t(row_bytes * rows));
-  for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], q.data() + r * row_bytes, cols);
+  const EncodedMatrix enc(t, rows, cols, 11);
+  const cpu::WeightMatrix& m = enc.matrix;
+  const int64_t row_bytes = m.row_bytes;
+  const std::vector<uint8_t>& q = enc.bytes;
   const auto x = random_values(size_t(tokens * cols), 13);
-  cpu::WeightMatrix m{t, q.data(), rows, cols, row_bytes};
   // Types with integer kernels see the activations as int8 blocks: the oracle uses the same values.
   std::vector<float> x_seen = x;
   if (cpu::uses_int8_activations(t)) {
@@ -99,12 +111,9 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
 TEST_P(EveryType, BatchedRowsEqualSingleRows) {
   const DType t = GetParam();
   const int64_t rows = 9, cols = 256, tokens = 6;
-  const auto w = random_values(size_t(rows * cols), 3, 0.1f);
-  const int64_t row_bytes = dtype_row_bytes(t, cols);
-  std::vector<uint8_t> q(size_t(row_bytes * rows));
-  for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &w[size_t(r * cols)], q.data() + r * row_bytes, cols);
+  const EncodedMatrix enc(t, rows, cols, 3);
+  const cpu::WeightMatrix& m = enc.matrix;
   const auto x = random_values(size_t(tokens * cols), 4);
-  cpu::WeightMatrix m{t, q.data(), rows, cols, row_bytes};
   ThreadPool pool(2);
   std::vector<float> batched(static_cast<size_t>(rows * tokens)), single(static_cast<size_t>(rows));
   cpu::matmul(pool, m, x.data(), tokens, batched.data());
