@@ -22,9 +22,6 @@ class BlockPool {
   int64_t n_blocks() const { return n_blocks_; }
   // Blocks that are referenced by at least one sequence.
   int64_t n_used() const { return n_used_; }
-  // Blocks that an allocation could take now (free or evictable cached).
-  int64_t n_available() const { return int64_t(free_.size() + lru_.size()); }
-  int64_t n_cached() const { return int64_t(by_hash_.size()); }
 
   // A block with one reference, or nullopt when every block is referenced.
   // Evicts the least recently released cached block when nothing is free.
@@ -37,7 +34,6 @@ class BlockPool {
   // Makes a full block findable by its hash (no-op if another block has it).
   void publish(int32_t block, uint64_t hash);
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
-  bool prefix_caching() const { return prefix_caching_; }
 
   float* key(int32_t block, int64_t layer, int64_t offset) {
     return keys_.data() + ((int64_t(block) * n_layer_ + layer) * block_size_ + offset) * kv_dim_;
