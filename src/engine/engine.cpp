@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/stop_matcher.h"
+#include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
 #include "sample/logprobs.h"
 #include "sample/sampler.h"
@@ -47,7 +47,7 @@ void StreamHandle::push(StreamEvent event) {
 // A request while the engine holds it.
 struct Sequence {
   Sequence(const Tokenizer& tok, BlockPool& pool, GenerationRequest r)
-      : request(std::move(r)), sampler(request.sampling), detok(tok), stops(request.stop), kv(pool) {}
+      : request(std::move(r)), sampler(request.sampling), text(tok, request.stop), kv(pool) {}
 
   uint64_t id = 0;
   GenerationRequest request;
@@ -62,9 +62,9 @@ struct Sequence {
   int32_t preemptions = 0;
   uint64_t admit_order = 0;
   bool finished = false;
+  bool running = false;  // in the running set (not waiting)
   Sampler sampler;
-  IncrementalDetokenizer detok;
-  StopMatcher stops;
+  TextStream text;
   PagedSequenceKv kv;
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> first_scheduled, first_token;
@@ -186,8 +186,7 @@ void Engine::finish(Sequence& seq, const std::string& reason, const std::string&
   ++counter;
   StreamEvent ev;
   if (reason == "stop" || reason == "length") {
-    ev.text = seq.stops.push(seq.detok.flush());
-    if (!seq.stops.stopped()) ev.text += seq.stops.flush();
+    ev.text = seq.text.flush();
   }
   ev.finished = true;
   ev.finish_reason = reason;
@@ -256,6 +255,7 @@ void Engine::preempt(Sequence& victim) {
   victim.n_computed = 0;
   victim.n_hashed = 0;
   victim.chain = 0;
+  victim.running = false;
   ++victim.preemptions;
   ++stats_.preemptions;
 }
@@ -311,16 +311,14 @@ bool Engine::step() {
   });
   for (Sequence* s : order) {
     if (budget <= 0) break;
-    if (std::none_of(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == s; })) continue;
+    if (!s->running) continue;  // preempted earlier in this loop
     const int64_t n = std::min(s->pending(), budget);
     if (s->decoding() ? !make_room(*s, s->n_computed + n) : !s->kv.reserve(s->n_computed + n)) continue;
     work.push_back({s, n});
     budget -= n;
   }
   // Work may name sequences preempted after they were scheduled: keep only running ones.
-  std::erase_if(work, [&](const Work& w) {
-    return std::none_of(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == w.seq; });
-  });
+  std::erase_if(work, [](const Work& w) { return !w.seq->running; });
 
   // Admit waiting requests while blocks, slots and budget last.
   while (budget > 0 && int64_t(running_.size()) < config_.max_running && !waiting_.empty()) {
@@ -338,6 +336,7 @@ bool Engine::step() {
       stats_.prefix_queried_tokens += s.n_prompt;
       stats_.prompt_tokens += s.n_prompt;
     }
+    s.running = true;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     work.push_back({&s, n});
@@ -392,13 +391,8 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   ++stats_.generated_tokens;
   ev.tokens.push_back(token);
 
-  std::string reason;
-  if (tokenizer_.vocab().is_eog(token)) {
-    reason = "stop";
-  } else {
-    ev.text = s.stops.push(s.detok.push(token));
-    if (s.stops.stopped()) reason = "stop";
-  }
+  ev.text = s.text.push(token);
+  std::string reason = s.text.ended() ? "stop" : "";
   if (reason.empty() && s.n_generated >= s.request.max_tokens) reason = "length";
   if (reason.empty() && int64_t(s.tokens.size()) >= config_.n_ctx) reason = "length";
   s.handle->push(std::move(ev));

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "engine/stop_matcher.h"
+#include "engine/text_stream.h"
 #include "sample/sampler.h"
 
 namespace autoglm {
@@ -60,8 +60,7 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   result.prefill_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);
-  StopMatcher stops(options.stop);
-  IncrementalDetokenizer detok(tokenizer_);
+  TextStream stream(tokenizer_, options.stop, options.stop_at_eog);
   std::vector<int32_t> history = prompt;
   auto emit = [&](const std::string& text) {
     result.text += text;
@@ -74,12 +73,8 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
     const int32_t token = sampler.sample(logits.data(), n_vocab, history);
     result.tokens.push_back(token);
     history.push_back(token);
-    if (options.stop_at_eog && tokenizer_.vocab().is_eog(token)) {
-      result.finish_reason = "stop";
-      break;
-    }
-    if (!emit(stops.push(detok.push(token)))) break;
-    if (stops.stopped()) {
+    if (!emit(stream.push(token))) break;
+    if (stream.ended()) {
       result.finish_reason = "stop";
       break;
     }
@@ -90,11 +85,7 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
     batch.add_sequence_tokens(0, &token, 1, pos++, true);
     AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
   }
-  if (!stops.stopped()) {
-    std::string tail = stops.push(detok.flush());
-    if (!stops.stopped()) tail += stops.flush();
-    emit(tail);
-  }
+  emit(stream.flush());
   result.decode_seconds = seconds_since(t0);
   return result;
 }

@@ -57,7 +57,8 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_
     std::sort(candidates_.begin(), candidates_.end(), by_logit);
   }
   // Probabilities at temperature 1 decide what top-p and min-p keep.
-  std::vector<double> probs(n);
+  probs_.resize(n);
+  std::vector<double>& probs = probs_;
   double sum = 0;
   for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(candidates_[i].first - candidates_[0].first));
   size_t keep = n;

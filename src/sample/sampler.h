@@ -31,6 +31,7 @@ class Sampler {
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // reused between calls
+  std::vector<double> probs_;                          // reused between calls
 };
 
 }  // namespace autoglm
