@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/q8_activations.h"
 #include "kernels/ref/quants.h"
@@ -76,7 +77,8 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
 
 TEST_P(EveryType, MatmulMatchesReferenceDot) {
   const DType t = GetParam();
-  const int64_t rows = 37, cols = 512, tokens = 5;  // odd row count exercises the tail tile
+  // Odd row count: a short last tile; 69 tokens: more than one token tile, and a tail below the group of 4.
+  const int64_t rows = 37, cols = 512, tokens = 69;
   const EncodedMatrix enc(t, rows, cols, 11);
   const cpu::WeightMatrix& m = enc.matrix;
   const int64_t row_bytes = m.row_bytes;
@@ -89,18 +91,26 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
     ref::quantize_activations_q8(x.data(), tokens * cols, blocks.data());
     ref::dequantize_activations_q8(blocks.data(), tokens * cols, x_seen.data());
   }
-  for (const char* isa : {"generic", "avx2"}) {
-    if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
-    for (int threads : {1, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> y(static_cast<size_t>(rows * tokens));
-      cpu::matmul(pool, m, x.data(), tokens, y.data());
-      for (int64_t tk = 0; tk < tokens; ++tk)
-        for (int64_t r = 0; r < rows; ++r) {
-          const double want = ref::dot(t, q.data() + r * row_bytes, &x_seen[size_t(tk * cols)], cols);
-          EXPECT_NEAR(y[size_t(tk * rows + r)], want, 1e-4 * (1 + std::fabs(want)))
-              << dtype_name(t) << " " << isa << " row " << r << " token " << tk << " threads " << threads;
-        }
+  // Packed (interleaved) weights where the type has them, and the plain rows.
+  ThreadPool packer(2);
+  cpu::WeightMatrix packed = m;
+  cpu::PackedBuffer buffer;
+  if (cpu::packable(t)) buffer = cpu::pack_matrix(packer, packed);
+  for (const cpu::WeightMatrix* layout : {&m, static_cast<const cpu::WeightMatrix*>(&packed)}) {
+    for (const char* isa : {"generic", "avx2"}) {
+      if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(rows * tokens));
+        cpu::matmul(pool, *layout, x.data(), tokens, y.data());
+        for (int64_t tk = 0; tk < tokens; ++tk)
+          for (int64_t r = 0; r < rows; ++r) {
+            const double want = ref::dot(t, q.data() + r * row_bytes, &x_seen[size_t(tk * cols)], cols);
+            EXPECT_NEAR(y[size_t(tk * rows + r)], want, 1e-4 * (1 + std::fabs(want)))
+                << dtype_name(t) << " " << isa << (layout->packed ? " packed" : "") << " row " << r << " token " << tk
+                << " threads " << threads;
+          }
+      }
     }
   }
   EXPECT_TRUE(cpu::select_kernel_isa("generic"));
@@ -112,9 +122,11 @@ TEST_P(EveryType, BatchedRowsEqualSingleRows) {
   const DType t = GetParam();
   const int64_t rows = 9, cols = 256, tokens = 6;
   const EncodedMatrix enc(t, rows, cols, 3);
-  const cpu::WeightMatrix& m = enc.matrix;
+  cpu::WeightMatrix m = enc.matrix;
   const auto x = random_values(size_t(tokens * cols), 4);
   ThreadPool pool(2);
+  cpu::PackedBuffer buffer;
+  if (cpu::packable(t)) buffer = cpu::pack_matrix(pool, m);
   std::vector<float> batched(static_cast<size_t>(rows * tokens)), single(static_cast<size_t>(rows));
   cpu::matmul(pool, m, x.data(), tokens, batched.data());
   for (int64_t tk = 0; tk < tokens; ++tk) {

@@ -56,6 +56,9 @@ inline Status unsupported(std::string m) {
 inline Status out_of_range(std::string m) {
   return {StatusCode::kOutOfRange, std::move(m)};
 }
+inline Status resource_exhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 
 // A value or the Status that explains why there is none.
 template <typename T>

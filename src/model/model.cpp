@@ -1,7 +1,10 @@
 #include "model/model.h"
 
+#include <cstdlib>
 #include <map>
+#include <string>
 
+#include "core/progress.h"
 #include "model/arch.h"
 
 namespace autoglm {
@@ -16,7 +19,26 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, 
   model->file_ = std::move(file);
   AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
+  AUTOGLM_RETURN_IF_ERROR(model->repack_weights());
   return model;
+}
+
+Status Model::repack_weights() {
+  if (const char* env = std::getenv("AUTOGLM_REPACK"); env && std::string(env) == "0") return Status::ok();
+  std::vector<cpu::WeightMatrix*> matrices;
+  for (auto& l : weights_.layers)
+    for (cpu::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+      if (cpu::packable(m->type)) matrices.push_back(m);
+  if (cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
+  if (matrices.empty()) return Status::ok();
+  ThreadPool pool(physical_core_count());
+  ProgressBar bar("repacking weights", int64_t(matrices.size()));
+  for (cpu::WeightMatrix* m : matrices) {
+    packed_.push_back(cpu::pack_matrix(pool, *m));
+    if (!packed_.back()) return resource_exhausted("out of memory repacking the weights of " + file_->path());
+    bar.advance();
+  }
+  return Status::ok();
 }
 
 int64_t Model::n_params() const {

@@ -3,9 +3,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autoglm/status.h"
 #include "formats/gguf.h"
+#include "kernels/cpu/packed.h"
 #include "model/model_spec.h"
 #include "model/weights.h"
 
@@ -28,9 +30,13 @@ class Model {
   std::string weight_type_summary() const;  // e.g. "Q4_0 x 155, F32 x 45"
 
  private:
+  // Interleaves the matrices the integer kernels read packed (AUTOGLM_REPACK=0 skips it).
+  Status repack_weights();
+
   std::unique_ptr<GgufFile> file_;
   ModelSpec spec_;
   ModelWeights weights_;
+  std::vector<cpu::PackedBuffer> packed_;
 };
 
 }  // namespace autoglm

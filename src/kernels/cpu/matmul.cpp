@@ -5,17 +5,20 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/ref/q8_activations.h"
 
 namespace autoglm::cpu {
 
-#define AUTOGLM_DECLARE_ISA(ns)                                                                                     \
-  namespace ns {                                                                                                    \
-  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                           \
-  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,       \
-                   float* scratch);                                                                                 \
-  int tile_rows();                                                                                                  \
-  void matmul_rows_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1); \
+#define AUTOGLM_DECLARE_ISA(ns)                                                                                       \
+  namespace ns {                                                                                                      \
+  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                             \
+  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,         \
+                   float* scratch);                                                                                   \
+  int tile_rows();                                                                                                    \
+  void matmul_rows_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);   \
+  bool has_packed_kernels();                                                                                          \
+  void matmul_packed_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t g0, int64_t g1); \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -31,6 +34,8 @@ struct KernelSet {
   decltype(&generic::matmul_rows) matmul_rows;
   int tile_rows;
   decltype(&generic::matmul_rows_q8) matmul_rows_q8;
+  bool has_packed;
+  decltype(&generic::matmul_packed_q8) matmul_packed_q8;
 };
 
 std::vector<KernelSet> runnable_sets() {
@@ -38,9 +43,11 @@ std::vector<KernelSet> runnable_sets() {
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
   const auto& f = cpu_features();
   if (f.avx2 && f.fma && f.f16c)
-    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_q8});
+    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_q8,
+                    avx2::has_packed_kernels(), avx2::matmul_packed_q8});
 #endif
-  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_q8});
+  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_q8,
+                  generic::has_packed_kernels(), generic::matmul_packed_q8});
   return sets;  // best first
 }
 
@@ -91,6 +98,11 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
     for (int64_t t = 0; t < n_tokens; ++t)
       ref::quantize_activations_q8(x + t * w.cols, w.cols, xq.data() + t * n_blocks);
     const Q8Block* xqp = xq.data();
+    if (w.packed && k.has_packed) {
+      pool.parallel_for(packed_groups(w),
+                        [&](int, int64_t g0, int64_t g1) { k.matmul_packed_q8(w, xqp, n_tokens, y, g0, g1); });
+      return;
+    }
     pool.parallel_for(w.rows, [&](int, int64_t r0, int64_t r1) { k.matmul_rows_q8(w, xqp, n_tokens, y, r0, r1); });
     return;
   }

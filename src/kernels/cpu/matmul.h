@@ -15,6 +15,7 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_bytes = 0;
+  const uint8_t* packed = nullptr;  // the same weights interleaved for the integer kernels (packed.h), if made
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].

@@ -1,0 +1,38 @@
+// Weights repacked once at load for the integer kernels: kPackRows rows' blocks
+// interleaved so that one 32-byte load holds 4 consecutive codes of each of the 8
+// rows. A broadcast of 4 activation bytes then meets all 8 rows in one maddubs, and
+// the 8 row sums land in the 8 lanes of one register: no horizontal reductions.
+//
+// Layout of one packed block (32 elements of 8 rows):
+//   8 fp16 scales (row 0..7), then chunks of 32 bytes; chunk c holds, at bytes
+//   4r..4r+3, bytes 4c..4c+3 of row r's quant bytes (Q4_0: 16 nibble bytes, 4 chunks;
+//   Q8_0: 32 code bytes, 8 chunks). Rows past the end of the matrix are zero.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+
+namespace autoglm::cpu {
+
+constexpr int kPackRows = 8;
+
+bool packable(DType t);
+int64_t packed_block_bytes(DType t);
+int64_t packed_groups(const WeightMatrix& w);  // ceil(rows / kPackRows)
+int64_t packed_bytes(const WeightMatrix& w);
+
+// Writes row groups [g0, g1) of w into the packed buffer `dst` (the whole matrix's buffer).
+void pack_groups(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1);
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const;
+};
+using PackedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
+
+// Packs w on the pool's threads and points w.packed at the result, which the caller keeps.
+PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w);
+
+}  // namespace autoglm::cpu
