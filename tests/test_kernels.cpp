@@ -85,12 +85,8 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   const std::vector<uint8_t>& q = enc.bytes;
   const auto x = random_values(size_t(tokens * cols), 13);
   // Types with integer kernels see the activations as int8 blocks: the oracle uses the same values.
-  std::vector<float> x_seen = x;
-  if (cpu::uses_int8_activations(t)) {
-    std::vector<Q8Block> blocks(static_cast<size_t>(tokens * cols / 32));
-    ref::quantize_activations_q8(x.data(), tokens * cols, blocks.data());
-    ref::dequantize_activations_q8(blocks.data(), tokens * cols, x_seen.data());
-  }
+  std::vector<float> x_seen(x.size());
+  cpu::activations_as_seen(t, x.data(), tokens, cols, x_seen.data());
   // Packed (interleaved) weights where the type has them, and the plain rows.
   ThreadPool packer(2);
   cpu::WeightMatrix packed = m;

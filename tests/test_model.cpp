@@ -32,9 +32,7 @@ Mat tensor(const GgufFile& f, const std::string& name) {
 std::vector<double> as_seen_by(DType t, const std::vector<double>& x) {
   if (!cpu::uses_int8_activations(t)) return x;
   std::vector<float> f(x.begin(), x.end()), back(x.size());
-  std::vector<Q8Block> blocks(x.size() / 32);
-  ref::quantize_activations_q8(f.data(), int64_t(f.size()), blocks.data());
-  ref::dequantize_activations_q8(blocks.data(), int64_t(f.size()), back.data());
+  cpu::activations_as_seen(t, f.data(), 1, int64_t(f.size()), back.data());
   return std::vector<double>(back.begin(), back.end());
 }
 
@@ -234,7 +232,13 @@ TEST_P(CreatedModel, LoadsAndMatchesPlainForward) {
   EXPECT_EQ((*m)->spec().n_vocab, 2048);
   const std::vector<int32_t> tokens = {1, 300, 301, 700, 1500, 9};
   const auto mine = engine_forward(**m, tokens);
-  EXPECT_LT(max_abs_diff(mine, naive_forward((*m)->file(), (*m)->spec(), tokens)), 2e-3);
+  const auto want = naive_forward((*m)->file(), (*m)->spec(), tokens);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  // Agreement is ~1e-6 of the scale, but with int8 activations a value that float and double
+  // round to different codes moves later logits by ~1e-2; wrong kernels move them by ~scale.
+  const double tolerance = cpu::uses_int8_activations(*dtype_from_name(type)) ? 0.03 * scale : 2e-3;
+  EXPECT_LT(max_abs_diff(mine, want), tolerance) << "logit scale " << scale;
   std::remove(path.c_str());
 }
 

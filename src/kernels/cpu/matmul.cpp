@@ -1,5 +1,6 @@
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -10,15 +11,15 @@
 
 namespace autoglm::cpu {
 
-#define AUTOGLM_DECLARE_ISA(ns)                                                                                       \
-  namespace ns {                                                                                                      \
-  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                             \
-  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,         \
-                   float* scratch);                                                                                   \
-  int tile_rows();                                                                                                    \
-  void matmul_rows_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);   \
-  bool has_packed_kernels();                                                                                          \
-  void matmul_packed_q8(const WeightMatrix& w, const Q8Block* x, int64_t n_tokens, float* y, int64_t g0, int64_t g1); \
+#define AUTOGLM_DECLARE_ISA(ns)                                                                                    \
+  namespace ns {                                                                                                   \
+  void decode_row(DType type, const uint8_t* src, float* dst, int64_t n);                                          \
+  void matmul_rows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,      \
+                   float* scratch);                                                                                \
+  int tile_rows();                                                                                                 \
+  void matmul_rows_int(const WeightMatrix& w, const void* xq, int64_t n_tokens, float* y, int64_t r0, int64_t r1); \
+  bool has_packed_kernels();                                                                                       \
+  void matmul_packed(const WeightMatrix& w, const void* xq, int64_t n_tokens, float* y, int64_t g0, int64_t g1);   \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -33,9 +34,9 @@ struct KernelSet {
   decltype(&generic::decode_row) decode_row;
   decltype(&generic::matmul_rows) matmul_rows;
   int tile_rows;
-  decltype(&generic::matmul_rows_q8) matmul_rows_q8;
+  decltype(&generic::matmul_rows_int) matmul_rows_int;
   bool has_packed;
-  decltype(&generic::matmul_packed_q8) matmul_packed_q8;
+  decltype(&generic::matmul_packed) matmul_packed;
 };
 
 std::vector<KernelSet> runnable_sets() {
@@ -43,11 +44,11 @@ std::vector<KernelSet> runnable_sets() {
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
   const auto& f = cpu_features();
   if (f.avx2 && f.fma && f.f16c)
-    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_q8,
-                    avx2::has_packed_kernels(), avx2::matmul_packed_q8});
+    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_int,
+                    avx2::has_packed_kernels(), avx2::matmul_packed});
 #endif
-  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_q8,
-                  generic::has_packed_kernels(), generic::matmul_packed_q8});
+  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_int,
+                  generic::has_packed_kernels(), generic::matmul_packed});
   return sets;  // best first
 }
 
@@ -84,26 +85,67 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   kernels().decode_row(w.type, w.data + row * w.row_bytes, out, w.cols);
 }
 
+int activation_block(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0: return 32;
+    case DType::Q4_K: return 256;
+    default: return 0;
+  }
+}
+
 bool uses_int8_activations(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0;
+  return activation_block(t) != 0;
+}
+
+namespace {
+
+// Quantizes n_tokens rows of activations into `buffer` in the layout the type's integer kernels read.
+const void* quantize_activations(DType t, const float* x, int64_t n_tokens, int64_t cols,
+                                 std::vector<uint8_t>& buffer) {
+  const bool k_blocks = activation_block(t) == 256;
+  const size_t bytes = k_blocks ? size_t(cols / 256) * sizeof(Q8KBlock) : size_t(cols / 32) * sizeof(Q8Block);
+  if (buffer.size() < bytes * size_t(n_tokens)) buffer.resize(bytes * size_t(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    uint8_t* dst = buffer.data() + size_t(t) * bytes;
+    if (k_blocks)
+      ref::quantize_activations_q8k(x + t * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
+    else
+      ref::quantize_activations_q8(x + t * cols, cols, reinterpret_cast<Q8Block*>(dst));
+  }
+  return buffer.data();
+}
+
+}  // namespace
+
+void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out) {
+  std::vector<uint8_t> buffer;
+  if (!uses_int8_activations(t)) {
+    std::copy(x, x + n_tokens * cols, out);
+    return;
+  }
+  const uint8_t* q = static_cast<const uint8_t*>(quantize_activations(t, x, n_tokens, cols, buffer));
+  if (activation_block(t) == 256)
+    ref::dequantize_activations_q8k(reinterpret_cast<const Q8KBlock*>(q), n_tokens * cols, out);
+  else
+    ref::dequantize_activations_q8(reinterpret_cast<const Q8Block*>(q), n_tokens * cols, out);
 }
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
   const KernelSet& k = kernels();
   if (uses_int8_activations(w.type)) {
     // Whatever the batch, the same arithmetic: activations quantized once, integer dots per row.
-    thread_local std::vector<Q8Block> xq;
-    const int64_t n_blocks = w.cols / 32;
-    if (int64_t(xq.size()) < n_tokens * n_blocks) xq.resize(size_t(n_tokens * n_blocks));
-    for (int64_t t = 0; t < n_tokens; ++t)
-      ref::quantize_activations_q8(x + t * w.cols, w.cols, xq.data() + t * n_blocks);
-    const Q8Block* xqp = xq.data();
+    thread_local std::vector<uint8_t> buffer;
+    const void* xq = quantize_activations(w.type, x, n_tokens, w.cols, buffer);
     if (w.packed && k.has_packed) {
       pool.parallel_for(packed_groups(w),
-                        [&](int, int64_t g0, int64_t g1) { k.matmul_packed_q8(w, xqp, n_tokens, y, g0, g1); });
+                        [&](int, int64_t g0, int64_t g1) { k.matmul_packed(w, xq, n_tokens, y, g0, g1); });
       return;
     }
-    pool.parallel_for(w.rows, [&](int, int64_t r0, int64_t r1) { k.matmul_rows_q8(w, xqp, n_tokens, y, r0, r1); });
+    pool.parallel_for(w.rows, [&](int, int64_t r0, int64_t r1) { k.matmul_rows_int(w, xq, n_tokens, y, r0, r1); });
     return;
   }
   const int64_t tiles = (w.rows + k.tile_rows - 1) / k.tile_rows;

@@ -19,13 +19,18 @@ struct WeightMatrix {
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
-// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows meet activations quantized to int8 blocks
-// (integer dot products, as the reference engine does); other types are decoded a few
-// rows at a time into a per-thread buffer and meet float activations.
+// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K rows meet activations quantized to int8
+// blocks (integer dot products, as the reference engine does); other types are decoded a few
+// rows at a time into a per-thread buffer and meet float activations. Matrices with a packed
+// copy (packed.h) use the interleaved kernels where the CPU has them.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
-// Whether matmul quantizes activations to int8 for this weight type.
+// Whether matmul quantizes activations to int8 for this weight type, and in blocks of how many
+// values (32, or 256 for the K-quants with integer kernels; 0 for float activations).
 bool uses_int8_activations(DType t);
+int activation_block(DType t);
+// The activations as the kernels of type t see them (quantized and decoded again, or copied).
+void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out);
 
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);

@@ -3,23 +3,60 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/ref/block_decode.h"
+
 namespace autoglm::cpu {
 namespace {
 
 constexpr int64_t kScaleBytes = 2 * kPackRows;
+constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 
 int64_t quant_bytes(DType t) {
-  return t == DType::Q4_0 ? 16 : 32;
+  return t == DType::Q4_0 ? 16 : t == DType::Q8_0 ? 32 : 128;
+}
+
+// 4-byte pieces of each row's codes side by side: chunk c holds bytes 4c..4c+3 of rows 0..7.
+void interleave_codes(const uint8_t* const* codes, int64_t n_bytes, uint8_t* out) {
+  for (int r = 0; r < kPackRows; ++r)
+    if (codes[r])
+      for (int64_t c = 0; c < n_bytes / 4; ++c) std::memcpy(out + 32 * c + 4 * r, codes[r] + 4 * c, 4);
+}
+
+// One block of 8 rows (null: a row past the end, left zero).
+void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
+  const uint8_t* codes[kPackRows] = {};
+  if (t == DType::Q4_K) {
+    for (int r = 0; r < kPackRows; ++r) {
+      if (!src[r]) continue;
+      std::memcpy(out + 2 * r, src[r], 2);           // d
+      std::memcpy(out + 16 + 2 * r, src[r] + 2, 2);  // dmin
+      for (int s = 0; s < 8; ++s) {
+        int sc, m;
+        k_scale_min(s, src[r] + 4, sc, m);
+        out[32 + 8 * s + r] = uint8_t(sc);
+        out[96 + 16 * (s / 2) + 2 * r + (s % 2)] = uint8_t(m);
+      }
+      codes[r] = src[r] + 16;
+    }
+    interleave_codes(codes, 128, out + kQ4KHeader);
+    return;
+  }
+  for (int r = 0; r < kPackRows; ++r) {
+    if (!src[r]) continue;
+    std::memcpy(out + 2 * r, src[r], 2);
+    codes[r] = src[r] + 2;
+  }
+  interleave_codes(codes, quant_bytes(t), out + kScaleBytes);
 }
 
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
 }
 
 int64_t packed_block_bytes(DType t) {
-  return kScaleBytes + kPackRows * quant_bytes(t);
+  return (t == DType::Q4_K ? kQ4KHeader : kScaleBytes) + kPackRows * quant_bytes(t);
 }
 
 int64_t packed_groups(const WeightMatrix& w) {
@@ -27,23 +64,20 @@ int64_t packed_groups(const WeightMatrix& w) {
 }
 
 int64_t packed_bytes(const WeightMatrix& w) {
-  return packed_groups(w) * (w.cols / 32) * packed_block_bytes(w.type);
+  return packed_groups(w) * (w.cols / dtype_info(w.type).block_elems) * packed_block_bytes(w.type);
 }
 
 void pack_groups(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1) {
-  const int64_t n_blocks = w.cols / 32, src_block = dtype_info(w.type).block_bytes;
-  const int64_t qbytes = quant_bytes(w.type), out_block = packed_block_bytes(w.type);
+  const auto& info = dtype_info(w.type);
+  const int64_t n_blocks = w.cols / info.block_elems, out_block = packed_block_bytes(w.type);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* out = dst + g * n_blocks * out_block;
     std::memset(out, 0, size_t(n_blocks * out_block));
-    for (int r = 0; r < kPackRows && g * kPackRows + r < w.rows; ++r) {
-      const uint8_t* row = w.data + (g * kPackRows + r) * w.row_bytes;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        const uint8_t* src = row + b * src_block;
-        uint8_t* blk = out + b * out_block;
-        std::memcpy(blk + 2 * r, src, 2);
-        for (int64_t c = 0; c < qbytes / 4; ++c) std::memcpy(blk + kScaleBytes + 32 * c + 4 * r, src + 2 + 4 * c, 4);
-      }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* src[kPackRows] = {};
+      for (int r = 0; r < kPackRows && g * kPackRows + r < w.rows; ++r)
+        src[r] = w.data + (g * kPackRows + r) * w.row_bytes + b * info.block_bytes;
+      pack_block(w.type, src, out + b * out_block);
     }
   }
 }

@@ -7,6 +7,8 @@
 //   8 fp16 scales (row 0..7), then chunks of 32 bytes; chunk c holds, at bytes
 //   4r..4r+3, bytes 4c..4c+3 of row r's quant bytes (Q4_0: 16 nibble bytes, 4 chunks;
 //   Q8_0: 32 code bytes, 8 chunks). Rows past the end of the matrix are zero.
+// Q4_K packs a super-block of 256: d[8], dmin[8], the 6-bit scales unpacked to bytes
+// [sub-block][row], the mins as [sub-block pair][row][2], then 32 chunks of nibbles.
 #pragma once
 
 #include <cstdint>

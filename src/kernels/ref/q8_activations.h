@@ -12,6 +12,14 @@ struct Q8Block {
   int8_t q[32];
 };
 
+// Activations for the 256-element K-quant formats: one scale per 256 values and the
+// sum of each 32-value sub-block's codes (the mins of Q4_K multiply those sums).
+struct Q8KBlock {
+  float d;
+  int16_t bsum[8];
+  int8_t q[256];
+};
+
 namespace ref {
 
 // n must be a multiple of 32; out holds n / 32 blocks. Round to nearest even.
@@ -19,6 +27,10 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Block* out);
 
 // The values a block stands for (tests compare kernels against this).
 void dequantize_activations_q8(const Q8Block* blocks, int64_t n, float* out);
+
+// n a multiple of 256; out holds n / 256 blocks.
+void quantize_activations_q8k(const float* x, int64_t n, Q8KBlock* out);
+void dequantize_activations_q8k(const Q8KBlock* blocks, int64_t n, float* out);
 
 }  // namespace ref
 }  // namespace autoglm
