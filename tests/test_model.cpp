@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "formats/gguf.h"
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/q8_activations.h"
 #include "kernels/ref/quants.h"
+#include "model/attention.h"
 #include "model/create_model.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -134,7 +137,7 @@ std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const s
 std::vector<float> engine_forward(const Model& m, const std::vector<int32_t>& tokens) {
   ThreadPool pool(2);
   ModelRunner runner(m, pool);
-  ContiguousKvCache cache(m.spec(), 64);
+  ContiguousKvCache cache(m.spec(), 64, DType::F32);  // the oracle keeps f32 keys and values
   Batch b;
   b.caches = {&cache};
   b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, false, true);
@@ -376,6 +379,95 @@ TEST(Runner, RejectsBadBatches) {
   const int32_t one = 1;
   too_long.add_sequence_tokens(0, &one, 1, 4, true);
   EXPECT_NE(runner.forward(too_long, logits).message().find("outside the context"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// A cache whose spans hold 5 positions each, in scattered order: attention must walk spans.
+class ScatteredKvCache final : public KvCache {
+ public:
+  ScatteredKvCache(const KvFormat& f, int64_t n_spans) : KvCache(f), n_spans_(n_spans) {
+    keys_.resize(size_t(n_spans * kSpan * f.k_row_bytes));
+    values_.resize(size_t(n_spans * kSpan * f.v_row_bytes));
+  }
+  int64_t capacity() const override { return n_spans_ * kSpan; }
+  int64_t span() const override { return kSpan; }
+  uint8_t* key_span(int64_t, int64_t first) override { return keys_.data() + slot(first) * format().k_row_bytes; }
+  uint8_t* value_span(int64_t, int64_t first) override { return values_.data() + slot(first) * format().v_row_bytes; }
+
+ private:
+  static constexpr int64_t kSpan = 5;
+  int64_t slot(int64_t first) const { return (n_spans_ - 1 - first / kSpan) * kSpan; }  // reversed order
+  int64_t n_spans_;
+  std::vector<uint8_t> keys_, values_;
+};
+
+TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.head_dim = spec.head_dim_v = 32;
+  const int64_t n_pos = 37;  // two full chunks of 16 and a partial one
+  const AttentionShape shape{2, 32, 32, 1.0f / std::sqrt(32.0f)};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> k(size_t(n_pos * spec.kv_dim())), v(k.size()), q(size_t(2 * 32));
+  for (auto* vec : {&k, &v, &q})
+    for (auto& x : *vec) x = dist(rng);
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    const KvFormat f = *kv_format(spec, type);
+    ContiguousKvCache contiguous(spec, n_pos, type);
+    ScatteredKvCache scattered(f, (n_pos + 4) / 5);
+    std::vector<float> seen_k(k.size()), seen_v(v.size());  // the values as stored
+    for (int64_t p = 0; p < n_pos; ++p)
+      for (KvCache* c : {static_cast<KvCache*>(&contiguous), static_cast<KvCache*>(&scattered)}) {
+        cpu::encode_kv_row(type, &k[size_t(p * spec.kv_dim())], c->key_row(0, p), spec.kv_dim());
+        cpu::encode_kv_row(type, &v[size_t(p * spec.kv_dim())], c->value_row(0, p), spec.kv_dim());
+        ref::dequantize_row(type, c->key_row(0, p), &seen_k[size_t(p * spec.kv_dim())], spec.kv_dim());
+        ref::dequantize_row(type, c->value_row(0, p), &seen_v[size_t(p * spec.kv_dim())], spec.kv_dim());
+      }
+    std::vector<float> scratch(size_t(attention_scratch_floats(shape))), out_a(64), out_b(64);
+    const auto ops = cpu::kv_row_ops(type);
+    const int64_t kv_head = 1;
+    attend_group(contiguous, 0, kv_head, q.data(), n_pos, shape, ops, scratch.data(), out_a.data());
+    attend_group(scattered, 0, kv_head, q.data(), n_pos, shape, ops, scratch.data(), out_b.data());
+    EXPECT_EQ(out_a, out_b) << dtype_name(type) << ": spans changed the result";
+    for (int64_t h = 0; h < 2; ++h) {  // plain two-pass softmax in double over the stored values
+      std::vector<double> s(static_cast<size_t>(n_pos));
+      double mx = -1e300, sum = 0;
+      for (int64_t p = 0; p < n_pos; ++p) {
+        double d = 0;
+        for (int64_t i = 0; i < 32; ++i)
+          d += double(q[size_t(h * 32 + i)]) * seen_k[size_t(p * spec.kv_dim() + kv_head * 32 + i)];
+        s[size_t(p)] = d * shape.scale;
+        mx = std::max(mx, s[size_t(p)]);
+      }
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      for (int64_t i = 0; i < 32; ++i) {
+        double want = 0;
+        for (int64_t p = 0; p < n_pos; ++p)
+          want += s[size_t(p)] / sum * seen_v[size_t(p * spec.kv_dim() + kv_head * 32 + i)];
+        EXPECT_NEAR(out_a[size_t(h * 32 + i)], want, 1e-5) << dtype_name(type) << " head " << h << " dim " << i;
+      }
+    }
+  }
+}
+
+TEST(Attention, Q8KvNeedsHeadSizesOf32) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = spec.n_head_kv = 2;
+  spec.head_dim = spec.head_dim_v = 6;
+  const auto f = kv_format(spec, DType::Q8_0);
+  ASSERT_FALSE(f.is_ok());
+  EXPECT_NE(f.status().message().find("multiples of 32"), std::string::npos);
+  EXPECT_TRUE(kv_format(spec, DType::F16).is_ok());
+  EXPECT_FALSE(kv_type_from_name("q4_0").is_ok());
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace autoglm::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model, tokens, prompt, out, positions = "all";
+  std::string model, tokens, prompt, out, positions = "all", kv_type = "f16";
   int threads = 1;
 };
 
@@ -43,8 +43,10 @@ int logits(const LogitsArgs& a) {
   } else {
     ids = loaded->tokenizer->encode(a.prompt, true);
   }
+  auto kv_type = resolve_kv_type(a.kv_type, loaded->model->spec());
+  if (!kv_type) return fail(kv_type.status());
   ThreadPool pool(a.threads);
-  Generator gen(*loaded->model, *loaded->tokenizer, pool, int64_t(ids.size()) + 1);
+  Generator gen(*loaded->model, *loaded->tokenizer, pool, int64_t(ids.size()) + 1, *kv_type);
   const bool all = a.positions == "all";
   auto out = gen.evaluate(ids, all);
   if (!out) return fail(out.status());
@@ -76,6 +78,7 @@ void register_logits(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "Write the logits of a token sequence evaluated in one pass");
   auto a = std::make_shared<LogitsArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  add_kv_type_option(*cmd, a->kv_type);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text (tokenized with BOS as the model asks)");
   tokens->excludes(prompt);

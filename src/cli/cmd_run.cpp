@@ -13,6 +13,7 @@ struct RunArgs {
   int threads = 1;
   int64_t ctx = 0;
   bool no_special = false;
+  std::string kv_type = "f16";
   int64_t seed = -1;
   GenerationOptions gen;
 };
@@ -28,8 +29,10 @@ int run(const RunArgs& a) {
   if (a.seed >= 0) gen.sampling.seed = uint64_t(a.seed);
 
   const auto prompt = tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  auto kv_type = resolve_kv_type(a.kv_type, model.spec());
+  if (!kv_type) return fail(kv_type.status());
   ThreadPool pool(a.threads);
-  Generator generator(model, tok, pool, n_ctx);
+  Generator generator(model, tok, pool, n_ctx, *kv_type);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   auto result = generator.generate(prompt, gen, [](const std::string& text) {
@@ -54,6 +57,7 @@ void register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  add_kv_type_option(*cmd, a->kv_type);
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-k", a->gen.sampling.top_k, "Top-k (0: off)");

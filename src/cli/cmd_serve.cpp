@@ -16,6 +16,7 @@ struct ServeArgs {
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
+  std::string kv_type;
   bool no_prefix_cache = false;
   std::vector<std::string> api_keys;
 };
@@ -45,6 +46,7 @@ int serve(const ServeArgs& a) {
   if (a.max_batch_tokens > 0) cfg.max_batch_tokens = a.max_batch_tokens;
   if (a.max_queued > 0) cfg.max_queued = a.max_queued;
   if (a.kv_mib > 0) cfg.kv_cache_mib = a.kv_mib;
+  if (!a.kv_type.empty()) cfg.kv_dtype = a.kv_type;
   if (a.no_prefix_cache) cfg.prefix_cache = false;
   if (!a.chat_template.empty()) cfg.chat_template = a.chat_template;
   for (const auto& k : a.api_keys) cfg.api_keys.push_back(k);
@@ -89,6 +91,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "Token budget of one step")->check(CLI::PositiveNumber);
   cmd->add_option("--max-queued", a->max_queued, "Waiting requests before 429")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-mib", a->kv_mib, "KV cache memory budget in MiB")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16, q8_0 or f32 (overrides kv_cache.dtype)");
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV across requests");
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");

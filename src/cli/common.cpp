@@ -21,6 +21,16 @@ int fail(const Status& status) {
   return exit_code() = 1;
 }
 
+void add_kv_type_option(CLI::App& cmd, std::string& kv_type) {
+  cmd.add_option("--kv-type", kv_type, "KV cache type: f16, q8_0 (half the memory) or f32")->capture_default_str();
+}
+
+Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec) {
+  AUTOGLM_ASSIGN_OR_RETURN(const DType type, kv_type_from_name(name));
+  AUTOGLM_RETURN_IF_ERROR(kv_format(spec, type).status());
+  return type;
+}
+
 void add_threads_option(CLI::App& cmd, int& threads) {
   threads = physical_core_count();
   cmd.add_option("-t,--threads", threads, "Worker threads (default: physical cores)")->check(CLI::Range(1, 1024));

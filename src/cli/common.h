@@ -6,6 +6,7 @@
 #include <string>
 
 #include "autoglm/status.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,6 +25,10 @@ int fail(const Status& status);
 
 // Adds -t/--threads (default: physical cores).
 void add_threads_option(CLI::App& cmd, int& threads);
+// Adds --kv-type (f16 default, q8_0, f32).
+void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
+// The KV type named on the command line, checked against the model.
+Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
 
 // Each subcommand registers itself and its callback here.
 void register_run(CLI::App& app);

@@ -95,7 +95,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
-      blocks_(model.spec(), config.kv_blocks, config.block_size),
+      blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
       runner_(model, pool) {
   blocks_.set_prefix_caching(config.prefix_cache);
   stats_.kv_blocks_total = config.kv_blocks;

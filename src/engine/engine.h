@@ -27,6 +27,7 @@ struct EngineConfig {
   int64_t max_running = 16;        // sequences in the running set
   int64_t max_queued = 256;        // waiting requests before submit says "busy"
   bool prefix_cache = true;
+  DType kv_type = DType::F16;      // must have passed kv_format for the model
 };
 
 // Counters and gauges, read from any thread.

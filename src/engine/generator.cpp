@@ -14,8 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx)
-    : model_(model), tokenizer_(tokenizer), runner_(model, pool), cache_(model.spec(), n_ctx) {}
+Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx, DType kv_type)
+    : model_(model), tokenizer_(tokenizer), runner_(model, pool), cache_(model.spec(), n_ctx, kv_type) {}
 
 Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits) {
   if (chunk <= 0) return invalid_argument("prefill chunk must be positive");

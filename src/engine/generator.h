@@ -35,7 +35,9 @@ struct GenerationResult {
 
 class Generator {
  public:
-  Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx);
+  // kv_type must have passed kv_format for the model.
+  Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx,
+            DType kv_type = DType::F16);
 
   // on_text receives each piece of text as it becomes final; returning false cancels.
   Result<GenerationResult> generate(const std::vector<int32_t>& prompt, const GenerationOptions& options,

@@ -6,14 +6,13 @@
 
 namespace autoglm {
 
-BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size)
+BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format)
     : n_blocks_(n_blocks),
       block_size_(block_size),
       n_layer_(spec.n_layer),
-      kv_dim_(spec.kv_dim()),
-      v_dim_(spec.v_dim()),
-      keys_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * spec.kv_dim())),
-      values_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * spec.v_dim())),
+      format_(format),
+      keys_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * format.k_row_bytes)),
+      values_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * format.v_row_bytes)),
       refs_(static_cast<size_t>(n_blocks), 0),
       lru_pos_(static_cast<size_t>(n_blocks)),
       in_lru_(static_cast<size_t>(n_blocks), false),

@@ -10,13 +10,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/kv_cache.h"
 #include "model/model_spec.h"
 
 namespace autoglm {
 
 class BlockPool {
  public:
-  BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size);
+  BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format);
 
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -35,11 +36,13 @@ class BlockPool {
   void publish(int32_t block, uint64_t hash);
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
 
-  float* key(int32_t block, int64_t layer, int64_t offset) {
-    return keys_.data() + ((int64_t(block) * n_layer_ + layer) * block_size_ + offset) * kv_dim_;
+  const KvFormat& format() const { return format_; }
+  // First row of a block's positions for one layer.
+  uint8_t* key(int32_t block, int64_t layer) {
+    return keys_.data() + (int64_t(block) * n_layer_ + layer) * block_size_ * format_.k_row_bytes;
   }
-  float* value(int32_t block, int64_t layer, int64_t offset) {
-    return values_.data() + ((int64_t(block) * n_layer_ + layer) * block_size_ + offset) * v_dim_;
+  uint8_t* value(int32_t block, int64_t layer) {
+    return values_.data() + (int64_t(block) * n_layer_ + layer) * block_size_ * format_.v_row_bytes;
   }
 
   // The hash of a full block of tokens that follows a prefix whose hash is `parent` (0 for none).
@@ -48,8 +51,9 @@ class BlockPool {
  private:
   void forget_hash(int32_t block);
 
-  int64_t n_blocks_, block_size_, n_layer_, kv_dim_, v_dim_;
-  std::vector<float> keys_, values_;
+  int64_t n_blocks_, block_size_, n_layer_;
+  KvFormat format_;
+  std::vector<uint8_t> keys_, values_;
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;                          // never published or forgotten, unreferenced
   std::list<int32_t> lru_;                             // published and unreferenced, oldest first

@@ -10,17 +10,18 @@ namespace autoglm {
 
 class PagedSequenceKv final : public KvCache {
  public:
-  explicit PagedSequenceKv(BlockPool& pool) : pool_(pool) {}
+  explicit PagedSequenceKv(BlockPool& pool) : KvCache(pool.format()), pool_(pool) {}
   ~PagedSequenceKv() override { release_all(); }
   PagedSequenceKv(const PagedSequenceKv&) = delete;
   PagedSequenceKv& operator=(const PagedSequenceKv&) = delete;
 
   int64_t capacity() const override { return int64_t(blocks_.size()) * pool_.block_size(); }
-  float* key(int64_t layer, int64_t pos) override {
-    return pool_.key(blocks_[size_t(pos / pool_.block_size())], layer, pos % pool_.block_size());
+  int64_t span() const override { return pool_.block_size(); }
+  uint8_t* key_span(int64_t layer, int64_t first_pos) override {
+    return pool_.key(blocks_[size_t(first_pos / pool_.block_size())], layer);
   }
-  float* value(int64_t layer, int64_t pos) override {
-    return pool_.value(blocks_[size_t(pos / pool_.block_size())], layer, pos % pool_.block_size());
+  uint8_t* value_span(int64_t layer, int64_t first_pos) override {
+    return pool_.value(blocks_[size_t(first_pos / pool_.block_size())], layer);
   }
 
   const std::vector<int32_t>& blocks() const { return blocks_; }

@@ -1,12 +1,45 @@
 #include "model/kv_cache.h"
 
+#include "core/check.h"
+
 namespace autoglm {
 
-ContiguousKvCache::ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx)
-    : n_ctx_(n_ctx),
-      kv_dim_(spec.kv_dim()),
-      v_dim_(spec.v_dim()),
-      keys_(size_t(spec.n_layer * n_ctx * spec.kv_dim())),
-      values_(size_t(spec.n_layer * n_ctx * spec.v_dim())) {}
+Result<DType> kv_type_from_name(const std::string& name) {
+  const auto t = dtype_from_name(name);
+  if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::Q8_0))
+    return invalid_argument("KV cache type '" + name + "' is not one of f32, f16, q8_0");
+  return *t;
+}
+
+Result<KvFormat> kv_format(const ModelSpec& spec, DType type) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
+    return invalid_argument("KV cache type '" + std::string(dtype_name(type)) + "' is not one of f32, f16, q8_0");
+  if (type == DType::Q8_0 && (spec.head_dim % 32 != 0 || spec.head_dim_v % 32 != 0))
+    return invalid_argument("KV cache type q8_0 needs head sizes that are multiples of 32; this model's are " +
+                            std::to_string(spec.head_dim) + " and " + std::to_string(spec.head_dim_v));
+  KvFormat f;
+  f.type = type;
+  f.k_row_bytes = dtype_row_bytes(type, spec.kv_dim());
+  f.v_row_bytes = dtype_row_bytes(type, spec.v_dim());
+  f.k_head_bytes = dtype_row_bytes(type, spec.head_dim);
+  f.v_head_bytes = dtype_row_bytes(type, spec.head_dim_v);
+  return f;
+}
+
+namespace {
+
+KvFormat checked_format(const ModelSpec& spec, DType type) {
+  auto f = kv_format(spec, type);
+  AUTOGLM_CHECK(f.is_ok());
+  return *f;
+}
+
+}  // namespace
+
+ContiguousKvCache::ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type)
+    : KvCache(checked_format(spec, type)),
+      n_ctx_(n_ctx),
+      keys_(size_t(spec.n_layer * n_ctx * format().k_row_bytes)),
+      values_(size_t(spec.n_layer * n_ctx * format().v_row_bytes)) {}
 
 }  // namespace autoglm

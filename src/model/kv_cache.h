@@ -1,38 +1,76 @@
-// The KV cache as the forward pass sees it: per layer and position, one key row
-// (kv_dim floats) and one value row (v_dim floats). The serving layer's paged cache
-// implements the same interface, so the model code never knows how KV is stored.
+// The KV cache as the forward pass sees it: per layer and position, one key row and one
+// value row, encoded in the cache's type (f32, f16 or q8_0 blocks of 32). Positions come
+// in spans of contiguous rows (a paged block, or the whole context); attention walks the
+// spans. The serving layer's paged cache implements the same interface.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "autoglm/status.h"
+#include "core/dtype.h"
 #include "model/model_spec.h"
 
 namespace autoglm {
 
+struct KvFormat {
+  DType type = DType::F16;
+  int64_t k_row_bytes = 0;  // one position's keys, all KV heads
+  int64_t v_row_bytes = 0;
+  int64_t k_head_bytes = 0;  // one KV head's slice of a row
+  int64_t v_head_bytes = 0;
+};
+
+// The row layout for a model; an error naming the type when the model's head sizes cannot
+// be stored in it (q8_0 needs head sizes that are multiples of 32) or the type is not a KV type.
+Result<KvFormat> kv_format(const ModelSpec& spec, DType type);
+// Parses "f32", "f16", "q8_0".
+Result<DType> kv_type_from_name(const std::string& name);
+
 class KvCache {
  public:
+  explicit KvCache(const KvFormat& format) : format_(format) {}
   virtual ~KvCache() = default;
+  const KvFormat& format() const { return format_; }
   // Positions [0, capacity()) may be written and read.
   virtual int64_t capacity() const = 0;
-  virtual float* key(int64_t layer, int64_t pos) = 0;
-  virtual float* value(int64_t layer, int64_t pos) = 0;
+  // Positions per span; spans start at multiples of it.
+  virtual int64_t span() const = 0;
+  // First row of the span that starts at `first_pos`.
+  virtual uint8_t* key_span(int64_t layer, int64_t first_pos) = 0;
+  virtual uint8_t* value_span(int64_t layer, int64_t first_pos) = 0;
+
+  uint8_t* key_row(int64_t layer, int64_t pos) {
+    const int64_t in = pos % span();
+    return key_span(layer, pos - in) + in * format_.k_row_bytes;
+  }
+  uint8_t* value_row(int64_t layer, int64_t pos) {
+    const int64_t in = pos % span();
+    return value_span(layer, pos - in) + in * format_.v_row_bytes;
+  }
+
+ private:
+  KvFormat format_;
 };
 
 // One sequence's KV in a single preallocated buffer of n_ctx positions.
 class ContiguousKvCache final : public KvCache {
  public:
-  ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx);
+  // type must have passed kv_format for this spec.
+  ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type = DType::F16);
   int64_t capacity() const override { return n_ctx_; }
-  float* key(int64_t layer, int64_t pos) override { return keys_.data() + (layer * n_ctx_ + pos) * kv_dim_; }
-  float* value(int64_t layer, int64_t pos) override { return values_.data() + (layer * n_ctx_ + pos) * v_dim_; }
+  int64_t span() const override { return n_ctx_; }
+  uint8_t* key_span(int64_t layer, int64_t first_pos) override {
+    return keys_.data() + (layer * n_ctx_ + first_pos) * format().k_row_bytes;
+  }
+  uint8_t* value_span(int64_t layer, int64_t first_pos) override {
+    return values_.data() + (layer * n_ctx_ + first_pos) * format().v_row_bytes;
+  }
 
  private:
   int64_t n_ctx_;
-  int64_t kv_dim_;
-  int64_t v_dim_;
-  std::vector<float> keys_;
-  std::vector<float> values_;
+  std::vector<uint8_t> keys_;
+  std::vector<uint8_t> values_;
 };
 
 }  // namespace autoglm

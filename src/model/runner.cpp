@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
 
@@ -31,7 +32,15 @@ void Batch::add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n
   }
 }
 
-ModelRunner::ModelRunner(const Model& model, ThreadPool& pool) : model_(model), spec_(model.spec()), pool_(pool) {}
+ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)
+    : model_(model),
+      spec_(model.spec()),
+      pool_(pool),
+      attn_scratch_(size_t(pool.size() * attention_scratch_floats(attention_shape()))) {}
+
+AttentionShape ModelRunner::attention_shape() const {
+  return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim))};
+}
 
 Status ModelRunner::validate(const Batch& b) const {
   const size_t n = b.tokens.size();
@@ -70,36 +79,6 @@ void ModelRunner::ensure_buffers(int64_t T) {
   capacity_ = T;
 }
 
-// Query heads of one KV group attend over positions 0..pos of the token's sequence.
-void ModelRunner::attend(const Batch& b, int64_t il, int64_t i, int64_t g, float* scores) {
-  const ModelSpec& s = spec_;
-  const int64_t group = s.n_head / s.n_head_kv;
-  const int64_t n_pos = b.positions[size_t(i)] + 1;
-  KvCache* cache = b.caches[size_t(b.seq[size_t(i)])];
-  const float scale = 1.0f / std::sqrt(float(s.head_dim));
-  const float* q = q_.data() + i * s.q_dim() + g * group * s.head_dim;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const float* k = cache->key(il, j) + g * s.head_dim;
-    for (int64_t h = 0; h < group; ++h) {
-      const float* qh = q + h * s.head_dim;
-      float dot = 0;
-      for (int64_t d = 0; d < s.head_dim; ++d) dot += qh[d] * k[d];
-      scores[h * n_pos + j] = dot * scale;
-    }
-  }
-  for (int64_t h = 0; h < group; ++h) ref::softmax(scores + h * n_pos, n_pos);
-  float* out = attn_.data() + i * s.n_head * s.head_dim_v + g * group * s.head_dim_v;
-  for (int64_t e = 0; e < group * s.head_dim_v; ++e) out[e] = 0;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const float* v = cache->value(il, j) + g * s.head_dim_v;
-    for (int64_t h = 0; h < group; ++h) {
-      const float p = scores[h * n_pos + j];
-      float* oh = out + h * s.head_dim_v;
-      for (int64_t d = 0; d < s.head_dim_v; ++d) oh[d] += p * v[d];
-    }
-  }
-}
-
 void ModelRunner::attention_layer(const Batch& b, int64_t il) {
   const ModelSpec& s = spec_;
   const LayerWeights& lw = model_.weights().layers[size_t(il)];
@@ -128,17 +107,21 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il) {
     ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale,
               s.rope_style);
     KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
-    std::copy(k, k + s.kv_dim(), cache->key(il, b.positions[size_t(t)]));
-    std::copy(&v_[t * s.v_dim()], &v_[(t + 1) * s.v_dim()], cache->value(il, b.positions[size_t(t)]));
+    const DType kv_type = cache->format().type;
+    cpu::encode_kv_row(kv_type, k, cache->key_row(il, b.positions[size_t(t)]), s.kv_dim());
+    cpu::encode_kv_row(kv_type, &v_[t * s.v_dim()], cache->value_row(il, b.positions[size_t(t)]), s.v_dim());
   }
 
-  pool_.parallel_for(T * s.n_head_kv, [&](int, int64_t w0, int64_t w1) {
-    thread_local std::vector<float> scores;
+  const AttentionShape shape = attention_shape();
+  const int64_t scratch_floats = attention_scratch_floats(shape);
+  pool_.parallel_for(T * s.n_head_kv, [&](int thread, int64_t w0, int64_t w1) {
+    float* scratch = attn_scratch_.data() + thread * scratch_floats;
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t t = w / s.n_head_kv;
-      const int64_t need = (s.n_head / s.n_head_kv) * (b.positions[size_t(t)] + 1);
-      if (int64_t(scores.size()) < need) scores.resize(size_t(need));
-      attend(b, il, t, w % s.n_head_kv, scores.data());
+      const int64_t t = w / s.n_head_kv, g = w % s.n_head_kv;
+      KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
+      attend_group(*cache, il, g, &q_[t * s.q_dim() + g * shape.group * s.head_dim], b.positions[size_t(t)] + 1, shape,
+                   cpu::kv_row_ops(cache->format().type), scratch,
+                   &attn_[t * s.n_head * s.head_dim_v + g * shape.group * s.head_dim_v]);
     }
   });
 

@@ -8,6 +8,7 @@
 
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
+#include "model/attention.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -36,23 +37,24 @@ class ModelRunner {
   Status validate(const Batch& batch) const;
   void ensure_buffers(int64_t n_tokens);
   void attention_layer(const Batch& batch, int64_t il);
-  void attend(const Batch& batch, int64_t il, int64_t token, int64_t kv_head, float* scores);
+  AttentionShape attention_shape() const;
 
   const Model& model_;
   const ModelSpec& spec_;
   ThreadPool& pool_;
   int64_t capacity_ = 0;
   // Activations, [T, width] row-major.
-  std::vector<float> x_;       // residual stream [T, n_embd]
-  std::vector<float> xn_;      // normed input [T, n_embd]
-  std::vector<float> q_;       // [T, q_dim]
-  std::vector<float> k_;       // [T, kv_dim]
-  std::vector<float> v_;       // [T, v_dim]
-  std::vector<float> attn_;    // [T, n_head * head_dim_v]
-  std::vector<float> proj_;    // [T, n_embd]
-  std::vector<float> gate_;    // [T, n_ff]
-  std::vector<float> up_;      // [T, n_ff]
-  std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
+  std::vector<float> x_;             // residual stream [T, n_embd]
+  std::vector<float> xn_;            // normed input [T, n_embd]
+  std::vector<float> q_;             // [T, q_dim]
+  std::vector<float> k_;             // [T, kv_dim]
+  std::vector<float> v_;             // [T, v_dim]
+  std::vector<float> attn_;          // [T, n_head * head_dim_v]
+  std::vector<float> proj_;          // [T, n_embd]
+  std::vector<float> gate_;          // [T, n_ff]
+  std::vector<float> up_;            // [T, n_ff]
+  std::vector<float> out_in_;        // normed rows that need logits [n_out, n_embd]
+  std::vector<float> attn_scratch_;  // per pool thread: attention_scratch_floats
 };
 
 }  // namespace autoglm

@@ -232,7 +232,13 @@ Status ApiService::load() {
                                                            ? std::max<int64_t>(spec.n_ctx_train, config_.context_window)
                                                            : config_.context_window);
   ec.block_size = config_.kv_block_size;
-  const double bytes_per_block = double(spec.n_layer * config_.kv_block_size * (spec.kv_dim() + spec.v_dim()) * 4);
+  auto kv_type = kv_type_from_name(config_.kv_dtype);
+  if (!kv_type) return Status(kv_type.status().code(), "kv_cache.dtype: " + kv_type.status().message());
+  auto format = kv_format(spec, *kv_type);
+  if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
+  ec.kv_type = *kv_type;
+  const double bytes_per_block =
+      double(spec.n_layer * config_.kv_block_size * (format->k_row_bytes + format->v_row_bytes));
   double budget = config_.kv_cache_mib * 1048576.0;
   if (config_.kv_cache_fraction > 0) {
     std::ifstream meminfo("/proc/meminfo");

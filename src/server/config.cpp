@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "model/kv_cache.h"
+
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -128,8 +130,8 @@ Status read_kv_cache(const ConfigReader& r, const YAML::Node& node, ServerConfig
       AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, "kv_cache.block_size", c.kv_block_size, 1, 1024));
     } else if (key == "dtype") {
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "kv_cache.dtype", c.kv_dtype));
-      if (c.kv_dtype != "f32")
-        return r.error(kv.second, "kv_cache.dtype", "'" + c.kv_dtype + "' is not supported yet (f32)");
+      if (!kv_type_from_name(c.kv_dtype))
+        return r.error(kv.second, "kv_cache.dtype", "'" + c.kv_dtype + "' is not one of f32, f16, q8_0");
     } else {
       return r.error(kv.first, "kv_cache." + key, "is not a known key (memory_mib, fraction, block_size, dtype)");
     }

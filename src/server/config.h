@@ -29,7 +29,7 @@ struct ServerConfig {
   double kv_cache_mib = 1024;    // memory budget of the KV pool
   double kv_cache_fraction = 0;  // of available memory, instead of kv_cache_mib when > 0
   int64_t kv_block_size = 16;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "f16";
   bool prefix_cache = true;
   int64_t max_batch_tokens = 128;
   int64_t max_running = 16;

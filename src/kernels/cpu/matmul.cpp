@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/ref/q8_activations.h"
+#include "kernels/ref/quants.h"
 
 namespace autoglm::cpu {
 
@@ -20,6 +22,7 @@ namespace autoglm::cpu {
   void matmul_rows_int(const WeightMatrix& w, const void* xq, int64_t n_tokens, float* y, int64_t r0, int64_t r1); \
   bool has_packed_kernels();                                                                                       \
   void matmul_packed(const WeightMatrix& w, const void* xq, int64_t n_tokens, float* y, int64_t g0, int64_t g1);   \
+  KvRowOps kv_row_ops(DType t);                                                                                    \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -37,6 +40,7 @@ struct KernelSet {
   decltype(&generic::matmul_rows_int) matmul_rows_int;
   bool has_packed;
   decltype(&generic::matmul_packed) matmul_packed;
+  decltype(&generic::kv_row_ops) row_ops;
 };
 
 std::vector<KernelSet> runnable_sets() {
@@ -45,10 +49,10 @@ std::vector<KernelSet> runnable_sets() {
   const auto& f = cpu_features();
   if (f.avx2 && f.fma && f.f16c)
     sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_int,
-                    avx2::has_packed_kernels(), avx2::matmul_packed});
+                    avx2::has_packed_kernels(), avx2::matmul_packed, avx2::kv_row_ops});
 #endif
   sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_int,
-                  generic::has_packed_kernels(), generic::matmul_packed});
+                  generic::has_packed_kernels(), generic::matmul_packed, generic::kv_row_ops});
   return sets;  // best first
 }
 
@@ -79,6 +83,14 @@ bool select_kernel_isa(const char* name) {
 
 const char* kernel_isa() {
   return kernels().name;
+}
+
+KvRowOps kv_row_ops(DType t) {
+  return kernels().row_ops(t);
+}
+
+void encode_kv_row(DType t, const float* x, uint8_t* dst, int64_t n) {
+  ref::quantize_row(t, x, dst, n);
 }
 
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
