@@ -47,7 +47,7 @@ void ThreadPool::run_share(int index) {
   if (begin < end) (*job_)(index, begin, end);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, 0, n);

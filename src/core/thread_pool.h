@@ -5,10 +5,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace autoglm {
 
@@ -24,7 +25,8 @@ class ThreadPool {
   // Calls fn(thread_index, begin, end) over [0, n) split into contiguous chunks,
   // one per thread; returns when all are done. Callers on different threads take
   // turns; fn must not call parallel_for itself.
-  void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
+  // fn is only referenced: it must outlive the call (a lambda argument does).
+  void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
 
  private:
   void worker_loop(int index);
@@ -42,7 +44,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   bool stopping_ = false;
   int64_t job_n_ = 0;
-  const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
+  const FunctionRef<void(int, int64_t, int64_t)>* job_ = nullptr;
 };
 
 // Number of physical cores (hyper-threads counted once); at least 1.
