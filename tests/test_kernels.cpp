@@ -93,7 +93,7 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   cpu::PackedBuffer buffer;
   if (cpu::packable(t)) buffer = cpu::pack_matrix(packer, packed);
   for (const cpu::WeightMatrix* layout : {&m, static_cast<const cpu::WeightMatrix*>(&packed)}) {
-    for (const char* isa : {"generic", "avx2"}) {
+    for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
       if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
       for (int threads : {1, 3}) {
         ThreadPool pool(threads);

@@ -1,4 +1,6 @@
-// autoglm bench: prompt processing (ppN) and text generation (tgN) speed, like llama-bench.
+// autoglm bench: prompt processing (ppN), generation (tgN) and aggregate decode with several
+// sequences in parallel (-b), like llama-bench and llama-batched-bench, with the decode rows'
+// effective weight bandwidth against the machine's read bandwidth measured here.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,79 +13,169 @@ namespace autoglm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model;
-  int32_t n_prompt = 512, n_gen = 128, reps = 3, batch = 512;
-  std::vector<int> threads;
+  std::string model, kv_type = "f16";
+  int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
+  std::vector<int> threads, parallel;
+  bool profile = false;
 };
 
-// Seconds for `n_prompt` tokens in batches, or `n_gen` single-token decodes, from an empty cache.
-Result<double> time_once(const Model& model, ThreadPool& pool, int32_t n_tokens, int32_t batch_size) {
-  ModelRunner runner(model, pool);
-  ContiguousKvCache cache(model.spec(), n_tokens + 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n_tokens));
-  for (int32_t i = 0; i < n_tokens; ++i) ids[size_t(i)] = int32_t((i * 7919 + 13) % model.spec().n_vocab);
-  std::vector<float> logits;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int32_t start = 0; start < n_tokens; start += batch_size) {
-    const int32_t n = std::min(batch_size, n_tokens - start);
-    Batch b;
-    b.caches = {&cache};
-    b.add_sequence_tokens(0, ids.data() + start, n, start, true);
-    AUTOGLM_RETURN_IF_ERROR(runner.forward(b, logits));
-  }
+double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-struct Stats {
-  double mean = 0, sd = 0;
+// Best-of-5 read bandwidth (bytes/s) of a 1 GiB buffer summed by every thread of the pool.
+double measure_read_bandwidth(ThreadPool& pool) {
+  const int64_t n = (int64_t(1) << 30) / 8;
+  std::vector<uint64_t> buf(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = uint64_t(i);
+  std::vector<uint64_t> sums(size_t(pool.size()));
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(n, [&](int t, int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += buf[size_t(i)];
+        s1 += buf[size_t(i + 1)];
+        s2 += buf[size_t(i + 2)];
+        s3 += buf[size_t(i + 3)];
+      }
+      for (; i < e; ++i) s0 += buf[size_t(i)];
+      sums[size_t(t)] += s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, double(n * 8) / seconds_since(t0));
+  }
+  if (std::accumulate(sums.begin(), sums.end(), uint64_t(0)) == 42) std::puts("");  // keeps the reads
+  return best;
+}
+
+// Bytes of the matrices one forward step streams (every projection and the output; the
+// embedding table is only looked up).
+int64_t streamed_weight_bytes(const Model& m) {
+  auto bytes = [](const cpu::WeightMatrix& w) { return w.rows * w.row_bytes; };
+  int64_t n = bytes(m.weights().output);
+  for (const auto& l : m.weights().layers)
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) n += bytes(*w);
+  return n;
+}
+
+std::vector<int32_t> bench_tokens(int32_t n, int64_t n_vocab, int32_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t((int64_t(i) * 7919 + 13 + salt * 104729) % n_vocab);
+  return ids;
+}
+
+struct Test {
+  std::string name;
+  int32_t prompt = 0;    // tokens prefilled per sequence before timing (parallel rows) or timed (pp)
+  int32_t generate = 0;  // decode steps timed
+  int32_t sequences = 1;
+  bool timed_prefill = false;
 };
 
-Stats tokens_per_second(const std::vector<double>& seconds, int32_t n_tokens) {
-  std::vector<double> tps;
-  for (double s : seconds) tps.push_back(n_tokens / s);
-  Stats st;
-  st.mean = std::accumulate(tps.begin(), tps.end(), 0.0) / double(tps.size());
-  double var = 0;
-  for (double t : tps) var += (t - st.mean) * (t - st.mean);
-  st.sd = tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0;
-  return st;
+// Seconds of the timed part of one run of `t`, from empty caches.
+Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, int32_t ubatch, DType kv_type) {
+  const int64_t n_vocab = model.spec().n_vocab;
+  std::vector<ContiguousKvCache> caches;
+  caches.reserve(size_t(t.sequences));
+  for (int32_t s = 0; s < t.sequences; ++s) caches.emplace_back(model.spec(), t.prompt + t.generate + 1, kv_type);
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int32_t s = 0; s < t.sequences; ++s) {
+    const auto ids = bench_tokens(t.prompt, n_vocab, s);
+    for (int32_t start = 0; start < t.prompt; start += ubatch) {
+      Batch b;
+      b.caches = {&caches[size_t(s)]};
+      b.add_sequence_tokens(0, ids.data() + start, std::min(ubatch, t.prompt - start), start, true);
+      AUTOGLM_RETURN_IF_ERROR(runner.forward(b, logits));
+    }
+  }
+  if (t.timed_prefill) return seconds_since(t0);
+  Batch step;
+  for (int32_t s = 0; s < t.sequences; ++s) {
+    step.caches.push_back(&caches[size_t(s)]);
+    const int32_t first = int32_t((s * 31 + 7) % n_vocab);
+    step.add_sequence_tokens(s, &first, 1, t.prompt, true);
+  }
+  runner.profile().reset();
+  t0 = std::chrono::steady_clock::now();
+  for (int32_t g = 0; g < t.generate; ++g) {
+    for (int32_t s = 0; s < t.sequences; ++s) step.positions[size_t(s)] = t.prompt + g;
+    AUTOGLM_RETURN_IF_ERROR(runner.forward(step, logits));
+    OpTimer sampling(runner.profile(), Op::kSampling);
+    for (int32_t s = 0; s < t.sequences; ++s) {  // greedy: the next token of each sequence
+      const float* row = logits.data() + int64_t(s) * n_vocab;
+      step.tokens[size_t(s)] = int32_t(std::max_element(row, row + n_vocab) - row);
+    }
+  }
+  return seconds_since(t0);
+}
+
+std::vector<Test> planned_tests(const BenchArgs& a) {
+  std::vector<Test> tests;
+  if (a.n_prompt > 0) tests.push_back({"pp" + std::to_string(a.n_prompt), a.n_prompt, 0, 1, true});
+  if (a.n_gen > 0) tests.push_back({"tg" + std::to_string(a.n_gen), 0, a.n_gen, 1, false});
+  for (int b : a.parallel)
+    tests.push_back(
+        {"tg" + std::to_string(a.n_gen) + " x" + std::to_string(b) + " @pp" + std::to_string(a.parallel_prompt),
+         a.parallel_prompt, a.n_gen, b, false});
+  return tests;
+}
+
+void print_row(const Model& m, int threads, const Test& t, double mean, double sd, double step_bytes, double bw) {
+  char size[32], tps[48], eff[32] = "-", ratio[32] = "-";
+  std::snprintf(size, sizeof(size), "%.2f MiB", double(m.weight_bytes()) / 1048576.0);
+  std::snprintf(tps, sizeof(tps), "%.2f ± %.2f", mean, sd);
+  if (!t.timed_prefill) {
+    const double steps_per_second = mean / t.sequences;
+    std::snprintf(eff, sizeof(eff), "%.1f", step_bytes * steps_per_second / 1e9);
+    std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100.0 * step_bytes * steps_per_second / bw);
+  }
+  std::printf("| %-22s | %10s | %-22s | %7d | %-18s | %16s | %9s | %7s |\n", m.spec().name.substr(0, 22).c_str(), size,
+              m.weight_type_summary().substr(0, 22).c_str(), threads, t.name.c_str(), tps, eff, ratio);
+  std::fflush(stdout);
 }
 
 int bench(const BenchArgs& a) {
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.status());
   const Model& m = **loaded;
-  std::string type = m.weight_type_summary();
-  std::printf("| %-24s | %10s | %8s | %-22s | %7s | %8s | %18s |\n", "model", "size", "params", "types", "threads",
-              "test", "t/s");
-  std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(12, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(24, '-').c_str(), std::string(9, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(20, '-').c_str());
+  auto kv_type = resolve_kv_type(a.kv_type, m.spec());
+  if (!kv_type) return fail(kv_type.status());
+  const double step_bytes = double(streamed_weight_bytes(m));
   for (int threads : a.threads) {
     ThreadPool pool(threads);
-    struct Test {
-      std::string name;
-      int32_t n, batch;
-    };
-    std::vector<Test> tests;
-    if (a.n_prompt > 0) tests.push_back({"pp" + std::to_string(a.n_prompt), a.n_prompt, a.batch});
-    if (a.n_gen > 0) tests.push_back({"tg" + std::to_string(a.n_gen), a.n_gen, 1});
-    for (const auto& t : tests) {
-      if (auto warm = time_once(m, pool, std::min(t.n, 16), t.batch); !warm) return fail(warm.status());
-      std::vector<double> seconds;
+    const double bw = measure_read_bandwidth(pool);
+    std::printf(
+        "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
+        "%.1f tok/s (one sequence); KV %s\n",
+        threads, bw / 1e9, step_bytes / 1048576.0, bw / step_bytes, a.kv_type.c_str());
+    std::printf("| %-22s | %10s | %-22s | %7s | %-18s | %16s | %9s | %7s |\n", "model", "size", "types", "threads",
+                "test", "t/s", "eff GB/s", "% of bw");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(24, '-').c_str(), std::string(12, '-').c_str(),
+                std::string(24, '-').c_str(), std::string(9, '-').c_str(), std::string(20, '-').c_str(),
+                std::string(18, '-').c_str(), std::string(11, '-').c_str(), std::string(9, '-').c_str());
+    ModelRunner runner(m, pool);
+    for (const Test& t : planned_tests(a)) {
+      Test warm = t;
+      warm.prompt = std::min(t.prompt, 16);
+      warm.generate = std::min(t.generate, 4);
+      if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
+      runner.profile().set_enabled(a.profile && !t.timed_prefill);
+      std::vector<double> tps;
       for (int r = 0; r < a.reps; ++r) {
-        auto s = time_once(m, pool, t.n, t.batch);
+        auto s = run_once(m, runner, t, a.ubatch, *kv_type);
         if (!s) return fail(s.status());
-        seconds.push_back(*s);
+        tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
       }
-      const Stats st = tokens_per_second(seconds, t.n);
-      char size[32], params[32], tps[48];
-      std::snprintf(size, sizeof(size), "%.2f MiB", double(m.weight_bytes()) / 1048576.0);
-      std::snprintf(params, sizeof(params), "%.2f M", double(m.n_params()) / 1e6);
-      std::snprintf(tps, sizeof(tps), "%.2f ± %.2f", st.mean, st.sd);
-      std::printf("| %-24s | %10s | %8s | %-22s | %7d | %8s | %18s |\n", m.spec().name.substr(0, 24).c_str(), size,
-                  params, type.substr(0, 22).c_str(), threads, t.name.c_str(), tps);
-      std::fflush(stdout);
+      const double mean = std::accumulate(tps.begin(), tps.end(), 0.0) / double(tps.size());
+      double var = 0;
+      for (double x : tps) var += (x - mean) * (x - mean);
+      print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes, bw);
+      if (runner.profile().enabled())
+        std::printf("\nper-op time, %s (last repetition):\n%s\n", t.name.c_str(), runner.profile().table().c_str());
+      runner.profile().set_enabled(false);
     }
   }
   return 0;
@@ -98,9 +190,17 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->check(CLI::PositiveNumber);
-  cmd->add_option("-b,--batch-size", a->batch, "Prompt tokens per forward")->check(CLI::PositiveNumber);
+  cmd->add_option("-u,--ubatch", a->ubatch, "Prompt tokens per forward")->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--parallel", a->parallel,
+                  "Aggregate decode with this many sequences at once (comma-separated list, e.g. 1,4,8,16)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--parallel-prompt", a->parallel_prompt, "Prompt tokens of each parallel sequence")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", a->threads, "Thread counts to test (repeatable; default: physical cores)")
       ->check(CLI::Range(1, 1024));
+  add_kv_type_option(*cmd, a->kv_type);
+  cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each decode test");
   cmd->callback([a] {
     if (a->threads.empty()) a->threads.push_back(physical_core_count());
     exit_code() = bench(*a);

@@ -14,6 +14,7 @@ struct RunArgs {
   int64_t ctx = 0;
   bool no_special = false;
   std::string kv_type = "f16";
+  bool profile = false;
   int64_t seed = -1;
   GenerationOptions gen;
 };
@@ -33,6 +34,7 @@ int run(const RunArgs& a) {
   if (!kv_type) return fail(kv_type.status());
   ThreadPool pool(a.threads);
   Generator generator(model, tok, pool, n_ctx, *kv_type);
+  generator.profile().set_enabled(a.profile);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   auto result = generator.generate(prompt, gen, [](const std::string& text) {
@@ -47,6 +49,7 @@ int run(const RunArgs& a) {
   std::fprintf(stderr, "prompt tokens: %d, prefill: %.1f tok/s, generated tokens: %zu, decode: %.1f tok/s\n",
                r.prompt_tokens, r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0.0, r.tokens.size(),
                decode_tps);
+  if (a.profile) std::fprintf(stderr, "per-op time over prefill and decode:\n%s", generator.profile().table().c_str());
   return 0;
 }
 
@@ -58,6 +61,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   add_kv_type_option(*cmd, a->kv_type);
+  cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-k", a->gen.sampling.top_k, "Top-k (0: off)");

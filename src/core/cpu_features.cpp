@@ -11,6 +11,10 @@ const CpuFeatures& cpu_features() {
     f.fma = __builtin_cpu_supports("fma");
     f.f16c = __builtin_cpu_supports("f16c");
     f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512bw = __builtin_cpu_supports("avx512bw");
+    f.avx512vl = __builtin_cpu_supports("avx512vl");
+    f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.avxvnni = __builtin_cpu_supports("avxvnni");
 #endif
     return f;
   }();
@@ -24,6 +28,8 @@ std::string cpu_features_string() {
   if (f.fma) s += "FMA ";
   if (f.f16c) s += "F16C ";
   if (f.avx512f) s += "AVX512F ";
+  if (f.avx512vnni) s += "AVX512_VNNI ";
+  if (f.avxvnni) s += "AVX_VNNI ";
   if (s.empty()) return "baseline";
   s.pop_back();
   return s;

@@ -10,6 +10,10 @@ struct CpuFeatures {
   bool fma = false;
   bool f16c = false;
   bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
+  bool avxvnni = false;
 };
 
 const CpuFeatures& cpu_features();

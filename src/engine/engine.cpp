@@ -98,6 +98,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
       runner_(model, pool) {
   blocks_.set_prefix_caching(config.prefix_cache);
+  runner_.profile().set_enabled(config.profile);
   stats_.kv_blocks_total = config.kv_blocks;
   thread_ = std::thread([this] { loop(); });
 }
@@ -376,8 +377,10 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   publish_full_blocks(s);
   if (!logits) return;
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
+  OpTimer timer(runner_.profile(), Op::kSampling);
   sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
   const int32_t token = s.sampler.sample(sample_row_.data(), n_vocab, s.tokens);
+  timer.mark(Op::kOther);
   StreamEvent ev;
   if (s.request.top_logprobs >= 0) {
     TokenLogprob lp;

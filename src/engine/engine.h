@@ -27,7 +27,8 @@ struct EngineConfig {
   int64_t max_running = 16;        // sequences in the running set
   int64_t max_queued = 256;        // waiting requests before submit says "busy"
   bool prefix_cache = true;
-  DType kv_type = DType::F16;      // must have passed kv_format for the model
+  DType kv_type = DType::F16;  // must have passed kv_format for the model
+  bool profile = false;        // per-op times in op_profile()
 };
 
 // Counters and gauges, read from any thread.
@@ -61,6 +62,7 @@ class Engine {
 
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
+  const OpProfile& op_profile() const { return runner_.profile(); }
 
  private:
   void loop();

@@ -70,7 +70,11 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   t0 = std::chrono::steady_clock::now();
   int32_t pos = int32_t(prompt.size());
   for (int32_t step = 0; step < options.max_tokens; ++step) {
-    const int32_t token = sampler.sample(logits.data(), n_vocab, history);
+    int32_t token;
+    {
+      OpTimer timer(runner_.profile(), Op::kSampling);
+      token = sampler.sample(logits.data(), n_vocab, history);
+    }
     result.tokens.push_back(token);
     history.push_back(token);
     if (!emit(stream.push(token))) break;

@@ -48,6 +48,7 @@ class Generator {
   Result<std::vector<float>> evaluate(const std::vector<int32_t>& tokens, bool all_positions);
 
   int64_t n_ctx() const { return cache_.capacity(); }
+  OpProfile& profile() { return runner_.profile(); }
 
  private:
   Status prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits);

@@ -79,11 +79,12 @@ void ModelRunner::ensure_buffers(int64_t T) {
   capacity_ = T;
 }
 
-void ModelRunner::attention_layer(const Batch& b, int64_t il) {
+void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   const ModelSpec& s = spec_;
   const LayerWeights& lw = model_.weights().layers[size_t(il)];
   const int64_t T = int64_t(b.tokens.size());
 
+  timer.mark(Op::kQkvProjection);
   for (int64_t t = 0; t < T; ++t)
     ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
   cpu::matmul(pool_, lw.wq, xn_.data(), T, q_.data());
@@ -106,6 +107,10 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il) {
     ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
     ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale,
               s.rope_style);
+  }
+  timer.mark(Op::kAttentionCore);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* k = &k_[t * s.kv_dim()];
     KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
     const DType kv_type = cache->format().type;
     cpu::encode_kv_row(kv_type, k, cache->key_row(il, b.positions[size_t(t)]), s.kv_dim());
@@ -125,6 +130,7 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il) {
     }
   });
 
+  timer.mark(Op::kOutputProjection);
   cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
   for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
 }
@@ -139,12 +145,15 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     return Status::ok();
   }
   ensure_buffers(T);
+  profile_.add_tokens(T);
+  OpTimer timer(profile_, Op::kEmbedding);
 
   for (int64_t t = 0; t < T; ++t) cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
 
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const LayerWeights& lw = w.layers[size_t(il)];
-    attention_layer(b, il);
+    attention_layer(b, il, timer);
+    timer.mark(Op::kFfn);
     for (int64_t t = 0; t < T; ++t)
       ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
     cpu::matmul(pool_, lw.gate, xn_.data(), T, gate_.data());
@@ -154,6 +163,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
   }
 
+  timer.mark(Op::kLogits);
   const int64_t n_out = int64_t(b.logit_tokens.size());
   for (int64_t o = 0; o < n_out; ++o)
     ref::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,

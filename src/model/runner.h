@@ -11,6 +11,7 @@
 #include "model/attention.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/op_profile.h"
 
 namespace autoglm {
 
@@ -33,10 +34,14 @@ class ModelRunner {
   // Runs the batch; logits gets one row of n_vocab floats per entry of batch.logit_tokens.
   Status forward(const Batch& batch, std::vector<float>& logits);
 
+  // Per-op time of the forward passes, while profile().set_enabled(true).
+  OpProfile& profile() { return profile_; }
+  const OpProfile& profile() const { return profile_; }
+
  private:
   Status validate(const Batch& batch) const;
   void ensure_buffers(int64_t n_tokens);
-  void attention_layer(const Batch& batch, int64_t il);
+  void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   AttentionShape attention_shape() const;
 
   const Model& model_;
@@ -44,17 +49,18 @@ class ModelRunner {
   ThreadPool& pool_;
   int64_t capacity_ = 0;
   // Activations, [T, width] row-major.
-  std::vector<float> x_;             // residual stream [T, n_embd]
-  std::vector<float> xn_;            // normed input [T, n_embd]
-  std::vector<float> q_;             // [T, q_dim]
-  std::vector<float> k_;             // [T, kv_dim]
-  std::vector<float> v_;             // [T, v_dim]
-  std::vector<float> attn_;          // [T, n_head * head_dim_v]
-  std::vector<float> proj_;          // [T, n_embd]
-  std::vector<float> gate_;          // [T, n_ff]
-  std::vector<float> up_;            // [T, n_ff]
-  std::vector<float> out_in_;        // normed rows that need logits [n_out, n_embd]
-  std::vector<float> attn_scratch_;  // per pool thread: attention_scratch_floats
+  std::vector<float> x_;       // residual stream [T, n_embd]
+  std::vector<float> xn_;      // normed input [T, n_embd]
+  std::vector<float> q_;       // [T, q_dim]
+  std::vector<float> k_;       // [T, kv_dim]
+  std::vector<float> v_;       // [T, v_dim]
+  std::vector<float> attn_;    // [T, n_head * head_dim_v]
+  std::vector<float> proj_;    // [T, n_embd]
+  std::vector<float> gate_;    // [T, n_ff]
+  std::vector<float> up_;      // [T, n_ff]
+  std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
+  std::vector<float> attn_scratch_;
+  OpProfile profile_;  // per pool thread: attention_scratch_floats
 };
 
 }  // namespace autoglm

@@ -253,6 +253,7 @@ Status ApiService::load() {
   ec.max_running = config_.max_running;
   ec.max_queued = config_.max_queued;
   ec.prefix_cache = config_.prefix_cache;
+  ec.profile = config_.profile;
   s->pool = std::make_unique<ThreadPool>(config_.threads > 0 ? config_.threads : physical_core_count());
   s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
   const std::string path = config_.model;
@@ -331,7 +332,7 @@ Reply ApiService::models() {
 Reply ApiService::metrics_text() {
   Reply r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = metrics_.render(service_->engine->stats());
+  r.body = metrics_.render(service_->engine->stats(), &service_->engine->op_profile());
   return r;
 }
 

@@ -66,7 +66,7 @@ void ServerMetrics::count_status(int status) {
   ++by_status_[status];
 }
 
-std::string ServerMetrics::render(const EngineStats& e) const {
+std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile) const {
   std::string out;
   for (const Histogram* h : {&time_to_first_token, &inter_token_latency, &e2e_latency, &queue_time, &prefill_time})
     h->render(out);
@@ -98,6 +98,14 @@ std::string ServerMetrics::render(const EngineStats& e) const {
                                                      {"error", e.finished_error.load()}};
   for (const auto& [reason, n] : reasons)
     out += std::string("autoglm_requests_total{finish_reason=\"") + reason + "\"} " + std::to_string(n) + "\n";
+  if (profile && profile->enabled()) {
+    header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
+    for (int i = 0; i < int(Op::kCount); ++i)
+      out += std::string("autoglm_op_seconds_total{op=\"") + op_key(Op(i)) + "\"} " + number(profile->seconds(Op(i))) +
+             "\n";
+    counter("autoglm_op_profiled_tokens_total", "Tokens through the profiled forward passes.",
+            double(profile->tokens()));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)

@@ -37,7 +37,8 @@ class ServerMetrics {
   void count_status(int status);
 
   // Everything, with the engine's counters and gauges.
-  std::string render(const EngineStats& engine) const;
+  // profile: the engine's per-op times, exported when profiling is on.
+  std::string render(const EngineStats& engine, const OpProfile* profile = nullptr) const;
 
  private:
   mutable std::mutex mutex_;

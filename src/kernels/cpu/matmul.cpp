@@ -28,6 +28,10 @@ AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
 AUTOGLM_DECLARE_ISA(avx2)
 #endif
+#ifdef AUTOGLM_HAVE_VNNI_KERNELS
+AUTOGLM_DECLARE_ISA(avx512vnni)
+AUTOGLM_DECLARE_ISA(avxvnni)
+#endif
 #undef AUTOGLM_DECLARE_ISA
 
 namespace {
@@ -43,16 +47,25 @@ struct KernelSet {
   decltype(&generic::kv_row_ops) row_ops;
 };
 
+#define AUTOGLM_KERNEL_SET(ns)                                                                            \
+  KernelSet {                                                                                             \
+#ns, ns::decode_row, ns::matmul_rows, ns::tile_rows(), ns::matmul_rows_int, ns::has_packed_kernels(), \
+        ns::matmul_packed, ns::kv_row_ops                                                                 \
+  }
+
 std::vector<KernelSet> runnable_sets() {
   std::vector<KernelSet> sets;
-#ifdef AUTOGLM_HAVE_AVX2_KERNELS
   const auto& f = cpu_features();
-  if (f.avx2 && f.fma && f.f16c)
-    sets.push_back({"avx2", avx2::decode_row, avx2::matmul_rows, avx2::tile_rows(), avx2::matmul_rows_int,
-                    avx2::has_packed_kernels(), avx2::matmul_packed, avx2::kv_row_ops});
+  (void)f;
+#ifdef AUTOGLM_HAVE_VNNI_KERNELS
+  if (f.avx2 && f.fma && f.f16c && f.avx512vl && f.avx512bw && f.avx512vnni)
+    sets.push_back(AUTOGLM_KERNEL_SET(avx512vnni));
+  if (f.avx2 && f.fma && f.f16c && f.avxvnni) sets.push_back(AUTOGLM_KERNEL_SET(avxvnni));
 #endif
-  sets.push_back({"generic", generic::decode_row, generic::matmul_rows, generic::tile_rows(), generic::matmul_rows_int,
-                  generic::has_packed_kernels(), generic::matmul_packed, generic::kv_row_ops});
+#ifdef AUTOGLM_HAVE_AVX2_KERNELS
+  if (f.avx2 && f.fma && f.f16c) sets.push_back(AUTOGLM_KERNEL_SET(avx2));
+#endif
+  sets.push_back(AUTOGLM_KERNEL_SET(generic));
   return sets;  // best first
 }
 

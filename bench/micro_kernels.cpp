@@ -1,0 +1,100 @@
+// Google Benchmark micro-benchmarks of the CPU kernels: matmul of every weight type at decode
+// (1 token) and prefill (64 tokens) shapes, packed where the type has a packed layout, and
+// the fused attention over f16 / q8_0 KV rows. Counters: weight GB/s and GFLOP/s.
+//   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/kv_rows.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
+#include "kernels/ref/quants.h"
+
+namespace autoglm {
+namespace {
+
+constexpr int64_t kRows = 2048, kCols = 2048;
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(physical_core_count());
+  return p;
+}
+
+void matmul_benchmark(benchmark::State& state, DType type) {
+  const int64_t tokens = state.range(0);
+  const auto w = random_floats(size_t(kRows * kCols), 1);
+  const int64_t row_bytes = dtype_row_bytes(type, kCols);
+  std::vector<uint8_t> bytes(size_t(row_bytes * kRows));
+  for (int64_t r = 0; r < kRows; ++r)
+    ref::quantize_row(type, &w[size_t(r * kCols)], bytes.data() + r * row_bytes, kCols);
+  cpu::WeightMatrix m{type, bytes.data(), kRows, kCols, row_bytes};
+  cpu::PackedBuffer packed;
+  if (cpu::packable(type)) packed = cpu::pack_matrix(pool(), m);
+  const auto x = random_floats(size_t(tokens * kCols), 2);
+  std::vector<float> y(size_t(tokens * kRows));
+  for (auto _ : state) {
+    cpu::matmul(pool(), m, x.data(), tokens, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = double(state.iterations());
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(iters * double(row_bytes * kRows) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * 2.0 * double(kRows * kCols * tokens) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(cpu::kernel_isa()) + (m.packed ? " packed" : ""));
+}
+
+void kv_attention_row_benchmark(benchmark::State& state, DType type) {
+  const int64_t n_pos = state.range(0), head_dim = 64;
+  const auto k = random_floats(size_t(n_pos * head_dim), 3), q = random_floats(size_t(head_dim), 4);
+  const int64_t row_bytes = dtype_row_bytes(type, head_dim);
+  std::vector<uint8_t> rows(size_t(n_pos * row_bytes));
+  for (int64_t p = 0; p < n_pos; ++p)
+    cpu::encode_kv_row(type, &k[size_t(p * head_dim)], &rows[size_t(p * row_bytes)], head_dim);
+  const auto ops = cpu::kv_row_ops(type);
+  std::vector<float> acc(static_cast<size_t>(head_dim));
+  for (auto _ : state) {
+    for (int64_t p = 0; p < n_pos; ++p) {
+      const float s = ops.dot(&rows[size_t(p * row_bytes)], q.data(), head_dim);
+      ops.axpy(&rows[size_t(p * row_bytes)], s * 1e-3f, acc.data(), head_dim);
+    }
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.counters["kv_GB/s"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * double(rows.size()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(), matmul_benchmark, t)
+        ->Arg(1)
+        ->Arg(64)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0})
+    benchmark::RegisterBenchmark(("KvRows/" + std::string(dtype_name(t))).c_str(), kv_attention_row_benchmark, t)
+        ->Arg(4096)
+        ->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+}  // namespace autoglm
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  autoglm::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
