@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "cli/common.h"
+#include "kernels/cpu/bandwidth.h"
 #include "model/runner.h"
 
 namespace autoglm::cli {
@@ -21,26 +22,6 @@ struct BenchArgs {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Best-of-5 read bandwidth (bytes/s) of a 1 GiB buffer summed by every thread of the pool.
-double measure_read_bandwidth(ThreadPool& pool) {
-  const int64_t n = (int64_t(1) << 30) / 8;
-  std::vector<uint64_t> buf(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = uint64_t(i);
-  std::vector<uint64_t> sums(size_t(pool.size()));
-  double best = 0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, [&](int t, int64_t b, int64_t e) {
-      uint64_t sum = 0;
-      for (int64_t i = b; i < e; ++i) sum += buf[size_t(i)];  // a reduction the compiler vectorizes
-      sums[size_t(t)] += sum;
-    });
-    best = std::max(best, double(n * 8) / seconds_since(t0));
-  }
-  if (std::accumulate(sums.begin(), sums.end(), uint64_t(0)) == 42) std::puts("");  // keeps the reads
-  return best;
 }
 
 // Bytes of the matrices one forward step streams (every projection and the output; the
@@ -139,7 +120,7 @@ int bench(const BenchArgs& a) {
   const double step_bytes = double(streamed_weight_bytes(m));
   for (int threads : a.threads) {
     ThreadPool pool(threads);
-    const double bw = measure_read_bandwidth(pool);
+    const double bw = cpu::measure_read_bandwidth(pool);
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
         "%.1f tok/s (one sequence); KV %s\n",

@@ -161,6 +161,11 @@ void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
   const KernelSet& k = kernels();
+  if (w.packed && k.has_packed && packed_as_floats(w.type)) {
+    pool.parallel_for(packed_work_units(w),
+                      [&](int, int64_t u0, int64_t u1) { k.matmul_packed(w, x, n_tokens, y, u0, u1); });
+    return;
+  }
   if (uses_int8_activations(w.type)) {
     // Whatever the batch, the same arithmetic: activations quantized once, integer dots per row.
     thread_local std::vector<uint8_t> buffer;

@@ -22,6 +22,16 @@ void interleave_codes(const uint8_t* const* codes, int64_t n_bytes, uint8_t* out
       for (int64_t c = 0; c < n_bytes / 4; ++c) std::memcpy(out + 32 * c + 4 * r, codes[r] + 4 * c, 4);
 }
 
+// Element k of one row to position k * 8 + r of a k-major float group.
+template <typename Element>
+void transpose_into(const uint8_t* row, int64_t cols, int r, uint8_t* out) {
+  for (int64_t k = 0; k < cols; ++k) {
+    Element v;
+    std::memcpy(&v, row + k * int64_t(sizeof(Element)), sizeof(Element));
+    std::memcpy(out + (k * kPackRows + r) * int64_t(sizeof(Element)), &v, sizeof(Element));
+  }
+}
+
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   const uint8_t* codes[kPackRows] = {};
@@ -52,11 +62,20 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || packed_as_floats(t);
+}
+
+bool packed_as_floats(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
 int64_t packed_block_bytes(DType t) {
+  if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
   return (t == DType::Q4_K ? kQ4KHeader : kScaleBytes) + kPackRows * quant_bytes(t);
+}
+
+int64_t packed_work_units(const WeightMatrix& w) {
+  return packed_as_floats(w.type) ? (packed_groups(w) + 1) / 2 : packed_groups(w);
 }
 
 int64_t packed_groups(const WeightMatrix& w) {
@@ -73,6 +92,16 @@ void pack_groups(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1) {
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* out = dst + g * n_blocks * out_block;
     std::memset(out, 0, size_t(n_blocks * out_block));
+    if (packed_as_floats(w.type)) {
+      for (int r = 0; r < kPackRows && g * kPackRows + r < w.rows; ++r) {
+        const uint8_t* row = w.data + (g * kPackRows + r) * w.row_bytes;
+        if (info.block_bytes == 4)
+          transpose_into<uint32_t>(row, w.cols, r, out);
+        else
+          transpose_into<uint16_t>(row, w.cols, r, out);
+      }
+      continue;
+    }
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* src[kPackRows] = {};
       for (int r = 0; r < kPackRows && g * kPackRows + r < w.rows; ++r)

@@ -7,6 +7,7 @@
 //   8 fp16 scales (row 0..7), then chunks of 32 bytes; chunk c holds, at bytes
 //   4r..4r+3, bytes 4c..4c+3 of row r's quant bytes (Q4_0: 16 nibble bytes, 4 chunks;
 //   Q8_0: 32 code bytes, 8 chunks). Rows past the end of the matrix are zero.
+// F32/F16/BF16 pack k-major: the 8 rows' element k side by side, as one vector of 8.
 // Q4_K packs a super-block of 256: d[8], dmin[8], the 6-bit scales unpacked to bytes
 // [sub-block][row], the mins as [sub-block pair][row][2], then 32 chunks of nibbles.
 #pragma once
@@ -22,9 +23,13 @@ namespace autoglm::cpu {
 constexpr int kPackRows = 8;
 
 bool packable(DType t);
+// F32, F16, BF16: packed k-major, element k of the group's row r at position k * 8 + r.
+bool packed_as_floats(DType t);
 int64_t packed_block_bytes(DType t);
 int64_t packed_groups(const WeightMatrix& w);  // ceil(rows / kPackRows)
 int64_t packed_bytes(const WeightMatrix& w);
+// What matmul splits across threads: groups, or pairs of groups for the float kernels.
+int64_t packed_work_units(const WeightMatrix& w);
 
 // Writes row groups [g0, g1) of w into the packed buffer `dst` (the whole matrix's buffer).
 void pack_groups(const WeightMatrix& w, uint8_t* dst, int64_t g0, int64_t g1);
