@@ -11,8 +11,10 @@ namespace {
 constexpr int64_t kScaleBytes = 2 * kPackRows;
 constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 
+constexpr int64_t kQ6KHeader = 144;  // d and scales of 8 rows
+
 int64_t quant_bytes(DType t) {
-  return t == DType::Q4_0 ? 16 : t == DType::Q8_0 ? 32 : 128;
+  return t == DType::Q4_0 ? 16 : t == DType::Q8_0 ? 32 : t == DType::Q6_K ? 192 : 128;
 }
 
 // 4-byte pieces of each row's codes side by side: chunk c holds bytes 4c..4c+3 of rows 0..7.
@@ -35,6 +37,17 @@ void transpose_into(const uint8_t* row, int64_t cols, int r, uint8_t* out) {
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   const uint8_t* codes[kPackRows] = {};
+  if (t == DType::Q6_K) {  // ql (128) then qh (64) are contiguous in the block: chunks of both in one run
+    for (int r = 0; r < kPackRows; ++r) {
+      if (!src[r]) continue;
+      std::memcpy(out + 2 * r, src[r] + 208, 2);  // d
+      const int8_t* sc = reinterpret_cast<const int8_t*>(src[r] + 192);
+      for (int s = 0; s < 16; ++s) out[16 + 16 * (s / 2) + 2 * r + (s % 2)] = uint8_t(sc[s]);
+      codes[r] = src[r];
+    }
+    interleave_codes(codes, 192, out + kQ6KHeader);
+    return;
+  }
   if (t == DType::Q4_K) {
     for (int r = 0; r < kPackRows; ++r) {
       if (!src[r]) continue;
@@ -62,7 +75,7 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || packed_as_floats(t);
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -71,7 +84,8 @@ bool packed_as_floats(DType t) {
 
 int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
-  return (t == DType::Q4_K ? kQ4KHeader : kScaleBytes) + kPackRows * quant_bytes(t);
+  const int64_t header = t == DType::Q4_K ? kQ4KHeader : t == DType::Q6_K ? kQ6KHeader : kScaleBytes;
+  return header + kPackRows * quant_bytes(t);
 }
 
 int64_t packed_work_units(const WeightMatrix& w) {

@@ -36,6 +36,7 @@ void quantize_activations_q8k(const float* x, int64_t n, Q8KBlock* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
     out[b].d = quantize_block(x + 256 * b, 256, out[b].q);
     for (int s = 0; s < 8; ++s) out[b].bsum[s] = int16_t(sum_codes(out[b].q + 32 * s, 32));
+    for (int s = 0; s < 16; ++s) out[b].bsum16[s] = int16_t(sum_codes(out[b].q + 16 * s, 16));
   }
 }
 

@@ -13,10 +13,12 @@ struct Q8Block {
 };
 
 // Activations for the 256-element K-quant formats: one scale per 256 values and the
-// sum of each 32-value sub-block's codes (the mins of Q4_K multiply those sums).
+// sums of the codes of each 32-value (Q4_K's mins multiply them) and 16-value (Q6_K's
+// offset of 32) sub-block.
 struct Q8KBlock {
   float d;
   int16_t bsum[8];
+  int16_t bsum16[16];
   int8_t q[256];
 };
 
