@@ -62,11 +62,14 @@ void kv_attention_row_benchmark(benchmark::State& state, DType type) {
   for (int64_t p = 0; p < n_pos; ++p)
     cpu::encode_kv_row(type, &k[size_t(p * head_dim)], &rows[size_t(p * row_bytes)], head_dim);
   const auto ops = cpu::kv_row_ops(type);
-  std::vector<float> acc(static_cast<size_t>(head_dim));
-  for (auto _ : state) {
-    for (int64_t p = 0; p < n_pos; ++p) {
-      const float s = ops.dot(&rows[size_t(p * row_bytes)], q.data(), head_dim);
-      ops.axpy(&rows[size_t(p * row_bytes)], s * 1e-3f, acc.data(), head_dim);
+  std::vector<const uint8_t*> ptrs(static_cast<size_t>(n_pos));
+  for (int64_t p = 0; p < n_pos; ++p) ptrs[size_t(p)] = &rows[size_t(p * row_bytes)];
+  std::vector<float> acc(static_cast<size_t>(head_dim)), scores(16);
+  for (auto _ : state) {  // scores, softmax weights and the weighted sum, 16 positions at a time
+    for (int64_t p = 0; p + 16 <= n_pos; p += 16) {
+      ops.scores(&ptrs[size_t(p)], 16, q.data(), head_dim, 0.125f, scores.data());
+      ops.exp_sum(scores.data(), 16, 0.0f);
+      ops.accumulate(&ptrs[size_t(p)], 16, scores.data(), acc.data(), head_dim);
     }
     benchmark::DoNotOptimize(acc.data());
   }

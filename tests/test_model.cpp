@@ -434,8 +434,8 @@ TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
     std::vector<float> scratch(size_t(attention_scratch_floats(shape))), out_a(64), out_b(64);
     const auto ops = cpu::kv_row_ops(type);
     const int64_t kv_head = 1;
-    attend_group(contiguous, 0, kv_head, q.data(), n_pos, shape, ops, scratch.data(), out_a.data());
-    attend_group(scattered, 0, kv_head, q.data(), n_pos, shape, ops, scratch.data(), out_b.data());
+    attend_tile(contiguous, 0, kv_head, {q.data(), 64, out_a.data(), 64, 1, n_pos}, shape, ops, scratch.data());
+    attend_tile(scattered, 0, kv_head, {q.data(), 64, out_b.data(), 64, 1, n_pos}, shape, ops, scratch.data());
     EXPECT_EQ(out_a, out_b) << dtype_name(type) << ": spans changed the result";
     for (int64_t h = 0; h < 2; ++h) {  // plain two-pass softmax in double over the stored values
       std::vector<double> s(static_cast<size_t>(n_pos));
@@ -456,6 +456,37 @@ TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
       }
     }
   }
+}
+
+// A prefill tile shares K/V loads across tokens; each token's result is what it gets alone.
+TEST(Attention, TileOfTokensEqualsEachTokenAlone) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = 4;
+  spec.n_head_kv = 1;
+  spec.head_dim = spec.head_dim_v = 32;
+  const AttentionShape shape{4, 32, 32, 1.0f / std::sqrt(32.0f)};
+  // Token i sees first + i positions; token 0 ends exactly at a chunk edge (32), the others run past it.
+  const int64_t n_pos = 39, n_tile = 8, first = n_pos - n_tile + 1;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> kv(size_t(n_pos * 32)), q(size_t(n_tile * 4 * 32));
+  for (auto* vec : {&kv, &q})
+    for (auto& x : *vec) x = dist(rng);
+  ContiguousKvCache cache(spec, n_pos, DType::F16);
+  for (int64_t p = 0; p < n_pos; ++p) {
+    cpu::encode_kv_row(DType::F16, &kv[size_t(p * 32)], cache.key_row(0, p), 32);
+    cpu::encode_kv_row(DType::F16, &kv[size_t((n_pos - 1 - p) * 32)], cache.value_row(0, p), 32);
+  }
+  const auto ops = cpu::kv_row_ops(DType::F16);
+  std::vector<float> scratch(size_t(attention_scratch_floats(shape)));
+  std::vector<float> tiled(q.size()), alone(q.size());
+  attend_tile(cache, 0, 0, {q.data(), 128, tiled.data(), 128, n_tile, first}, shape, ops, scratch.data());
+  for (int64_t i = 0; i < n_tile; ++i)
+    attend_tile(cache, 0, 0, {&q[size_t(i * 128)], 128, &alone[size_t(i * 128)], 128, 1, first + i}, shape, ops,
+                scratch.data());
+  EXPECT_EQ(tiled, alone);
+  EXPECT_NE(std::vector<float>(tiled.begin(), tiled.begin() + 128), std::vector<float>(tiled.end() - 128, tiled.end()));
 }
 
 TEST(Attention, Q8KvNeedsHeadSizesOf32) {

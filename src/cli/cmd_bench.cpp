@@ -55,6 +55,7 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
   caches.reserve(size_t(t.sequences));
   for (int32_t s = 0; s < t.sequences; ++s) caches.emplace_back(model.spec(), t.prompt + t.generate + 1, kv_type);
   std::vector<float> logits;
+  runner.profile().reset();
   auto t0 = std::chrono::steady_clock::now();
   for (int32_t s = 0; s < t.sequences; ++s) {
     const auto ids = bench_tokens(t.prompt, n_vocab, s);
@@ -136,7 +137,7 @@ int bench(const BenchArgs& a) {
       warm.prompt = std::min(t.prompt, 16);
       warm.generate = std::min(t.generate, 4);
       if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
-      runner.profile().set_enabled(a.profile && !t.timed_prefill);
+      runner.profile().set_enabled(a.profile);
       std::vector<double> tps;
       for (int r = 0; r < a.reps; ++r) {
         auto s = run_once(m, runner, t, a.ubatch, *kv_type);
@@ -174,7 +175,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "Thread counts to test (repeatable; default: physical cores)")
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(*cmd, a->kv_type);
-  cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each decode test");
+  cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each test");
   cmd->callback([a] {
     if (a->threads.empty()) a->threads.push_back(physical_core_count());
     exit_code() = bench(*a);

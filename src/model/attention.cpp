@@ -39,52 +39,54 @@ class RowWalker {
 }  // namespace
 
 int64_t attention_scratch_floats(const AttentionShape& s) {
-  return s.group * (kChunk + 2);
+  return kAttentionTileTokens * s.group * (kChunk + 2);
 }
 
-void attend_group(KvCache& cache, int64_t layer, int64_t kv_head, const float* q, int64_t n_pos,
-                  const AttentionShape& s, const cpu::KvRowOps& ops, float* scratch, float* out) {
-  float* scores = scratch;                         // [group][kChunk]
-  float* running_max = scores + s.group * kChunk;  // [group]
-  float* running_sum = running_max + s.group;      // [group]
+void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const AttentionTile& tile, const AttentionShape& s,
+                 const cpu::KvRowOps& ops, float* scratch) {
+  const int64_t n_queries = tile.n_tokens * s.group;  // query qi = token i * group + head h
+  float* scores = scratch;                            // [n_queries][kChunk]
+  float* running_max = scores + n_queries * kChunk;   // [n_queries]
+  float* running_sum = running_max + n_queries;       // [n_queries]
+  auto query = [&](int64_t qi) { return tile.q + (qi / s.group) * tile.q_stride + (qi % s.group) * s.head_dim; };
+  auto output = [&](int64_t qi) { return tile.out + (qi / s.group) * tile.out_stride + (qi % s.group) * s.head_dim_v; };
+  auto limit = [&](int64_t qi) { return tile.first_n_pos + qi / s.group; };  // positions this query sees
   const int64_t k_offset = kv_head * cache.format().k_head_bytes;
   const int64_t v_offset = kv_head * cache.format().v_head_bytes;
-  std::fill(out, out + s.group * s.head_dim_v, 0.0f);
-  std::fill(running_max, running_max + s.group, -std::numeric_limits<float>::infinity());
-  std::fill(running_sum, running_sum + s.group, 0.0f);
+  for (int64_t qi = 0; qi < n_queries; ++qi) std::fill(output(qi), output(qi) + s.head_dim_v, 0.0f);
+  std::fill(running_max, running_max + n_queries, -std::numeric_limits<float>::infinity());
+  std::fill(running_sum, running_sum + n_queries, 0.0f);
   RowWalker keys(cache, layer, true), values(cache, layer, false);
 
+  const uint8_t* k_rows[kChunk];
+  const uint8_t* v_rows[kChunk];
+  const int64_t n_pos = limit(n_queries - 1);
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int64_t n = std::min(kChunk, n_pos - c0);
     for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* k = keys.row(c0 + j) + k_offset;
-      for (int64_t h = 0; h < s.group; ++h)
-        scores[h * kChunk + j] = ops.dot(k, q + h * s.head_dim, s.head_dim) * s.scale;
+      k_rows[j] = keys.row(c0 + j) + k_offset;
+      v_rows[j] = values.row(c0 + j) + v_offset;
     }
-    for (int64_t h = 0; h < s.group; ++h) {
-      float* sh = scores + h * kChunk;
-      const float new_max = std::max(running_max[h], *std::max_element(sh, sh + n));
-      const float correction = std::exp(running_max[h] - new_max);  // 0 on the first chunk
+    for (int64_t qi = 0; qi < n_queries; ++qi) {
+      const int64_t seen = std::min(n, limit(qi) - c0);
+      if (seen <= 0) continue;  // an earlier token of the tile, already past its last position
+      float* sq = scores + qi * kChunk;
+      ops.scores(k_rows, seen, query(qi), s.head_dim, s.scale, sq);
+      const float new_max = std::max(running_max[qi], *std::max_element(sq, sq + seen));
+      const float correction = std::exp(running_max[qi] - new_max);  // 0 on the first chunk
       if (correction != 1.0f) {
-        float* acc = out + h * s.head_dim_v;
+        float* acc = output(qi);
         for (int64_t d = 0; d < s.head_dim_v; ++d) acc[d] *= correction;
       }
-      float sum = running_sum[h] * correction;
-      for (int64_t j = 0; j < n; ++j) {
-        sh[j] = std::exp(sh[j] - new_max);
-        sum += sh[j];
-      }
-      running_sum[h] = sum;
-      running_max[h] = new_max;
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* v = values.row(c0 + j) + v_offset;
-      for (int64_t h = 0; h < s.group; ++h) ops.axpy(v, scores[h * kChunk + j], out + h * s.head_dim_v, s.head_dim_v);
+      running_sum[qi] = running_sum[qi] * correction + ops.exp_sum(sq, seen, new_max);
+      running_max[qi] = new_max;
+      ops.accumulate(v_rows, seen, sq, output(qi), s.head_dim_v);
     }
   }
-  for (int64_t h = 0; h < s.group; ++h) {
-    const float inv = running_sum[h] > 0 ? 1.0f / running_sum[h] : 0.0f;
-    for (int64_t d = 0; d < s.head_dim_v; ++d) out[h * s.head_dim_v + d] *= inv;
+  for (int64_t qi = 0; qi < n_queries; ++qi) {
+    const float inv = running_sum[qi] > 0 ? 1.0f / running_sum[qi] : 0.0f;
+    float* o = output(qi);
+    for (int64_t d = 0; d < s.head_dim_v; ++d) o[d] *= inv;
   }
 }
 

@@ -1,7 +1,8 @@
-// Attention of one token's query heads over its sequence's cached keys and values, fused
-// into one pass over the KV rows with an online softmax: positions in chunks of 16, each
-// chunk's scores rescaling the running sums, so memory stays O(chunk) whatever the
-// context. The query heads of a GQA group share every K and V row they load.
+// Attention of query heads over their sequence's cached keys and values, fused into one
+// pass over the KV rows with an online softmax: positions in chunks of 16, each chunk's
+// scores rescaling the running sums, so memory stays O(chunk) whatever the context. The
+// query heads of a GQA group, and the consecutive tokens of a prefill tile, share every K
+// and V row they load; each query's arithmetic is the same as if it were alone.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,25 @@ struct AttentionShape {
   float scale;  // applied to q.k
 };
 
-// Floats of per-thread scratch attend_group needs.
+// Most consecutive tokens of one sequence attended together.
+constexpr int64_t kAttentionTileTokens = 8;
+
+// Floats of per-thread scratch attend_tile needs.
 int64_t attention_scratch_floats(const AttentionShape& shape);
 
-// out[h * head_dim_v ...] for the `group` query heads q[h * head_dim ...] of KV head `kv_head`,
-// over positions [0, n_pos) of `cache` in `layer`.
-void attend_group(KvCache& cache, int64_t layer, int64_t kv_head, const float* q, int64_t n_pos,
-                  const AttentionShape& shape, const cpu::KvRowOps& ops, float* scratch, float* out);
+// A tile of n_tokens <= kAttentionTileTokens consecutive tokens of one sequence: token i sees
+// positions [0, first_n_pos + i). Its query heads of KV head `kv_head` are at
+// q + i * q_stride + h * head_dim; outputs go to out + i * out_stride + h * head_dim_v.
+struct AttentionTile {
+  const float* q;
+  int64_t q_stride;
+  float* out;
+  int64_t out_stride;
+  int64_t n_tokens;
+  int64_t first_n_pos;
+};
+
+void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const AttentionTile& tile, const AttentionShape& shape,
+                 const cpu::KvRowOps& ops, float* scratch);
 
 }  // namespace autoglm

@@ -38,6 +38,21 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)
       pool_(pool),
       attn_scratch_(size_t(pool.size() * attention_scratch_floats(attention_shape()))) {}
 
+// Runs of consecutive positions of one sequence, at most kAttentionTileTokens long; their
+// starts go to tile_start_ (with the end as the last entry). Returns the number of tiles.
+int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
+  const int64_t T = int64_t(b.tokens.size());
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const bool continues = t > 0 && b.seq[size_t(t)] == b.seq[size_t(t - 1)] &&
+                           b.positions[size_t(t)] == b.positions[size_t(t - 1)] + 1 &&
+                           t - tile_start_[size_t(n - 1)] < kAttentionTileTokens;
+    if (!continues) tile_start_[size_t(n++)] = int32_t(t);
+  }
+  tile_start_[size_t(n)] = int32_t(T);
+  return n;
+}
+
 AttentionShape ModelRunner::attention_shape() const {
   return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim))};
 }
@@ -76,6 +91,7 @@ void ModelRunner::ensure_buffers(int64_t T) {
   grow(gate_, T * s.n_ff);
   grow(up_, T * s.n_ff);
   grow(out_in_, T * s.n_embd);
+  if (int64_t(tile_start_.size()) < T + 1) tile_start_.resize(size_t(T + 1));
   capacity_ = T;
 }
 
@@ -119,14 +135,20 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 
   const AttentionShape shape = attention_shape();
   const int64_t scratch_floats = attention_scratch_floats(shape);
-  pool_.parallel_for(T * s.n_head_kv, [&](int thread, int64_t w0, int64_t w1) {
+  const int64_t n_tiles = plan_attention_tiles(b);
+  pool_.parallel_for(n_tiles * s.n_head_kv, [&](int thread, int64_t w0, int64_t w1) {
     float* scratch = attn_scratch_.data() + thread * scratch_floats;
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t t = w / s.n_head_kv, g = w % s.n_head_kv;
+      const int64_t tile = w / s.n_head_kv, g = w % s.n_head_kv;
+      const int64_t t = tile_start_[size_t(tile)];
       KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
-      attend_group(*cache, il, g, &q_[t * s.q_dim() + g * shape.group * s.head_dim], b.positions[size_t(t)] + 1, shape,
-                   cpu::kv_row_ops(cache->format().type), scratch,
-                   &attn_[t * s.n_head * s.head_dim_v + g * shape.group * s.head_dim_v]);
+      const AttentionTile at{&q_[t * s.q_dim() + g * shape.group * s.head_dim],
+                             s.q_dim(),
+                             &attn_[t * s.n_head * s.head_dim_v + g * shape.group * s.head_dim_v],
+                             s.n_head * s.head_dim_v,
+                             tile_start_[size_t(tile + 1)] - t,
+                             b.positions[size_t(t)] + 1};
+      attend_tile(*cache, il, g, at, shape, cpu::kv_row_ops(cache->format().type), scratch);
     }
   });
 

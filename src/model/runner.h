@@ -43,6 +43,7 @@ class ModelRunner {
   void ensure_buffers(int64_t n_tokens);
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   AttentionShape attention_shape() const;
+  int64_t plan_attention_tiles(const Batch& batch);
 
   const Model& model_;
   const ModelSpec& spec_;
@@ -60,7 +61,8 @@ class ModelRunner {
   std::vector<float> up_;      // [T, n_ff]
   std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
   std::vector<float> attn_scratch_;
-  OpProfile profile_;  // per pool thread: attention_scratch_floats
+  std::vector<int32_t> tile_start_;  // attention tiles of the current batch
+  OpProfile profile_;                // per pool thread: attention_scratch_floats
 };
 
 }  // namespace autoglm

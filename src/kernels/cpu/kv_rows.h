@@ -9,8 +9,12 @@
 namespace autoglm::cpu {
 
 struct KvRowOps {
-  float (*dot)(const uint8_t* row, const float* q, int64_t n);       // sum_i row[i] * q[i]
-  void (*axpy)(const uint8_t* row, float p, float* acc, int64_t n);  // acc[i] += p * row[i]
+  // out[j] = scale * sum_d row_j[d] * q[d], for n rows
+  void (*scores)(const uint8_t* const* rows, int64_t n, const float* q, int64_t dim, float scale, float* out);
+  // acc[d] += sum_j p[j] * row_j[d]
+  void (*accumulate)(const uint8_t* const* rows, int64_t n, const float* p, float* acc, int64_t dim);
+  // s[j] = exp(s[j] - max) in place; returns the sum
+  float (*exp_sum)(float* s, int64_t n, float max);
 };
 
 // For DType F32, F16 or Q8_0; n a multiple of 32 for Q8_0.
