@@ -103,9 +103,9 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   timer.mark(Op::kQkvProjection);
   for (int64_t t = 0; t < T; ++t)
     ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
-  cpu::matmul(pool_, lw.wq, xn_.data(), T, q_.data());
-  cpu::matmul(pool_, lw.wk, xn_.data(), T, k_.data());
-  cpu::matmul(pool_, lw.wv, xn_.data(), T, v_.data());
+  const cpu::WeightMatrix* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
+  float* qkv_out[] = {q_.data(), k_.data(), v_.data()};
+  cpu::matmul_multi(pool_, qkv, qkv_out, 3, xn_.data(), T);
   add_bias(q_.data(), lw.bq, T);
   add_bias(k_.data(), lw.bk, T);
   add_bias(v_.data(), lw.bv, T);
@@ -178,8 +178,9 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     timer.mark(Op::kFfn);
     for (int64_t t = 0; t < T; ++t)
       ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
-    cpu::matmul(pool_, lw.gate, xn_.data(), T, gate_.data());
-    cpu::matmul(pool_, lw.up, xn_.data(), T, up_.data());
+    const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
+    float* gate_up_out[] = {gate_.data(), up_.data()};
+    cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
     ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
     for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];

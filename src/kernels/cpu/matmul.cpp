@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/cpu_features.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/packed.h"
@@ -129,63 +130,119 @@ bool uses_int8_activations(DType t) {
 
 namespace {
 
-// Quantizes n_tokens rows of activations into `buffer` in the layout the type's integer kernels read.
-const void* quantize_activations(DType t, const float* x, int64_t n_tokens, int64_t cols,
-                                 std::vector<uint8_t>& buffer) {
-  const bool k_blocks = activation_block(t) == 256;
-  const size_t bytes = k_blocks ? size_t(cols / 256) * sizeof(Q8KBlock) : size_t(cols / 32) * sizeof(Q8Block);
-  if (buffer.size() < bytes * size_t(n_tokens)) buffer.resize(bytes * size_t(n_tokens));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    uint8_t* dst = buffer.data() + size_t(t) * bytes;
-    if (k_blocks)
-      ref::quantize_activations_q8k(x + t * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
+size_t activation_row_bytes(DType t, int64_t cols) {
+  return activation_block(t) == 256 ? size_t(cols / 256) * sizeof(Q8KBlock) : size_t(cols / 32) * sizeof(Q8Block);
+}
+
+void quantize_activation_rows(DType t, const float* x, int64_t t0, int64_t t1, int64_t cols, uint8_t* out) {
+  const size_t bytes = activation_row_bytes(t, cols);
+  for (int64_t tok = t0; tok < t1; ++tok) {
+    uint8_t* dst = out + size_t(tok) * bytes;
+    if (activation_block(t) == 256)
+      ref::quantize_activations_q8k(x + tok * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
     else
-      ref::quantize_activations_q8(x + t * cols, cols, reinterpret_cast<Q8Block*>(dst));
+      ref::quantize_activations_q8(x + tok * cols, cols, reinterpret_cast<Q8Block*>(dst));
   }
-  return buffer.data();
+}
+
+// How one matrix is computed, and how many work units the threads share.
+enum class Path { kPackedFloat, kPackedInt, kRowsInt, kRowsFloat };
+
+Path path_of(const WeightMatrix& w, const KernelSet& k) {
+  if (w.packed && k.has_packed) return packed_as_floats(w.type) ? Path::kPackedFloat : Path::kPackedInt;
+  return uses_int8_activations(w.type) ? Path::kRowsInt : Path::kRowsFloat;
+}
+
+int64_t work_units(const WeightMatrix& w, Path p, const KernelSet& k) {
+  switch (p) {
+    case Path::kPackedFloat:
+    case Path::kPackedInt: return packed_work_units(w);
+    case Path::kRowsInt: return w.rows;
+    default: return (w.rows + k.tile_rows - 1) / k.tile_rows;
+  }
+}
+
+void run_units(const KernelSet& k, const WeightMatrix& w, Path p, const void* xin, int64_t n_tokens, float* y,
+               int64_t u0, int64_t u1) {
+  switch (p) {
+    case Path::kPackedFloat:
+    case Path::kPackedInt: return k.matmul_packed(w, xin, n_tokens, y, u0, u1);
+    case Path::kRowsInt: return k.matmul_rows_int(w, xin, n_tokens, y, u0, u1);
+    default: {
+      thread_local std::vector<float> scratch;
+      const size_t need = size_t(k.tile_rows * w.cols);
+      if (scratch.size() < need) scratch.resize(need);
+      const int64_t r0 = u0 * k.tile_rows, r1 = std::min(w.rows, u1 * k.tile_rows);
+      return k.matmul_rows(w, static_cast<const float*>(xin), n_tokens, y, r0, r1, scratch.data());
+    }
+  }
 }
 
 }  // namespace
 
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out) {
-  std::vector<uint8_t> buffer;
   if (!uses_int8_activations(t)) {
     std::copy(x, x + n_tokens * cols, out);
     return;
   }
-  const uint8_t* q = static_cast<const uint8_t*>(quantize_activations(t, x, n_tokens, cols, buffer));
+  std::vector<uint8_t> q(activation_row_bytes(t, cols) * size_t(n_tokens));
+  quantize_activation_rows(t, x, 0, n_tokens, cols, q.data());
   if (activation_block(t) == 256)
-    ref::dequantize_activations_q8k(reinterpret_cast<const Q8KBlock*>(q), n_tokens * cols, out);
+    ref::dequantize_activations_q8k(reinterpret_cast<const Q8KBlock*>(q.data()), n_tokens * cols, out);
   else
-    ref::dequantize_activations_q8(reinterpret_cast<const Q8Block*>(q), n_tokens * cols, out);
+    ref::dequantize_activations_q8(reinterpret_cast<const Q8Block*>(q.data()), n_tokens * cols, out);
 }
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  const WeightMatrix* ws[] = {&w};
+  float* ys[] = {y};
+  matmul_multi(pool, ws, ys, 1, x, n_tokens);
+}
+
+void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens) {
+  constexpr int kMax = 4;
+  AUTOGLM_CHECK(n >= 1 && n <= kMax);
   const KernelSet& k = kernels();
-  if (w.packed && k.has_packed && packed_as_floats(w.type)) {
-    pool.parallel_for(packed_work_units(w),
-                      [&](int, int64_t u0, int64_t u1) { k.matmul_packed(w, x, n_tokens, y, u0, u1); });
-    return;
+  const int64_t cols = ws[0]->cols;
+  // Activations quantized once per format the matrices read (the rows of a long prompt in parallel).
+  thread_local std::vector<uint8_t> blocks32, blocks256;
+  Path paths[kMax];
+  const void* inputs[kMax];
+  int64_t first_unit[kMax + 1] = {0};
+  bool need32 = false, need256 = false;
+  for (int i = 0; i < n; ++i) {
+    AUTOGLM_CHECK(ws[i]->cols == cols);
+    paths[i] = path_of(*ws[i], k);
+    const int block = paths[i] == Path::kPackedFloat ? 0 : activation_block(ws[i]->type);
+    need32 |= block == 32;
+    need256 |= block == 256;
+    first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
   }
-  if (uses_int8_activations(w.type)) {
-    // Whatever the batch, the same arithmetic: activations quantized once, integer dots per row.
-    thread_local std::vector<uint8_t> buffer;
-    const void* xq = quantize_activations(w.type, x, n_tokens, w.cols, buffer);
-    if (w.packed && k.has_packed) {
-      pool.parallel_for(packed_groups(w),
-                        [&](int, int64_t g0, int64_t g1) { k.matmul_packed(w, xq, n_tokens, y, g0, g1); });
-      return;
+  auto prepare = [&](bool need, DType t, std::vector<uint8_t>& buf) -> const void* {
+    if (!need) return nullptr;
+    const size_t bytes = activation_row_bytes(t, cols) * size_t(n_tokens);
+    if (buf.size() < bytes) buf.resize(bytes);
+    uint8_t* dst = buf.data();
+    if (n_tokens >= 2 * pool.size())
+      pool.parallel_for(n_tokens,
+                        [&](int, int64_t t0, int64_t t1) { quantize_activation_rows(t, x, t0, t1, cols, dst); });
+    else
+      quantize_activation_rows(t, x, 0, n_tokens, cols, dst);
+    return dst;
+  };
+  const void* q32 = prepare(need32, DType::Q8_0, blocks32);
+  const void* q256 = prepare(need256, DType::Q4_K, blocks256);
+  for (int i = 0; i < n; ++i) {
+    const int block = paths[i] == Path::kPackedFloat ? 0 : activation_block(ws[i]->type);
+    inputs[i] = block == 32 ? q32 : block == 256 ? q256 : static_cast<const void*>(x);
+  }
+  // One job over the work units of all the matrices.
+  pool.parallel_for(first_unit[n], [&](int, int64_t u0, int64_t u1) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
+      if (b < e) run_units(k, *ws[i], paths[i], inputs[i], n_tokens, ys[i], b - first_unit[i], e - first_unit[i]);
     }
-    pool.parallel_for(w.rows, [&](int, int64_t r0, int64_t r1) { k.matmul_rows_int(w, xq, n_tokens, y, r0, r1); });
-    return;
-  }
-  const int64_t tiles = (w.rows + k.tile_rows - 1) / k.tile_rows;
-  pool.parallel_for(tiles, [&](int, int64_t t0, int64_t t1) {
-    thread_local std::vector<float> scratch;
-    const size_t need = size_t(k.tile_rows * w.cols);
-    if (scratch.size() < need) scratch.resize(need);
-    const int64_t r0 = t0 * k.tile_rows, r1 = std::min(w.rows, t1 * k.tile_rows);
-    k.matmul_rows(w, x, n_tokens, y, r0, r1, scratch.data());
   });
 }
 

@@ -25,6 +25,11 @@ struct WeightMatrix {
 // copy (packed.h) use the interleaved kernels where the CPU has them.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
+// Several matrices with the same input: activations quantized once per format, and one job
+// for the threads over all of them (n <= 4; the matrices must have the same cols).
+void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const* ys, int n, const float* x,
+                  int64_t n_tokens);
+
 // Whether matmul quantizes activations to int8 for this weight type, and in blocks of how many
 // values (32, or 256 for the K-quants with integer kernels; 0 for float activations).
 bool uses_int8_activations(DType t);
