@@ -119,6 +119,7 @@ int activation_block(DType t) {
     case DType::Q5_1:
     case DType::Q8_0: return 32;
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K: return 256;
     default: return 0;
   }

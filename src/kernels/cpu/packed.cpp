@@ -14,7 +14,13 @@ constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 constexpr int64_t kQ6KHeader = 144;  // d and scales of 8 rows
 
 int64_t quant_bytes(DType t) {
-  return t == DType::Q4_0 ? 16 : t == DType::Q8_0 ? 32 : t == DType::Q6_K ? 192 : 128;
+  switch (t) {
+    case DType::Q4_0: return 16;
+    case DType::Q8_0: return 32;
+    case DType::Q5_K: return 160;  // nibbles, then high bits
+    case DType::Q6_K: return 192;
+    default: return 128;
+  }
 }
 
 // 4-byte pieces of each row's codes side by side: chunk c holds bytes 4c..4c+3 of rows 0..7.
@@ -48,7 +54,8 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
     interleave_codes(codes, 192, out + kQ6KHeader);
     return;
   }
-  if (t == DType::Q4_K) {
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    const uint8_t* high_bits[kPackRows] = {};
     for (int r = 0; r < kPackRows; ++r) {
       if (!src[r]) continue;
       std::memcpy(out + 2 * r, src[r], 2);           // d
@@ -59,9 +66,11 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
         out[32 + 8 * s + r] = uint8_t(sc);
         out[96 + 16 * (s / 2) + 2 * r + (s % 2)] = uint8_t(m);
       }
-      codes[r] = src[r] + 16;
+      codes[r] = src[r] + (t == DType::Q5_K ? 48 : 16);
+      high_bits[r] = src[r] + 16;
     }
     interleave_codes(codes, 128, out + kQ4KHeader);
+    if (t == DType::Q5_K) interleave_codes(high_bits, 32, out + kQ4KHeader + 1024);
     return;
   }
   for (int r = 0; r < kPackRows; ++r) {
@@ -75,7 +84,8 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || packed_as_floats(t);
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -84,7 +94,9 @@ bool packed_as_floats(DType t) {
 
 int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
-  const int64_t header = t == DType::Q4_K ? kQ4KHeader : t == DType::Q6_K ? kQ6KHeader : kScaleBytes;
+  const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
+                         : t == DType::Q6_K                   ? kQ6KHeader
+                                                              : kScaleBytes;
   return header + kPackRows * quant_bytes(t);
 }
 

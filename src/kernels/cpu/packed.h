@@ -10,6 +10,7 @@
 // F32/F16/BF16 pack k-major: the 8 rows' element k side by side, as one vector of 8.
 // Q4_K packs a super-block of 256: d[8], dmin[8], the 6-bit scales unpacked to bytes
 // [sub-block][row], the mins as [sub-block pair][row][2], then 32 chunks of nibbles.
+// Q5_K: as Q4_K, then 8 chunks of the high-bit bytes.
 // Q6_K: d[8], the int8 scales as [sub-block pair][row][2], then 32 chunks of the low-nibble bytes
 // and 16 of the high-bit bytes, in the file's order.
 #pragma once
