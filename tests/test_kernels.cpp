@@ -194,6 +194,19 @@ TEST(Ops, RmsNorm) {
   EXPECT_NEAR(y[2], 6 * inv, 1e-6);
 }
 
+TEST(Ops, AddRmsNormIsTheAddThenTheNorm) {
+  float x[4] = {1, 2, 3, 4};
+  const float delta[4] = {0.5f, -1, 2, 0}, w[4] = {1, 2, 1, 0.5f};
+  float sum[4], want[4], got[4];
+  for (int i = 0; i < 4; ++i) sum[i] = x[i] + delta[i];
+  ref::rmsnorm(sum, w, 1e-5f, 4, want);
+  ref::add_rmsnorm(x, delta, w, 1e-5f, 4, got);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(x[i], sum[i]);
+    EXPECT_EQ(got[i], want[i]);
+  }
+}
+
 TEST(Ops, RopeStylesPairDifferentDims) {
   float a[4] = {1, 0, 0, 0}, b[4] = {1, 0, 0, 0};
   ref::rope(a, 1, 4, 4, 1.0f, 10000.0f, 1.0f, ref::RopeStyle::kAdjacentPairs);

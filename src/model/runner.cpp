@@ -101,8 +101,6 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   const int64_t T = int64_t(b.tokens.size());
 
   timer.mark(Op::kQkvProjection);
-  for (int64_t t = 0; t < T; ++t)
-    ref::rmsnorm(&x_[t * s.n_embd], lw.attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
   const cpu::WeightMatrix* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
   float* qkv_out[] = {q_.data(), k_.data(), v_.data()};
   cpu::matmul_multi(pool_, qkv, qkv_out, 3, xn_.data(), T);
@@ -154,7 +152,19 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 
   timer.mark(Op::kOutputProjection);
   cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
-  for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
+}
+
+// x += proj (the residual), and xn = rmsnorm(x) * norm in the same pass over each row
+// (norm null: only the residual add).
+void ModelRunner::add_residual_and_norm(int64_t T, const Vec* norm) {
+  const ModelSpec& s = spec_;
+  for (int64_t t = 0; t < T; ++t) {
+    float* x = &x_[t * s.n_embd];
+    if (norm)
+      ref::add_rmsnorm(x, &proj_[t * s.n_embd], norm->data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+    else
+      for (int64_t i = 0; i < s.n_embd; ++i) x[i] += proj_[t * s.n_embd + i];
+  }
 }
 
 Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
@@ -170,20 +180,22 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   profile_.add_tokens(T);
   OpTimer timer(profile_, Op::kEmbedding);
 
-  for (int64_t t = 0; t < T; ++t) cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
+  for (int64_t t = 0; t < T; ++t) {
+    cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
+    ref::rmsnorm(&x_[t * s.n_embd], w.layers[0].attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+  }
 
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const LayerWeights& lw = w.layers[size_t(il)];
     attention_layer(b, il, timer);
+    add_residual_and_norm(T, &lw.ffn_norm);
     timer.mark(Op::kFfn);
-    for (int64_t t = 0; t < T; ++t)
-      ref::rmsnorm(&x_[t * s.n_embd], lw.ffn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
     const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
     float* gate_up_out[] = {gate_.data(), up_.data()};
     cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
     ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
-    for (int64_t e = 0; e < T * s.n_embd; ++e) x_[size_t(e)] += proj_[size_t(e)];
+    add_residual_and_norm(T, il + 1 < s.n_layer ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }
 
   timer.mark(Op::kLogits);

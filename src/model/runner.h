@@ -44,6 +44,7 @@ class ModelRunner {
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   AttentionShape attention_shape() const;
   int64_t plan_attention_tiles(const Batch& batch);
+  void add_residual_and_norm(int64_t n_tokens, const Vec* norm);
 
   const Model& model_;
   const ModelSpec& spec_;

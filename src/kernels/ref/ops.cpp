@@ -11,6 +11,16 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
+void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_t n, float* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] += delta[i];
+    sum += double(x[i]) * double(x[i]);
+  }
+  const float scale = float(1.0 / std::sqrt(sum / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
 void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, float base, float freq_scale, RopeStyle style) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {

@@ -8,6 +8,9 @@ namespace autoglm::ref {
 // y = x / sqrt(mean(x^2) + eps) * w (w may be null: no scaling). y may alias x.
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y);
 
+// x += delta, then y = rmsnorm(x) * w, in one pass over x (the residual add fused into the next norm).
+void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_t n, float* y);
+
 enum class RopeStyle { kAdjacentPairs, kNeox };  // pairs (2i, 2i+1) or (i, i + n_rot/2)
 
 // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `x`, in place:
