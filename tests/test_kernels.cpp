@@ -95,10 +95,13 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   for (const cpu::WeightMatrix* layout : {&m, static_cast<const cpu::WeightMatrix*>(&packed)}) {
     for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
       if (!cpu::select_kernel_isa(isa)) continue;  // not runnable on this CPU
+      std::vector<float> single_threaded;
       for (int threads : {1, 3}) {
         ThreadPool pool(threads);
         std::vector<float> y(static_cast<size_t>(rows * tokens));
         cpu::matmul(pool, *layout, x.data(), tokens, y.data());
+        if (threads == 1) single_threaded = y;
+        EXPECT_EQ(y, single_threaded) << dtype_name(t) << " " << isa << ": threads changed the result";
         for (int64_t tk = 0; tk < tokens; ++tk)
           for (int64_t r = 0; r < rows; ++r) {
             const double want = ref::dot(t, q.data() + r * row_bytes, &x_seen[size_t(tk * cols)], cols);
