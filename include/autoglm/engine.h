@@ -28,6 +28,7 @@ struct GenerationRequest {
   int32_t priority = 0;                                           // higher runs first; FCFS within a priority
   std::optional<std::chrono::steady_clock::time_point> deadline;  // waiting past it: finish_reason "timeout"
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
+  bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
 };
 
 struct TokenLogprob {

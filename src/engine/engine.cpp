@@ -47,7 +47,7 @@ void StreamHandle::push(StreamEvent event) {
 // A request while the engine holds it.
 struct Sequence {
   Sequence(const Tokenizer& tok, BlockPool& pool, GenerationRequest r)
-      : request(std::move(r)), sampler(request.sampling), text(tok, request.stop), kv(pool) {}
+      : request(std::move(r)), sampler(request.sampling), text(tok, request.stop, !request.ignore_eos), kv(pool) {}
 
   uint64_t id = 0;
   GenerationRequest request;

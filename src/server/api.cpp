@@ -450,6 +450,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
   if (j.contains("seed") && !j["seed"].is_null())
     g.sampling.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
   g.stop = stop_param(j);
+  g.ignore_eos = bool_param(j, "ignore_eos", false);
   g.priority = priority_param(j, config_);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   if (j.contains("timeout") && !j["timeout"].is_null())
