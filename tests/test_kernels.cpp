@@ -75,10 +75,9 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
   }
 }
 
-TEST_P(EveryType, MatmulMatchesReferenceDot) {
-  const DType t = GetParam();
-  // Odd row count: a short last tile; 69 tokens: more than one token tile, and a tail below the group of 4.
-  const int64_t rows = 37, cols = 512, tokens = 69;
+// Every layout and runnable ISA, 1 and 3 threads, against the double-precision reference dot.
+void expect_matmul_matches_reference(DType t, int64_t rows) {
+  const int64_t cols = 512, tokens = 69;
   const EncodedMatrix enc(t, rows, cols, 11);
   const cpu::WeightMatrix& m = enc.matrix;
   const int64_t row_bytes = m.row_bytes;
@@ -114,6 +113,13 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   }
   EXPECT_TRUE(cpu::select_kernel_isa("generic"));
   cpu::select_kernel_isa("avx2");
+}
+
+// 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows. 69 tokens:
+// more than one token tile, and tails below every register block.
+TEST_P(EveryType, MatmulMatchesReferenceDot) {
+  expect_matmul_matches_reference(GetParam(), 37);
+  expect_matmul_matches_reference(GetParam(), 41);
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
