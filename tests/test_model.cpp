@@ -406,12 +406,18 @@ class ScatteredKvCache final : public KvCache {
   std::vector<uint8_t> keys_, values_;
 };
 
-TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
+// One layer with 4 query heads over n_head_kv KV heads of head_dim values.
+ModelSpec attention_spec(int64_t n_head_kv, int64_t head_dim = 32) {
   ModelSpec spec;
   spec.n_layer = 1;
   spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.head_dim = spec.head_dim_v = 32;
+  spec.n_head_kv = n_head_kv;
+  spec.head_dim = spec.head_dim_v = head_dim;
+  return spec;
+}
+
+TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
+  const ModelSpec spec = attention_spec(2);
   const int64_t n_pos = 37;  // two full chunks of 16 and a partial one
   const AttentionShape shape{2, 32, 32, 1.0f / std::sqrt(32.0f)};
   std::mt19937 rng(3);
@@ -460,11 +466,7 @@ TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
 
 // A prefill tile shares K/V loads across tokens; each token's result is what it gets alone.
 TEST(Attention, TileOfTokensEqualsEachTokenAlone) {
-  ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head = 4;
-  spec.n_head_kv = 1;
-  spec.head_dim = spec.head_dim_v = 32;
+  const ModelSpec spec = attention_spec(1);
   const AttentionShape shape{4, 32, 32, 1.0f / std::sqrt(32.0f)};
   // Token i sees first + i positions; token 0 ends exactly at a chunk edge (32), the others run past it.
   const int64_t n_pos = 39, n_tile = 8, first = n_pos - n_tile + 1;
@@ -490,10 +492,7 @@ TEST(Attention, TileOfTokensEqualsEachTokenAlone) {
 }
 
 TEST(Attention, Q8KvNeedsHeadSizesOf32) {
-  ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head = spec.n_head_kv = 2;
-  spec.head_dim = spec.head_dim_v = 6;
+  const ModelSpec spec = attention_spec(2, 6);
   const auto f = kv_format(spec, DType::Q8_0);
   ASSERT_FALSE(f.is_ok());
   EXPECT_NE(f.status().message().find("multiples of 32"), std::string::npos);
