@@ -1,11 +1,5 @@
 #include "formats/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -234,26 +228,12 @@ int64_t GgufTensorInfo::rows() const {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io_error(path + ": not a regular file");
-  }
+  AUTOGLM_ASSIGN_OR_RETURN(auto mapping, MappedFile::open(path));
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
-  file->size_ = size_t(st.st_size);
-  if (file->size_ > 0) {
-    void* map = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      return io_error(path + ": mmap failed: " + std::strerror(errno));
-    }
-    file->mapping_ = map;
-    file->base_ = static_cast<const uint8_t*>(map);
-  }
-  ::close(fd);
+  file->base_ = mapping->data();
+  file->size_ = mapping->size();
+  file->mapping_ = std::move(mapping);
   AUTOGLM_RETURN_IF_ERROR(file->parse_all());
   return file;
 }
@@ -267,9 +247,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t s
   return file;
 }
 
-GgufFile::~GgufFile() {
-  if (mapping_) munmap(mapping_, size_);
-}
+GgufFile::~GgufFile() = default;
 
 Status GgufFile::parse_all() {
   Cursor c(base_, size_, path_);

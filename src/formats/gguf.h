@@ -12,6 +12,7 @@
 
 #include "autoglm/status.h"
 #include "core/dtype.h"
+#include "formats/mapped_file.h"
 
 namespace autoglm {
 
@@ -105,7 +106,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
-  void* mapping_ = nullptr;  // non-null when we own an mmap
+  std::unique_ptr<MappedFile> mapping_;  // null for in-memory images
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
