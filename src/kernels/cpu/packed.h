@@ -3,10 +3,12 @@
 // rows. A broadcast of 4 activation bytes then meets all 8 rows in one maddubs, and
 // the 8 row sums land in the 8 lanes of one register: no horizontal reductions.
 //
-// Layout of one packed block (32 elements of 8 rows):
-//   8 fp16 scales (row 0..7), then chunks of 32 bytes; chunk c holds, at bytes
-//   4r..4r+3, bytes 4c..4c+3 of row r's quant bytes (Q4_0: 16 nibble bytes, 4 chunks;
-//   Q8_0: 32 code bytes, 8 chunks). Rows past the end of the matrix are zero.
+// Layout of one packed block (32 elements of 8 rows) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0:
+//   8 fp16 scales (row 0..7); 8 fp16 mins (Q4_1, Q5_1); for each of the 4 nibble chunks two
+//   32-bit words of fifth bits, bit 4r+i for element 4c+i and 16+4c+i of row r (Q5_0, Q5_1);
+//   then chunks of 32 bytes: chunk c holds, at bytes 4r..4r+3, bytes 4c..4c+3 of row r's
+//   quant bytes (16 nibble bytes: 4 chunks; Q8_0's 32 code bytes: 8 chunks).
+//   Rows past the end of the matrix are zero.
 // F32/F16/BF16 pack k-major: the 8 rows' element k side by side, as one vector of 8.
 // Q4_K packs a super-block of 256: d[8], dmin[8], the 6-bit scales unpacked to bytes
 // [sub-block][row], the mins as [sub-block pair][row][2], then 32 chunks of nibbles.
