@@ -11,7 +11,7 @@ check() {  # check NAME EXPECTED_FRAGMENT OUTPUT
 }
 
 out=$("$bin" --help 2>&1)
-for cmd in run tokenize info bench logits create-model; do check "help lists $cmd" "$cmd" "$out"; done
+for cmd in run tokenize info bench logits create-model quantize; do check "help lists $cmd" "$cmd" "$out"; done
 check "run --help" "--top-p" "$("$bin" run --help 2>&1)"
 
 # create-model, info, run and bench on a fresh tiny model.
@@ -27,6 +27,16 @@ out=$("$bin" bench -m "$tmp/tiny.gguf" -p 16 -n 4 -r 2 -t 1 -t 2 2>&1)
 check "bench pp" "pp16" "$out"
 check "bench tg" "tg4" "$out"
 check "bench threads" "|       2 |" "$out"
+out=$("$bin" bench -m "$tmp/tiny.gguf" -p 0 -n 4 -r 1 -t 2 -b 1,3 --parallel-prompt 8 --profile 2>&1)
+check "bench parallel" "tg4 x3 @pp8" "$out"
+check "bench bandwidth" "measured read bandwidth" "$out"
+check "bench profile" "attention: core" "$out"
+out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/tiny-q4k.gguf" q4_k 2>&1)
+check "quantize" "as Q4_K" "$out"
+out=$("$bin" run -m "$tmp/tiny-q4k.gguf" -p "hello" -n 4 --kv-type q8_0 -t 1 2>&1)
+check "run quantized, q8_0 KV" "generated tokens: 4" "$out"
+out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/x.gguf" q9_9 2>&1)
+check "quantize bad type" "TYPE 'q9_9' is not a weight type" "$out"
 out=$("$bin" create-model --type q9_9 -o "$tmp/x.gguf" 2>&1)
 check "create-model bad type" "--type 'q9_9' is not a weight type" "$out"
 

@@ -37,6 +37,7 @@ void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_create_model(CLI::App& app);
+void register_quantize(CLI::App& app);
 void register_serve(CLI::App& app);
 
 // Set by a subcommand's callback; main() returns it.

@@ -54,4 +54,21 @@ int64_t dtype_row_bytes(DType t, int64_t n) {
   return n / info.block_elems * info.block_bytes;
 }
 
+uint32_t gguf_file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q4_K: return 14;
+    case DType::Q5_K: return 16;
+    case DType::Q6_K: return 18;
+    case DType::BF16: return 32;
+    default: return 0;
+  }
+}
+
 }  // namespace autoglm

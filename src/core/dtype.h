@@ -45,6 +45,9 @@ std::string_view dtype_name(DType t);
 // Case-insensitive lookup by name ("q4_0", "F16"...).
 std::optional<DType> dtype_from_name(std::string_view name);
 
+// llama.cpp's general.file_type number for a model whose matrices are mostly `t` (0 for others).
+uint32_t gguf_file_type(DType t);
+
 // Bytes taken by one row of n elements; -1 when n is not a whole number of blocks.
 int64_t dtype_row_bytes(DType t, int64_t n);
 

@@ -91,24 +91,6 @@ void add_vocabulary(GgufWriter& w, int64_t n_vocab) {
   w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
 }
 
-// llama.cpp's general.file_type numbering for a model whose matrices are all `t`.
-uint32_t file_type_of(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q8_0: return 7;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::Q4_K: return 14;
-    case DType::Q5_K: return 16;
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-    default: return 0;
-  }
-}
-
 class TensorMaker {
  public:
   TensorMaker(GgufWriter& w, DType type, uint64_t seed) : w_(w), type_(type), seed_(seed) {}
@@ -170,7 +152,7 @@ Status create_random_model(const CreateModelOptions& o, const std::string& path)
   const std::string a = o.arch + ".";
   w.set("general.architecture", GgufValue::string(o.arch));
   w.set("general.name", GgufValue::string("autoglm-random-" + o.arch + "-" + p.name));
-  w.set("general.file_type", GgufValue::u32(file_type_of(o.type)));
+  w.set("general.file_type", GgufValue::u32(gguf_file_type(o.type)));
   if (dtype_info(o.type).block_elems > 1) w.set("general.quantization_version", GgufValue::u32(2));
   w.set(a + "context_length", GgufValue::u32(uint32_t(p.n_ctx)));
   w.set(a + "embedding_length", GgufValue::u32(uint32_t(p.n_embd)));

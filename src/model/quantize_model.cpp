@@ -1,0 +1,73 @@
+#include "model/quantize_model.h"
+
+#include "formats/gguf.h"
+#include "kernels/ref/quants.h"
+
+namespace autoglm {
+namespace {
+
+bool is_kept_tensor(const std::string& name) {
+  return name == "token_embd.weight" || name == "output.weight";
+}
+
+// The type a matrix with rows of `cols` values gets: the wanted one if its rows are whole blocks.
+DType fitting_type(DType wanted, int64_t cols) {
+  for (DType t : {wanted, DType::Q8_0, DType::F16})
+    if (dtype_row_bytes(t, cols) > 0) return t;
+  return DType::F32;
+}
+
+std::vector<uint8_t> requantize(const GgufTensorInfo& t, DType to, ThreadPool& pool) {
+  const int64_t cols = t.dims[0], rows = t.rows();
+  const int64_t in_row = dtype_row_bytes(t.type, cols), out_row = dtype_row_bytes(to, cols);
+  std::vector<uint8_t> out(size_t(out_row * rows));
+  pool.parallel_for(rows, [&](int, int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      ref::dequantize_row(t.type, t.data + r * in_row, row.data(), cols);
+      ref::quantize_row(to, row.data(), out.data() + r * out_row, cols);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Result<QuantizeReport> quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& options,
+                                     ThreadPool& pool, const std::function<void(int64_t, int64_t)>& on_tensor) {
+  for (DType t : {options.type, options.keep_type.value_or(options.type)})
+    if (!ref::dtype_is_supported(t))
+      return invalid_argument("quantize: type '" + std::string(dtype_name(t)) + "' cannot be written");
+  AUTOGLM_ASSIGN_OR_RETURN(auto file, GgufFile::open(in));
+  GgufWriter w;
+  for (const auto& [key, value] : file->metadata()) w.set(key, value);
+  w.set("general.file_type", GgufValue::u32(gguf_file_type(options.type)));
+  w.set("general.quantization_version", GgufValue::u32(2));
+  QuantizeReport report;
+  const int64_t total = int64_t(file->tensors().size());
+  int64_t done = 0;
+  for (const auto& t : file->tensors()) {
+    report.bytes_in += int64_t(t.n_bytes);
+    const bool matrix = t.dims.size() == 2 && ref::dtype_is_supported(t.type);
+    std::vector<uint8_t> data;
+    DType type = t.type;
+    if (matrix) {
+      const DType wanted = is_kept_tensor(t.name) ? options.keep_type.value_or(options.type) : options.type;
+      type = fitting_type(wanted, t.dims[0]);
+      if (type != wanted) ++report.tensors_fallback;
+      data = requantize(t, type, pool);
+      ++report.tensors_quantized;
+    } else {
+      data.assign(t.data, t.data + t.n_bytes);
+      ++report.tensors_copied;
+    }
+    report.bytes_out += int64_t(data.size());
+    if (Status st = w.add_tensor(t.name, type, t.dims, std::move(data)); !st)
+      return Status(st.code(), in + ": tensor '" + t.name + "': " + st.message());
+    if (on_tensor) on_tensor(++done, total);
+  }
+  AUTOGLM_RETURN_IF_ERROR(w.write(out));
+  return report;
+}
+
+}  // namespace autoglm

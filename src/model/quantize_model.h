@@ -1,0 +1,31 @@
+// Re-quantizing a GGUF model: every matrix to one weight type, the embedding table and the
+// output projection kept at a higher one, everything else (norms, biases, metadata) copied.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "autoglm/status.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace autoglm {
+
+struct QuantizeOptions {
+  DType type = DType::Q4_0;
+  std::optional<DType> keep_type = DType::Q8_0;  // token_embd/output; nullopt: same as `type`
+};
+
+struct QuantizeReport {
+  int64_t tensors_quantized = 0, tensors_copied = 0, tensors_fallback = 0;  // fallback: rows not whole blocks
+  int64_t bytes_in = 0, bytes_out = 0;
+};
+
+// Reads `in`, writes `out`. Matrices in any supported type are decoded and re-encoded, row by row
+// on the pool's threads; a matrix whose rows are not whole blocks of `type` falls back to Q8_0 or
+// F16. `on_tensor` (optional) is called after each tensor with (done, total).
+Result<QuantizeReport> quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& options,
+                                     ThreadPool& pool, const std::function<void(int64_t, int64_t)>& on_tensor = {});
+
+}  // namespace autoglm

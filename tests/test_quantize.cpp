@@ -1,0 +1,82 @@
+// autoglm quantize's engine: types written, embeddings/output kept higher, metadata carried,
+// and the quantized model's logits close to the float model's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "formats/gguf.h"
+#include "model/create_model.h"
+#include "model/model.h"
+#include "model/quantize_model.h"
+#include "model/runner.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& tokens) {
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  if (!m) return {};
+  ThreadPool pool(2);
+  ModelRunner runner(**m, pool);
+  ContiguousKvCache cache((*m)->spec(), 64);
+  Batch b;
+  b.caches = {&cache};
+  b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, false, true);
+  std::vector<float> logits;
+  EXPECT_TRUE(runner.forward(b, logits).is_ok());
+  return logits;
+}
+
+// Share of positions whose argmax agrees.
+double top1_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
+  int64_t same = 0, n = int64_t(a.size()) / n_vocab;
+  for (int64_t p = 0; p < n; ++p) {
+    const float* ra = a.data() + p * n_vocab;
+    const float* rb = b.data() + p * n_vocab;
+    same += std::max_element(ra, ra + n_vocab) - ra == std::max_element(rb, rb + n_vocab) - rb;
+  }
+  return double(same) / double(n);
+}
+
+TEST(Quantize, TypesMetadataAndLogits) {
+  CreateModelOptions o;
+  o.type = DType::F16;
+  const std::string f16 = test::temp_path("q-src.gguf");
+  ASSERT_TRUE(create_random_model(o, f16).is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 48; ++i) tokens.push_back(1 + (i * 37) % 2000);
+  const auto reference = logits_of(f16, tokens);
+  ThreadPool pool(2);
+  for (DType t : {DType::Q8_0, DType::Q4_K}) {
+    const std::string out = test::temp_path(std::string("q-") + std::string(dtype_name(t)) + ".gguf");
+    int64_t calls = 0;
+    auto report = quantize_gguf(f16, out, {t, DType::Q8_0}, pool, [&](int64_t, int64_t) { ++calls; });
+    ASSERT_TRUE(report.is_ok()) << report.status().message();
+    auto file = GgufFile::open(out);
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    EXPECT_EQ((*file)->find_tensor("blk.0.attn_q.weight")->type, t);
+    EXPECT_EQ((*file)->find_tensor("token_embd.weight")->type, DType::Q8_0);
+    EXPECT_EQ((*file)->find_tensor("blk.0.attn_norm.weight")->type, DType::F32);  // 1-D tensors copied
+    EXPECT_EQ((*file)->get_int("general.file_type"), int64_t(gguf_file_type(t)));
+    EXPECT_EQ((*file)->get_string("general.architecture"), "llama");
+    EXPECT_EQ(calls, int64_t((*file)->tensors().size()));
+    EXPECT_LT(report->bytes_out, report->bytes_in);
+    const auto got = logits_of(out, tokens);
+    ASSERT_EQ(got.size(), reference.size());
+    const double agree = top1_agreement(got, reference, 2048);
+    std::printf("[quantize] %s: top-1 agreement with f16 %.3f over %zu positions\n", std::string(dtype_name(t)).c_str(),
+                agree, tokens.size());
+    EXPECT_GE(agree, t == DType::Q8_0 ? 0.9 : 0.7);  // near-flat logits of a random model: ties flip
+    std::remove(out.c_str());
+  }
+  // Bad input names the file.
+  auto missing = quantize_gguf("/nonexistent/in.gguf", test::temp_path("x.gguf"), {}, pool);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/in.gguf"), std::string::npos);
+  std::remove(f16.c_str());
+}
+
+}  // namespace
+}  // namespace autoglm
