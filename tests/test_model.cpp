@@ -15,6 +15,7 @@
 #include "model/create_model.h"
 #include "model/model.h"
 #include "model/runner.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -135,15 +136,7 @@ std::vector<double> naive_forward(const GgufFile& f, const ModelSpec& s, const s
 }
 
 std::vector<float> engine_forward(const Model& m, const std::vector<int32_t>& tokens) {
-  ThreadPool pool(2);
-  ModelRunner runner(m, pool);
-  ContiguousKvCache cache(m.spec(), 64, DType::F32);  // the oracle keeps f32 keys and values
-  Batch b;
-  b.caches = {&cache};
-  b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, false, true);
-  std::vector<float> logits;
-  EXPECT_TRUE(runner.forward(b, logits).is_ok());
-  return logits;
+  return test::forward_all_positions(m, tokens, DType::F32);  // the oracle keeps f32 keys and values
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "model/quantize_model.h"
 #include "model/runner.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -18,15 +19,7 @@ std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>
   auto m = Model::load(path);
   EXPECT_TRUE(m.is_ok()) << m.status().message();
   if (!m) return {};
-  ThreadPool pool(2);
-  ModelRunner runner(**m, pool);
-  ContiguousKvCache cache((*m)->spec(), 64);
-  Batch b;
-  b.caches = {&cache};
-  b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, false, true);
-  std::vector<float> logits;
-  EXPECT_TRUE(runner.forward(b, logits).is_ok());
-  return logits;
+  return test::forward_all_positions(**m, tokens);
 }
 
 // Share of positions whose argmax agrees.
