@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/int_format.h"
 #include "kernels/ref/block_decode.h"
 
 namespace autoglm::cpu {
@@ -12,30 +13,6 @@ constexpr int64_t kScaleBytes = 2 * kPackRows;
 constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 
 constexpr int64_t kQ6KHeader = 144;  // d and scales of 8 rows
-
-// The 32-element formats: where a block keeps its min and its fifth bits (-1: none).
-struct LegacyLayout {
-  int min_offset, qh_offset, qs_offset;
-};
-
-LegacyLayout legacy_layout(DType t) {
-  switch (t) {
-    case DType::Q4_1: return {2, -1, 4};
-    case DType::Q5_0: return {-1, 2, 6};
-    case DType::Q5_1: return {2, 4, 8};
-    default: return {-1, -1, 2};  // Q4_0, Q8_0
-  }
-}
-
-bool is_legacy(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
-}
-
-// Bytes before the codes of a packed legacy block: d[8], m[8] if any, 4 chunks x 2 words of fifth bits if any.
-int64_t legacy_header(DType t) {
-  const LegacyLayout l = legacy_layout(t);
-  return kScaleBytes + (l.min_offset >= 0 ? kScaleBytes : 0) + (l.qh_offset >= 0 ? 32 : 0);
-}
 
 int64_t quant_bytes(DType t) {
   switch (t) {
@@ -100,15 +77,15 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
     if (t == DType::Q5_K) interleave_codes(high_bits, 32, out + kQ4KHeader + 1024);
     return;
   }
-  const LegacyLayout l = legacy_layout(t);
+  const IntFormat f = int_format(t);
   for (int r = 0; r < kPackRows; ++r) {
     if (!src[r]) continue;
     std::memcpy(out + 2 * r, src[r], 2);
-    if (l.min_offset >= 0) std::memcpy(out + kScaleBytes + 2 * r, src[r] + l.min_offset, 2);
-    if (l.qh_offset >= 0) {  // chunk c: bit 4r+i of word 0 (1) = fifth bit of element 4c+i (16+4c+i)
+    if (f.has_min) std::memcpy(out + kScaleBytes + 2 * r, src[r] + 2, 2);
+    if (f.qh_offset >= 0) {  // chunk c: bit 4r+i of word 0 (1) = fifth bit of element 4c+i (16+4c+i)
       uint32_t qh;
-      std::memcpy(&qh, src[r] + l.qh_offset, 4);
-      uint8_t* bits = out + legacy_header(t) - 32;
+      std::memcpy(&qh, src[r] + f.qh_offset, 4);
+      uint8_t* bits = out + packed_int_header_bytes(t) - 32;
       for (int c = 0; c < 4; ++c)
         for (int half = 0; half < 2; ++half) {
           uint32_t word;
@@ -117,15 +94,15 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
           std::memcpy(bits + 8 * c + 4 * half, &word, 4);
         }
     }
-    codes[r] = src[r] + l.qs_offset;
+    codes[r] = src[r] + f.qs_offset;
   }
-  interleave_codes(codes, quant_bytes(t), out + legacy_header(t));
+  interleave_codes(codes, quant_bytes(t), out + packed_int_header_bytes(t));
 }
 
 }  // namespace
 
 bool packable(DType t) {
-  return is_legacy(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || packed_as_floats(t);
+  return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -136,7 +113,7 @@ int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
-                                                              : legacy_header(t);
+                                                              : packed_int_header_bytes(t);
   return header + kPackRows * quant_bytes(t);
 }
 
