@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (idempotent).
 set -euo pipefail
-packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev nlohmann-json3-dev libcli11-dev
+packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
           libxxhash-dev libboost-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do

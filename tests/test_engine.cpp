@@ -205,7 +205,7 @@ TEST_F(Stories, EndOfGenerationTokenEndsGeneration) {
   // Declare the second token of the greedy continuation (" there", 383) the EOS.
   Vocab v = tok->vocab();
   v.eos = 383;
-  Tokenizer eos_tok(v, nullptr);
+  Tokenizer eos_tok(v, TextPipeline{});
   Generator gen(*model, eos_tok, pool, 256);
   GenerationOptions o;
   o.max_tokens = 64;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 
 #include "tokenizer/encoders.h"
@@ -53,9 +54,37 @@ std::string unicode_to_bytes(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// A symbol that is no token: its characters one by one, then byte tokens or unk.
+void encode_unknown_symbol(const Vocab& vocab, const std::string& piece, std::vector<int32_t>& out) {
+  bool last_was_unk = false;
+  for (size_t offs = 0; offs < piece.size();) {
+    const size_t n = std::min(piece.size() - offs, utf8::sequence_length(static_cast<unsigned char>(piece[offs])));
+    const int32_t cid = vocab.find(piece.substr(offs, n));
+    bool have_bytes = vocab.byte_fallback;
+    for (size_t k = 0; k < n && have_bytes; ++k)
+      have_bytes = vocab.byte_tokens[static_cast<unsigned char>(piece[offs + k])] >= 0;
+    if (cid >= 0) {
+      out.push_back(cid);
+    } else if (have_bytes) {
+      for (size_t k = 0; k < n; ++k) out.push_back(vocab.byte_tokens[static_cast<unsigned char>(piece[offs + k])]);
+    } else if (vocab.unk >= 0 && !(vocab.fuse_unk && last_was_unk)) {
+      out.push_back(vocab.unk);
+    }
+    last_was_unk = cid < 0 && !have_bytes;
+    offs += n;
+  }
+}
+
+}  // namespace
+
 void bpe_encode_word(const Vocab& vocab, const std::string& word, std::vector<int32_t>& out) {
   std::string text;
-  for (unsigned char c : word) text += byte_to_unicode(c);
+  if (vocab.byte_level)
+    for (unsigned char c : word) text += byte_to_unicode(c);
+  else
+    text = word;
   if (vocab.ignore_merges) {
     const int32_t id = vocab.find(text);
     if (id >= 0) {
@@ -73,17 +102,10 @@ void bpe_encode_word(const Vocab& vocab, const std::string& word, std::vector<in
   for_each_symbol(symbols, [&](size_t start, size_t len) {
     const std::string piece = text.substr(start, len);
     const int32_t id = vocab.find(piece);
-    if (id >= 0) {
+    if (id >= 0)
       out.push_back(id);
-      return;
-    }
-    // No such token: fall back to its characters one by one.
-    for (size_t offs = 0; offs < piece.size();) {
-      const size_t n = std::min(piece.size() - offs, utf8::sequence_length(static_cast<unsigned char>(piece[offs])));
-      const int32_t cid = vocab.find(piece.substr(offs, n));
-      if (cid >= 0) out.push_back(cid);
-      offs += n;
-    }
+    else
+      encode_unknown_symbol(vocab, piece, out);
   });
 }
 

@@ -1,10 +1,8 @@
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/pretokenize.h"
-
-#include <pcre2.h>
 
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 namespace autoglm {
 namespace {
@@ -39,6 +37,9 @@ const char* const kDeepseekLlm[] = {
     "[一-龥ࠀ-一가-퟿]+",
     R"(\p{N}+)"};
 
+// GPT-2's split rule as the ByteLevel pre-tokenizer applies it (use_regex).
+const char kByteLevelRegex[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
 struct Family {
   std::vector<std::string> names;
   std::vector<const char*> patterns;
@@ -63,14 +64,99 @@ const std::vector<Family>& families() {
   return table;
 }
 
-}  // namespace
+Result<SplitBehavior> behavior_from_name(const std::string& name, const std::string& where) {
+  static const std::map<std::string, SplitBehavior> names = {{"Isolated", SplitBehavior::kIsolated},
+                                                             {"Removed", SplitBehavior::kRemoved},
+                                                             {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+                                                             {"MergedWithNext", SplitBehavior::kMergedWithNext},
+                                                             {"Contiguous", SplitBehavior::kContiguous}};
+  auto it = names.find(name);
+  if (it == names.end()) return corrupt(where + ": unknown split behavior '" + name + "'");
+  return it->second;
+}
 
-struct PreTokenizer::Pattern {
-  pcre2_code* code = nullptr;
-  ~Pattern() { pcre2_code_free(code); }
+struct Segment {
+  size_t begin, end;
+  bool match;
 };
 
-PreTokenizer::~PreTokenizer() = default;
+// The text cut at the matches of `regex` (gaps and matches alternate), then
+// grouped as `behavior` says; empty pieces are dropped.
+std::vector<Segment> split_segments(const Regex& regex, const std::string& text, SplitBehavior behavior, bool invert) {
+  std::vector<Segment> parts;
+  size_t done = 0;
+  for (const auto& [b, e] : regex.find_all(text)) {
+    if (b > done) parts.push_back({done, b, invert});
+    parts.push_back({b, e, !invert});
+    done = e;
+  }
+  if (done < text.size()) parts.push_back({done, text.size(), invert});
+
+  std::vector<Segment> out;
+  bool previous_match = false;
+  switch (behavior) {
+    case SplitBehavior::kIsolated: return parts;
+    case SplitBehavior::kRemoved:
+      for (const Segment& s : parts)
+        if (!s.match) out.push_back(s);
+      return out;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Segment& s : parts) {
+        if (s.match && !previous_match && !out.empty())
+          out.back().end = s.end;
+        else
+          out.push_back(s);
+        previous_match = s.match;
+      }
+      return out;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (it->match && !previous_match && !out.empty())
+          out.back().begin = it->begin;
+        else
+          out.push_back(*it);
+        previous_match = it->match;
+      }
+      return {out.rbegin(), out.rend()};
+    case SplitBehavior::kContiguous:
+      for (const Segment& s : parts) {
+        if (s.match == previous_match && !out.empty())
+          out.back().end = s.end;
+        else
+          out.push_back(s);
+        previous_match = s.match;
+      }
+      return out;
+  }
+  return parts;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string replace_spaces(const std::string& text, const std::string& with) {
+  std::string out;
+  for (char c : text) {
+    if (c == ' ')
+      out += with;
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status PreTokenizer::add_split(const std::string& pattern, bool literal, SplitBehavior behavior, bool invert) {
+  AUTOGLM_ASSIGN_OR_RETURN(auto regex, Regex::compile(pattern, literal));
+  Step step;
+  step.regex = std::move(regex);
+  step.behavior = behavior;
+  step.invert = invert;
+  steps_.push_back(std::move(step));
+  return Status::ok();
+}
 
 Result<std::shared_ptr<const PreTokenizer>> PreTokenizer::for_name(const std::string& pre) {
   // Compiled patterns are shared: several models may use the same family.
@@ -87,51 +173,101 @@ Result<std::shared_ptr<const PreTokenizer>> PreTokenizer::for_name(const std::st
 
   auto p = std::shared_ptr<PreTokenizer>(new PreTokenizer());
   for (const char* source : family->patterns) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    auto pattern = std::make_unique<Pattern>();
-    pattern->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source), PCRE2_ZERO_TERMINATED,
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error, &offset, nullptr);
-    if (!pattern->code) {
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(error, message, sizeof(message));
-      return Status(StatusCode::kInternal, "pre-tokenizer '" + pre + "': regex error at " + std::to_string(offset) +
-                                               ": " + reinterpret_cast<char*>(message));
-    }
-    pcre2_jit_compile(pattern->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is absent
-    p->patterns_.push_back(std::move(pattern));
+    Status s = p->add_split(source, false, SplitBehavior::kIsolated);
+    if (!s.is_ok()) return Status(StatusCode::kInternal, "pre-tokenizer '" + pre + "': " + s.message());
   }
+  p->byte_level_ = true;  // GGUF BPE vocabularies are byte-level
   cache[pre] = p;
   return std::shared_ptr<const PreTokenizer>(p);
 }
 
-std::vector<std::string> PreTokenizer::split(const std::string& text) const {
-  std::vector<std::string> pieces{text};
-  for (const auto& pattern : patterns_) {
-    std::vector<std::string> next;
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(pattern->code, nullptr);
-    for (const std::string& piece : pieces) {
-      const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-      size_t start = 0;    // search position
-      size_t emitted = 0;  // end of the last piece pushed
-      while (start <= piece.size()) {
-        const int rc = pcre2_match(pattern->code, subject, piece.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
-        if (rc < 0) break;
-        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-        const size_t m0 = ov[0], m1 = ov[1];
-        if (m1 == m0) {  // empty match: step over one character
-          if (m0 >= piece.size()) break;
-          start = m0 + 1;
-          while (start < piece.size() && (static_cast<unsigned char>(piece[start]) & 0xc0) == 0x80) ++start;
-          continue;
-        }
-        if (m0 > emitted) next.emplace_back(piece, emitted, m0 - emitted);
-        next.emplace_back(piece, m0, m1 - m0);
-        emitted = start = m1;
-      }
-      if (emitted < piece.size()) next.emplace_back(piece, emitted, piece.size() - emitted);
+Result<std::shared_ptr<const PreTokenizer>> PreTokenizer::from_json(const nlohmann::json& j, const std::string& where) {
+  auto p = std::shared_ptr<PreTokenizer>(new PreTokenizer());
+  if (!j.is_null()) AUTOGLM_RETURN_IF_ERROR(p->add_json_step(j, where));
+  return std::shared_ptr<const PreTokenizer>(p);
+}
+
+Status PreTokenizer::add_json_step(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+    return corrupt(where + ": expected an object with a string \"type\"");
+  const std::string type = j["type"].get<std::string>();
+  const std::string at = where + " (" + type + ")";
+  if (type == "Sequence") {
+    if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array())
+      return corrupt(at + ": \"pretokenizers\" must be an array");
+    for (size_t i = 0; i < j["pretokenizers"].size(); ++i)
+      AUTOGLM_RETURN_IF_ERROR(
+          add_json_step(j["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]"));
+    return Status::ok();
+  }
+  if (type == "Split") {
+    const nlohmann::json& pattern = j.value("pattern", nlohmann::json());
+    const bool literal = pattern.contains("String");
+    const nlohmann::json& source = literal ? pattern["String"] : pattern.value("Regex", nlohmann::json());
+    if (!source.is_string()) return corrupt(at + ": \"pattern\" must hold a \"String\" or a \"Regex\"");
+    AUTOGLM_ASSIGN_OR_RETURN(SplitBehavior behavior, behavior_from_name(j.value("behavior", "Isolated"), at));
+    Status s = add_split(source.get<std::string>(), literal, behavior, j.value("invert", false));
+    return s.is_ok() ? s : corrupt(at + ": " + s.message());
+  }
+  if (type == "ByteLevel") {
+    byte_level_ = true;
+    if (j.value("add_prefix_space", false)) {
+      Step step;
+      step.kind = Kind::kPrefixSpace;
+      step.marker = " ";
+      steps_.push_back(step);
     }
-    pcre2_match_data_free(md);
+    return j.value("use_regex", true) ? add_split(kByteLevelRegex, false, SplitBehavior::kIsolated) : Status::ok();
+  }
+  if (type == "Metaspace") {
+    Step step;
+    step.kind = Kind::kMetaspace;
+    step.marker = j.value("replacement", "\xe2\x96\x81");
+    const std::string scheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+    if (scheme == "always")
+      step.prepend = Prepend::kAlways;
+    else if (scheme == "first")
+      step.prepend = Prepend::kFirst;
+    else if (scheme == "never")
+      step.prepend = Prepend::kNever;
+    else
+      return corrupt(at + ": unknown prepend_scheme '" + scheme + "'");
+    steps_.push_back(step);
+    return j.value("split", true) ? add_split(step.marker, true, SplitBehavior::kMergedWithNext) : Status::ok();
+  }
+  if (type == "Digits")
+    return add_split(j.value("individual_digits", false) ? "[0-9]" : "[0-9]+", false, SplitBehavior::kIsolated);
+  if (type == "Whitespace") return add_split(R"(\w+|[^\w\s]+)", false, SplitBehavior::kRemoved, true);
+  if (type == "WhitespaceSplit") return add_split(R"(\s+)", false, SplitBehavior::kRemoved);
+  if (type == "Punctuation") {
+    AUTOGLM_ASSIGN_OR_RETURN(SplitBehavior behavior, behavior_from_name(j.value("behavior", "Isolated"), at));
+    return add_split(R"(\p{P})", false, behavior);
+  }
+  return unsupported(at + ": pre-tokenizer type '" + type + "' is not supported");
+}
+
+void PreTokenizer::apply(const Step& step, const std::string& piece, bool first, std::vector<std::string>& out) const {
+  switch (step.kind) {
+    case Kind::kSplit:
+      for (const Segment& s : split_segments(*step.regex, piece, step.behavior, step.invert))
+        out.emplace_back(piece, s.begin, s.end - s.begin);
+      return;
+    case Kind::kPrefixSpace: out.push_back(starts_with(piece, " ") ? piece : " " + piece); return;
+    case Kind::kMetaspace: {
+      std::string text = replace_spaces(piece, step.marker);
+      const bool prepend = step.prepend == Prepend::kAlways || (step.prepend == Prepend::kFirst && first);
+      if (prepend && !starts_with(text, step.marker)) text = step.marker + text;
+      out.push_back(std::move(text));
+      return;
+    }
+  }
+}
+
+std::vector<std::string> PreTokenizer::split(const std::string& text, bool first_fragment) const {
+  std::vector<std::string> pieces{text};
+  for (const Step& step : steps_) {
+    std::vector<std::string> next;
+    for (size_t i = 0; i < pieces.size(); ++i) apply(step, pieces[i], first_fragment && i == 0, next);
     pieces = std::move(next);
   }
   return pieces;

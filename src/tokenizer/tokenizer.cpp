@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "tokenizer/decoder.h"
 #include "tokenizer/encoders.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/utf8.h"
 
@@ -43,21 +45,42 @@ int hex_value(char c) {
   return -1;
 }
 
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+bool is_word_byte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+// Hugging Face's clean_up_tokenization: no space before punctuation and English contractions.
+std::string clean_up_spaces(std::string text) {
+  static const std::pair<const char*, const char*> rules[] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : rules) {
+    const std::string f = from, t = to;
+    for (size_t pos = 0; (pos = text.find(f, pos)) != std::string::npos; pos += t.size())
+      text.replace(pos, f.size(), t);
+  }
+  return text;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   AUTOGLM_ASSIGN_OR_RETURN(Vocab vocab, load_vocab(file));
-  std::shared_ptr<const PreTokenizer> pre;
+  TextPipeline pipeline;
   if (vocab.kind == TokenizerKind::kBpe) {
     auto p = PreTokenizer::for_name(vocab.pre);
     if (!p) return Status(p.status().code(), file.path() + ": " + p.status().message());
-    pre = std::move(p).value();
+    pipeline.pre = std::move(p).value();
   }
-  return std::make_unique<Tokenizer>(std::move(vocab), std::move(pre));
+  return std::make_unique<Tokenizer>(std::move(vocab), std::move(pipeline));
 }
 
-Tokenizer::Tokenizer(Vocab vocab, std::shared_ptr<const PreTokenizer> pre)
-    : vocab_(std::move(vocab)), pre_(std::move(pre)) {
+Tokenizer::Tokenizer(Vocab vocab, TextPipeline pipeline) : vocab_(std::move(vocab)), pipeline_(std::move(pipeline)) {
   for (int32_t id = 0; id < vocab_.size(); ++id)
     if (vocab_.is_special(id) && !vocab_.pieces[size_t(id)].empty()) special_by_length_.push_back(id);
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](int32_t a, int32_t b) {
@@ -65,27 +88,32 @@ Tokenizer::Tokenizer(Vocab vocab, std::shared_ptr<const PreTokenizer> pre)
   });
 }
 
-void Tokenizer::encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const {
+void Tokenizer::encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const {
   if (vocab_.kind == TokenizerKind::kSpm) {
     const bool prefix = vocab_.add_space_prefix && after_special;
     spm_encode(vocab_, escape_spaces(prefix ? " " + text : text), out);
     return;
   }
-  for (const std::string& word : pre_->split(utf8::sanitize(text))) bpe_encode_word(vocab_, word, out);
+  std::string normalized = utf8::sanitize(text);
+  if (pipeline_.normalizer) normalized = pipeline_.normalizer->apply(normalized);
+  if (normalized.empty()) return;
+  if (!pipeline_.pre) {
+    bpe_encode_word(vocab_, normalized, out);
+    return;
+  }
+  for (const std::string& word : pipeline_.pre->split(normalized, first)) bpe_encode_word(vocab_, word, out);
 }
 
-std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special) const {
-  // Fragments: plain text (id < 0, with its range) or an already-recognised token.
-  struct Fragment {
-    int32_t id;
-    size_t start, len;
-  };
+// Fragments of plain text and the added tokens found between them (longest token first).
+std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string& text, bool parse_special) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({-1, 0, text.size()});
   for (int32_t special : special_by_length_) {
     const TokenType type = vocab_.types[size_t(special)];
     if (!parse_special && type != TokenType::kUserDefined) continue;
     const std::string& piece = vocab_.pieces[size_t(special)];
+    const auto rules_it = pipeline_.added_rules.find(special);
+    const AddedTokenRules rules = rules_it == pipeline_.added_rules.end() ? AddedTokenRules{} : rules_it->second;
     std::vector<Fragment> next;
     for (const Fragment& f : fragments) {
       if (f.id >= 0) {
@@ -94,29 +122,43 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special
       }
       size_t pos = f.start;
       const size_t end = f.start + f.len;
-      while (pos < end) {
-        const size_t hit = text.find(piece, pos);
+      for (size_t from = f.start;;) {
+        const size_t hit = text.find(piece, from);
         if (hit == std::string::npos || hit + piece.size() > end) break;
-        if (hit > pos) next.push_back({-1, pos, hit - pos});
-        next.push_back({special, hit, piece.size()});
-        pos = hit + piece.size();
+        size_t b = hit, e = hit + piece.size();
+        if (rules.single_word && ((b > f.start && is_word_byte(text[b - 1])) || (e < end && is_word_byte(text[e])))) {
+          from = hit + 1;
+          continue;
+        }
+        if (rules.lstrip)
+          while (b > pos && is_ascii_space(text[b - 1])) --b;
+        if (rules.rstrip)
+          while (e < end && is_ascii_space(text[e])) ++e;
+        if (b > pos) next.push_back({-1, pos, b - pos});
+        next.push_back({special, b, e - b});
+        pos = from = e;
       }
       if (pos < end) next.push_back({-1, pos, end - pos});
     }
     fragments = std::move(next);
   }
+  return fragments;
+}
 
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
   bool after_special = true;
-  for (const Fragment& f : fragments) {
+  bool first = true;
+  for (const Fragment& f : split_added_tokens(text, parse_special)) {
     if (f.id >= 0) {
       out.push_back(f.id);
       after_special = true;
     } else {
-      encode_text(text.substr(f.start, f.len), after_special, out);
+      encode_text(text.substr(f.start, f.len), after_special, first, out);
       after_special = false;
     }
+    first = false;
   }
   if (add_special && vocab_.add_eos) out.push_back(vocab_.eos);
   return out;
@@ -134,11 +176,27 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
       if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && hex_value(text[3]) >= 0 && hex_value(text[4]) >= 0)
         return std::string(1, char(hex_value(text[3]) * 16 + hex_value(text[4])));
       return "";
-    default: return vocab_.kind == TokenizerKind::kSpm ? unescape_spaces(text) : unicode_to_bytes(text);
+    default:
+      if (pipeline_.decoder) return pipeline_.decoder->decode_piece(text);
+      return vocab_.kind == TokenizerKind::kSpm ? unescape_spaces(text) : unicode_to_bytes(text);
   }
 }
 
+std::string Tokenizer::decode_with_pipeline(const std::vector<int32_t>& ids, bool special) const {
+  std::vector<std::string> tokens;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_.size()) continue;
+    const TokenType type = vocab_.types[size_t(id)];
+    if (type == TokenType::kUnused || ((type == TokenType::kControl || type == TokenType::kUnknown) && !special))
+      continue;
+    tokens.push_back(vocab_.pieces[size_t(id)]);
+  }
+  std::string text = pipeline_.decoder->decode(std::move(tokens));
+  return pipeline_.clean_up_spaces ? clean_up_spaces(std::move(text)) : text;
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) const {
+  if (pipeline_.decoder) return decode_with_pipeline(ids, special);
   std::string out;
   for (int32_t id : ids) out += token_to_piece(id, special);
   return out;

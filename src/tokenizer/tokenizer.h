@@ -1,8 +1,12 @@
-// Text <-> token ids for a model, from its GGUF tokenizer metadata.
+// Text <-> token ids for a model, from its GGUF tokenizer metadata or a Hugging Face
+// tokenizer.json (see hf_tokenizer.h). Encoding: added tokens are cut out of the text
+// first; each remaining fragment is normalized, pre-tokenized into words and run
+// through the subword model (SPM or BPE). Decoding runs the decoder chain.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autoglm/status.h"
@@ -12,11 +16,30 @@
 namespace autoglm {
 
 class PreTokenizer;
+class Normalizer;
+class Decoder;
+
+// How an added token (tokenizer.json added_tokens) is matched in text.
+struct AddedTokenRules {
+  bool lstrip = false;       // absorbs the whitespace before it
+  bool rstrip = false;       // absorbs the whitespace after it
+  bool single_word = false;  // only where it is not inside a word
+};
+
+// The text-processing steps around the subword model. GGUF vocabularies need only `pre`
+// (BPE); tokenizer.json fills in the rest.
+struct TextPipeline {
+  std::shared_ptr<const Normalizer> normalizer;  // null: none
+  std::shared_ptr<const PreTokenizer> pre;       // null: the fragment is one word (SPM)
+  std::shared_ptr<const Decoder> decoder;        // null: the GGUF piece rules
+  bool clean_up_spaces = false;                  // decode: " ." -> "." and the like
+  std::unordered_map<int32_t, AddedTokenRules> added_rules;
+};
 
 class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
-  explicit Tokenizer(Vocab vocab, std::shared_ptr<const PreTokenizer> pre);
+  Tokenizer(Vocab vocab, TextPipeline pipeline);
 
   // add_special: BOS/EOS as the vocabulary asks. parse_special: control tokens written
   // in the text ("<|im_start|>") become those tokens; user-defined tokens always do.
@@ -30,10 +53,16 @@ class Tokenizer {
   int32_t n_vocab() const { return vocab_.size(); }
 
  private:
-  void encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const;
+  struct Fragment {
+    int32_t id;  // -1: plain text
+    size_t start, len;
+  };
+  std::vector<Fragment> split_added_tokens(const std::string& text, bool parse_special) const;
+  void encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const;
+  std::string decode_with_pipeline(const std::vector<int32_t>& ids, bool special) const;
 
   Vocab vocab_;
-  std::shared_ptr<const PreTokenizer> pre_;
+  TextPipeline pipeline_;
   std::vector<int32_t> special_by_length_;  // special tokens, longest text first
 };
 

@@ -22,6 +22,14 @@ bool bpe_adds_bos_by_default(const std::string& pre) {
 
 }  // namespace
 
+int32_t guess_end_of_turn(const Vocab& v) {
+  for (const char* name : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
+    const int32_t id = v.find(name);
+    if (id >= 0 && v.types[size_t(id)] == TokenType::kControl && id != v.eos) return id;
+  }
+  return -1;
+}
+
 Result<Vocab> load_vocab(const GgufFile& f) {
   Vocab v;
   const std::string model = f.get_string("tokenizer.ggml.model").value_or("");
@@ -90,15 +98,7 @@ Result<Vocab> load_vocab(const GgufFile& f) {
   if (auto s = f.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *s;
   if (v.add_bos && v.bos < 0) v.add_bos = false;
   if (v.add_eos && v.eos < 0) v.add_eos = false;
-  // Chat models often mark their end-of-turn token only by name.
-  if (v.eot < 0)
-    for (const char* name : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
-      const int32_t id = v.find(name);
-      if (id >= 0 && v.types[size_t(id)] == TokenType::kControl && id != v.eos) {
-        v.eot = id;
-        break;
-      }
-    }
+  if (v.eot < 0) v.eot = guess_end_of_turn(v);
 
   v.byte_tokens.fill(-1);
   if (v.kind == TokenizerKind::kSpm)

@@ -39,6 +39,10 @@ struct Vocab {
   bool add_eos = false;
   bool add_space_prefix = true;            // SPM: a leading space before the text
   bool ignore_merges = false;              // BPE: a whole word that is a token is taken as is
+  bool byte_level = true;                  // BPE: words are GPT-2 byte-level strings
+  bool byte_fallback = false;              // BPE: characters without a token become <0xNN> tokens
+  bool fuse_unk = false;                   // BPE: a run of unknown characters is one unk token
+  std::vector<int32_t> extra_eog;          // more end-of-generation ids (generation_config.json)
   std::array<int32_t, 256> byte_tokens{};  // SPM byte-fallback token per byte, -1 if absent
   std::string chat_template;
 
@@ -52,9 +56,18 @@ struct Vocab {
     return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined;
   }
   // End of generation: EOS, EOT or EOM.
-  bool is_eog(int32_t id) const { return id >= 0 && (id == eos || id == eot || id == eom); }
+  bool is_eog(int32_t id) const {
+    if (id < 0) return false;
+    if (id == eos || id == eot || id == eom) return true;
+    for (int32_t e : extra_eog)
+      if (id == e) return true;
+    return false;
+  }
 };
 
 Result<Vocab> load_vocab(const GgufFile& file);
+
+// Chat models often mark their end-of-turn token only by name (<|im_end|>, <|eot_id|>, ...).
+int32_t guess_end_of_turn(const Vocab& vocab);
 
 }  // namespace autoglm
