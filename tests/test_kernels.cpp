@@ -218,8 +218,9 @@ TEST(Ops, AddRmsNormIsTheAddThenTheNorm) {
 
 TEST(Ops, RopeStylesPairDifferentDims) {
   float a[4] = {1, 0, 0, 0}, b[4] = {1, 0, 0, 0};
-  ref::rope(a, 1, 4, 4, 1.0f, 10000.0f, 1.0f, ref::RopeStyle::kAdjacentPairs);
-  ref::rope(b, 1, 4, 4, 1.0f, 10000.0f, 1.0f, ref::RopeStyle::kNeox);
+  const double inv[2] = {1.0, 0.01};  // 10000^(-2i/4)
+  ref::rope(a, 1, 4, 4, 1.0f, inv, ref::RopeStyle::kAdjacentPairs);
+  ref::rope(b, 1, 4, 4, 1.0f, inv, ref::RopeStyle::kNeox);
   EXPECT_NEAR(a[0], std::cos(1.0f), 1e-6);
   EXPECT_NEAR(a[1], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 1
   EXPECT_NEAR(b[2], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 2
@@ -228,7 +229,8 @@ TEST(Ops, RopeStylesPairDifferentDims) {
 
 TEST(Ops, PartialRopeLeavesTheRestAlone) {
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  ref::rope(x, 1, 8, 4, 3.0f, 10000.0f, 1.0f, ref::RopeStyle::kAdjacentPairs);
+  const double inv[2] = {1.0, 0.01};
+  ref::rope(x, 1, 8, 4, 3.0f, inv, ref::RopeStyle::kAdjacentPairs);
   EXPECT_FLOAT_EQ(x[4], 5);
   EXPECT_FLOAT_EQ(x[7], 8);
   EXPECT_NE(x[0], 1);

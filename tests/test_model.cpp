@@ -58,7 +58,8 @@ void rms(std::vector<double>& x, size_t offset, size_t n, const Mat& w, double e
 void rope(std::vector<double>& v, size_t offset, const ModelSpec& s, int pos) {
   const size_t half = size_t(s.n_rot / 2);
   for (size_t i = 0; i < half; ++i) {
-    const double th = pos * s.rope_freq_scale * std::pow(double(s.rope_freq_base), -2.0 * double(i) / double(s.n_rot));
+    double th = pos * s.rope_freq_scale * std::pow(double(s.rope_freq_base), -2.0 * double(i) / double(s.n_rot));
+    if (i < s.rope_freq_factors.size()) th /= s.rope_freq_factors[i];
     const bool neox = s.rope_style == ref::RopeStyle::kNeox;
     const size_t a = offset + (neox ? i : 2 * i), b = offset + (neox ? i + half : 2 * i + 1);
     const double x0 = v[a], x1 = v[b];

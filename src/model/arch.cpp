@@ -11,14 +11,19 @@ struct ArchTraits {
   ref::RopeStyle rope_style;
   bool qkv_bias;
   bool qk_norm;
+  bool post_norms;
 };
 
 const std::vector<ArchTraits>& arch_table() {
   static const std::vector<ArchTraits> table = {
-      {"llama", ref::RopeStyle::kAdjacentPairs, false, false},
-      {"mistral", ref::RopeStyle::kAdjacentPairs, false, false},
-      {"qwen2", ref::RopeStyle::kNeox, true, false},
-      {"qwen3", ref::RopeStyle::kNeox, false, true},
+      {"llama", ref::RopeStyle::kAdjacentPairs, false, false, false},
+      {"mistral", ref::RopeStyle::kAdjacentPairs, false, false, false},
+      {"qwen2", ref::RopeStyle::kNeox, true, false, false},
+      {"qwen3", ref::RopeStyle::kNeox, false, true, false},
+      // GLM-4-9B / ChatGLM: fused [q; k; v] with bias, fused [gate; up], RoPE on the first n_rot dims.
+      {"chatglm", ref::RopeStyle::kAdjacentPairs, true, false, false},
+      // GLM-4-0414: RMSNorm of the attention and MLP outputs too.
+      {"glm4", ref::RopeStyle::kAdjacentPairs, false, false, true},
   };
   return table;
 }
@@ -58,6 +63,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& f, const std::string& arch_over
   s.rope_style = it->rope_style;
   s.qkv_bias = it->qkv_bias;
   s.qk_norm = it->qk_norm;
+  s.post_norms = it->post_norms;
 
   const std::string p = *arch + ".";
   AUTOGLM_ASSIGN_OR_RETURN(s.n_embd, required_int(f, p + "embedding_length"));
@@ -75,6 +81,8 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& f, const std::string& arch_over
   s.rope_freq_base = float(f.get_float(p + "rope.freq_base").value_or(10000.0));
   s.rms_eps = float(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   s.n_vocab = f.get_int(p + "vocab_size").value_or(0);
+  s.sliding_window = f.get_int(p + "attention.sliding_window").value_or(0);
+  if (s.sliding_window < 0) return corrupt(f.path() + ": attention.sliding_window must not be negative");
 
   const auto scaling = f.get_string(p + "rope.scaling.type").value_or("none");
   if (scaling == "linear") {

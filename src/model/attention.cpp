@@ -51,6 +51,7 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
   auto query = [&](int64_t qi) { return tile.q + (qi / s.group) * tile.q_stride + (qi % s.group) * s.head_dim; };
   auto output = [&](int64_t qi) { return tile.out + (qi / s.group) * tile.out_stride + (qi % s.group) * s.head_dim_v; };
   auto limit = [&](int64_t qi) { return tile.first_n_pos + qi / s.group; };  // positions this query sees
+  auto lower = [&](int64_t qi) { return s.window > 0 ? std::max<int64_t>(0, limit(qi) - s.window) : 0; };
   const int64_t k_offset = kv_head * cache.format().k_head_bytes;
   const int64_t v_offset = kv_head * cache.format().v_head_bytes;
   for (int64_t qi = 0; qi < n_queries; ++qi) std::fill(output(qi), output(qi) + s.head_dim_v, 0.0f);
@@ -61,17 +62,19 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
   const int64_t n_pos = limit(n_queries - 1);
-  for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
+  for (int64_t c0 = lower(0) - lower(0) % kChunk; c0 < n_pos; c0 += kChunk) {
     const int64_t n = std::min(kChunk, n_pos - c0);
-    for (int64_t j = 0; j < n; ++j) {
+    const int64_t skip = std::max<int64_t>(0, lower(0) - c0);  // before every window: never read
+    for (int64_t j = skip; j < n; ++j) {
       k_rows[j] = keys.row(c0 + j) + k_offset;
       v_rows[j] = values.row(c0 + j) + v_offset;
     }
     for (int64_t qi = 0; qi < n_queries; ++qi) {
-      const int64_t seen = std::min(n, limit(qi) - c0);
-      if (seen <= 0) continue;  // an earlier token of the tile, already past its last position
+      const int64_t first = std::max<int64_t>(0, lower(qi) - c0);  // window start inside the chunk
+      const int64_t seen = std::min(n, limit(qi) - c0) - first;
+      if (seen <= 0) continue;  // outside this query's positions
       float* sq = scores + qi * kChunk;
-      ops.scores(k_rows, seen, query(qi), s.head_dim, s.scale, sq);
+      ops.scores(k_rows + first, seen, query(qi), s.head_dim, s.scale, sq);
       const float new_max = std::max(running_max[qi], *std::max_element(sq, sq + seen));
       const float correction = std::exp(running_max[qi] - new_max);  // 0 on the first chunk
       if (correction != 1.0f) {
@@ -80,7 +83,7 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
       }
       running_sum[qi] = running_sum[qi] * correction + ops.exp_sum(sq, seen, new_max);
       running_max[qi] = new_max;
-      ops.accumulate(v_rows, seen, sq, output(qi), s.head_dim_v);
+      ops.accumulate(v_rows + first, seen, sq, output(qi), s.head_dim_v);
     }
   }
   for (int64_t qi = 0; qi < n_queries; ++qi) {

@@ -15,7 +15,8 @@ namespace autoglm {
 struct AttentionShape {
   int64_t group;  // query heads per KV head
   int64_t head_dim, head_dim_v;
-  float scale;  // applied to q.k
+  float scale;         // applied to q.k
+  int64_t window = 0;  // sliding window: a query sees only its latest `window` positions; 0: all
 };
 
 // Most consecutive tokens of one sequence attended together.
@@ -25,8 +26,8 @@ constexpr int64_t kAttentionTileTokens = 8;
 int64_t attention_scratch_floats(const AttentionShape& shape);
 
 // A tile of n_tokens <= kAttentionTileTokens consecutive tokens of one sequence: token i sees
-// positions [0, first_n_pos + i). Its query heads of KV head `kv_head` are at
-// q + i * q_stride + h * head_dim; outputs go to out + i * out_stride + h * head_dim_v.
+// positions [0, first_n_pos + i) (the last `window` of them with a sliding window). Its query heads of KV head
+// `kv_head` are at q + i * q_stride + h * head_dim; outputs go to out + i * out_stride + h * head_dim_v.
 struct AttentionTile {
   const float* q;
   int64_t q_stride;

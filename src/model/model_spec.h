@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ref/ops.h"
 
@@ -24,12 +25,19 @@ struct ModelSpec {
   int64_t n_rot = 0;  // rotated dims per head; the rest pass through
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  // Per-frequency divisors of the rotation (rope_freqs.weight, Llama 3.1 scaling); empty: none.
+  std::vector<float> rope_freq_factors;
   ref::RopeStyle rope_style = ref::RopeStyle::kAdjacentPairs;
   float rms_eps = 1e-5f;
+  int64_t sliding_window = 0;  // a token sees only this many latest positions (Mistral); 0: all
 
-  bool qkv_bias = false;         // q/k/v projections carry biases (qwen2)
+  bool qkv_bias = false;         // q/k/v projections must carry biases (qwen2, chatglm); others may
+  bool post_norms = false;       // RMSNorm of the attention and MLP outputs before the residual (glm4)
   bool qk_norm = false;          // RMSNorm of each q and k head before RoPE (qwen3)
   bool tied_embeddings = false;  // no output.weight: the logits reuse token_embd
+
+  // Inverse frequency of each rotated pair, scaling and factors applied.
+  std::vector<double> rope_inv_freq() const;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -36,7 +36,8 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)
     : model_(model),
       spec_(model.spec()),
       pool_(pool),
-      attn_scratch_(size_t(pool.size() * attention_scratch_floats(attention_shape()))) {}
+      attn_scratch_(size_t(pool.size() * attention_scratch_floats(attention_shape()))),
+      rope_inv_freq_(spec_.rope_inv_freq()) {}
 
 // Runs of consecutive positions of one sequence, at most kAttentionTileTokens long; their
 // starts go to tile_start_ (with the end as the last entry). Returns the number of tiles.
@@ -54,7 +55,8 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
 }
 
 AttentionShape ModelRunner::attention_shape() const {
-  return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim))};
+  return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim)),
+          spec_.sliding_window};
 }
 
 Status ModelRunner::validate(const Batch& b) const {
@@ -118,9 +120,8 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
         ref::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
     }
     const float pos = float(b.positions[size_t(t)]);
-    ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale, s.rope_style);
-    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, s.rope_freq_base, s.rope_freq_scale,
-              s.rope_style);
+    ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
+    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
   }
   timer.mark(Op::kAttentionCore);
   for (int64_t t = 0; t < T; ++t) {
@@ -152,6 +153,14 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 
   timer.mark(Op::kOutputProjection);
   cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
+  norm_branch_output(T, lw.attn_post_norm);
+}
+
+// Architectures with post norms (glm4) normalize a branch's output before the residual add.
+void ModelRunner::norm_branch_output(int64_t T, const Vec& norm) {
+  if (norm.empty()) return;
+  for (int64_t t = 0; t < T; ++t)
+    ref::rmsnorm(&proj_[t * spec_.n_embd], norm.data(), spec_.rms_eps, spec_.n_embd, &proj_[t * spec_.n_embd]);
 }
 
 // x += proj (the residual), and xn = rmsnorm(x) * norm in the same pass over each row
@@ -195,6 +204,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
     ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
+    norm_branch_output(T, lw.ffn_post_norm);
     add_residual_and_norm(T, il + 1 < s.n_layer ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }
 

@@ -45,6 +45,7 @@ class ModelRunner {
   AttentionShape attention_shape() const;
   int64_t plan_attention_tiles(const Batch& batch);
   void add_residual_and_norm(int64_t n_tokens, const Vec* norm);
+  void norm_branch_output(int64_t n_tokens, const Vec& norm);
 
   const Model& model_;
   const ModelSpec& spec_;
@@ -63,7 +64,8 @@ class ModelRunner {
   std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
   std::vector<float> attn_scratch_;
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
-  OpProfile profile_;                // per pool thread: attention_scratch_floats
+  std::vector<double> rope_inv_freq_;
+  OpProfile profile_;  // per pool thread: attention_scratch_floats
 };
 
 }  // namespace autoglm

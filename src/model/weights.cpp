@@ -52,27 +52,68 @@ class Binder {
   const GgufFile& f_;
 };
 
+// Rows [first, first + n) of a matrix, as a matrix of its own.
+cpu::WeightMatrix row_range(const cpu::WeightMatrix& m, int64_t first, int64_t n) {
+  return {m.type, m.data + first * m.row_bytes, n, m.cols, m.row_bytes};
+}
+
+Vec slice(const Vec& v, int64_t first, int64_t n) {
+  return Vec(v.begin() + first, v.begin() + first + n);
+}
+
+Status bind_attention(const Binder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
+  const bool fused = b.find(p + "attn_qkv.weight") != nullptr;
+  if (fused) {  // rows: [q (q_dim) | k (kv_dim) | v (v_dim)]
+    AUTOGLM_ASSIGN_OR_RETURN(auto qkv, b.matrix(p + "attn_qkv.weight", s.q_dim() + s.kv_dim() + s.v_dim(), s.n_embd));
+    l.wq = row_range(qkv, 0, s.q_dim());
+    l.wk = row_range(qkv, s.q_dim(), s.kv_dim());
+    l.wv = row_range(qkv, s.q_dim() + s.kv_dim(), s.v_dim());
+    AUTOGLM_ASSIGN_OR_RETURN(Vec bias, b.vector(p + "attn_qkv.bias", s.q_dim() + s.kv_dim() + s.v_dim(), s.qkv_bias));
+    if (!bias.empty()) {
+      l.bq = slice(bias, 0, s.q_dim());
+      l.bk = slice(bias, s.q_dim(), s.kv_dim());
+      l.bv = slice(bias, s.q_dim() + s.kv_dim(), s.v_dim());
+    }
+    return Status::ok();
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(l.wq, b.matrix(p + "attn_q.weight", s.q_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wk, b.matrix(p + "attn_k.weight", s.kv_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.wv, b.matrix(p + "attn_v.weight", s.v_dim(), s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(l.bq, b.vector(p + "attn_q.bias", s.q_dim(), s.qkv_bias));
+  AUTOGLM_ASSIGN_OR_RETURN(l.bk, b.vector(p + "attn_k.bias", s.kv_dim(), s.qkv_bias));
+  AUTOGLM_ASSIGN_OR_RETURN(l.bv, b.vector(p + "attn_v.bias", s.v_dim(), s.qkv_bias));
+  return Status::ok();
+}
+
+Status bind_mlp(const Binder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
+  if (!b.find(p + "ffn_gate.weight")) {  // fused: ffn_up rows are [gate (n_ff) | up (n_ff)]
+    AUTOGLM_ASSIGN_OR_RETURN(auto gate_up, b.matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd));
+    l.gate = row_range(gate_up, 0, s.n_ff);
+    l.up = row_range(gate_up, s.n_ff, s.n_ff);
+  } else {
+    AUTOGLM_ASSIGN_OR_RETURN(l.gate, b.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(l.up, b.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(l.down, b.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff));
+  return Status::ok();
+}
+
 Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il) {
   const std::string p = "blk." + std::to_string(il) + ".";
   LayerWeights l;
   AUTOGLM_ASSIGN_OR_RETURN(l.attn_norm, b.vector(p + "attn_norm.weight", s.n_embd));
   AUTOGLM_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(p + "ffn_norm.weight", s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.wq, b.matrix(p + "attn_q.weight", s.q_dim(), s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.wk, b.matrix(p + "attn_k.weight", s.kv_dim(), s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.wv, b.matrix(p + "attn_v.weight", s.v_dim(), s.n_embd));
+  AUTOGLM_RETURN_IF_ERROR(bind_attention(b, s, p, l));
   AUTOGLM_ASSIGN_OR_RETURN(l.wo, b.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim_v));
-  if (s.qkv_bias) {
-    AUTOGLM_ASSIGN_OR_RETURN(l.bq, b.vector(p + "attn_q.bias", s.q_dim()));
-    AUTOGLM_ASSIGN_OR_RETURN(l.bk, b.vector(p + "attn_k.bias", s.kv_dim()));
-    AUTOGLM_ASSIGN_OR_RETURN(l.bv, b.vector(p + "attn_v.bias", s.v_dim()));
-  }
   if (s.qk_norm) {
     AUTOGLM_ASSIGN_OR_RETURN(l.q_norm, b.vector(p + "attn_q_norm.weight", s.head_dim));
     AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim));
   }
-  AUTOGLM_ASSIGN_OR_RETURN(l.gate, b.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.up, b.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.down, b.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff));
+  if (s.post_norms) {
+    AUTOGLM_ASSIGN_OR_RETURN(l.attn_post_norm, b.vector(p + "attn_post_norm.weight", s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(p + "ffn_post_norm.weight", s.n_embd));
+  }
+  AUTOGLM_RETURN_IF_ERROR(bind_mlp(b, s, p, l));
   return l;
 }
 
@@ -96,6 +137,9 @@ Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
   } else {
     AUTOGLM_ASSIGN_OR_RETURN(w.output, b.matrix("output.weight", spec.n_vocab, spec.n_embd));
   }
+  AUTOGLM_ASSIGN_OR_RETURN(spec.rope_freq_factors, b.vector("rope_freqs.weight", spec.n_rot / 2, false));
+  for (float f : spec.rope_freq_factors)
+    if (!(f > 0)) return corrupt(file.path() + ": tensor 'rope_freqs.weight' holds a factor that is not positive");
   for (int64_t il = 0; il < spec.n_layer; ++il) {
     AUTOGLM_ASSIGN_OR_RETURN(LayerWeights layer, bind_layer(b, spec, il));
     w.layers.push_back(std::move(layer));

@@ -21,10 +21,10 @@ void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, float base, float freq_scale, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
-    const double theta = double(pos) * double(freq_scale) * std::pow(double(base), -2.0 * i / double(n_rot));
+    const double theta = double(pos) * inv_freq[i];
     const float c = float(std::cos(theta)), s = float(std::sin(theta));
     const int a = style == RopeStyle::kNeox ? i : 2 * i;
     const int b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;

@@ -15,7 +15,8 @@ enum class RopeStyle { kAdjacentPairs, kNeox };  // pairs (2i, 2i+1) or (i, i + 
 
 // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `x`, in place:
 // theta_i = pos * freq_scale * base^(-2i/n_rot).
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, float base, float freq_scale, RopeStyle style);
+// inv_freq: n_rot/2 angles per position, one per rotated pair.
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style);
 
 // In-place softmax of n values.
 void softmax(float* x, int64_t n);
