@@ -14,7 +14,7 @@ namespace autoglm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model, kv_type = "f16";
+  std::string model, kv_type = "f16", quantize;
   int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
   std::vector<int> threads, parallel;
   bool profile = false;
@@ -113,7 +113,9 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
 }
 
 int bench(const BenchArgs& a) {
-  auto loaded = Model::load(a.model);
+  auto options = load_options(a.quantize);
+  if (!options) return fail(options.status());
+  auto loaded = Model::load(a.model, *options);
   if (!loaded) return fail(loaded.status());
   const Model& m = **loaded;
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
@@ -161,7 +163,7 @@ int bench(const BenchArgs& a) {
 void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Measure prompt processing and generation speed (tokens/s)");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->check(CLI::PositiveNumber);
@@ -175,6 +177,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "Thread counts to test (repeatable; default: physical cores)")
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(*cmd, a->kv_type);
+  add_quantize_option(*cmd, a->quantize);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each test");
   cmd->callback([a] {
     if (a->threads.empty()) a->threads.push_back(physical_core_count());

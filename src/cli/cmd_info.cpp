@@ -15,7 +15,10 @@ int info(const std::string& path) {
   const ModelSpec& s = m.spec();
   const Vocab& v = loaded->tokenizer->vocab();
   const char* rope = s.rope_style == ref::RopeStyle::kNeox ? "neox" : "normal";
-  std::printf("file:            %s (GGUF v%u)\n", path.c_str(), m.file().version());
+  if (is_hf_folder(path))
+    std::printf("file:            %s (Hugging Face folder)\n", path.c_str());
+  else
+    std::printf("file:            %s (GGUF v%u)\n", path.c_str(), m.file().version());
   std::printf("name:            %s\n", s.name.empty() ? "-" : s.name.c_str());
   std::printf("architecture:    %s\n", s.arch.c_str());
   std::printf("parameters:      %lld (%.2f M)\n", (long long)m.n_params(), double(m.n_params()) / 1e6);
@@ -30,7 +33,9 @@ int info(const std::string& path) {
   std::printf("rope:            %s, %lld dims, base %g, scale %g\n", rope, (long long)s.n_rot, s.rope_freq_base,
               s.rope_freq_scale);
   std::printf("rms eps:         %g\n", s.rms_eps);
-  std::printf("switches:        qkv_bias=%d qk_norm=%d tied_embeddings=%d\n", s.qkv_bias, s.qk_norm, s.tied_embeddings);
+  std::printf("switches:        qkv_bias=%d qk_norm=%d post_norms=%d tied_embeddings=%d rope_factors=%d\n", s.qkv_bias,
+              s.qk_norm, s.post_norms, s.tied_embeddings, int(!s.rope_freq_factors.empty()));
+  if (s.sliding_window > 0) std::printf("sliding window:  %lld\n", (long long)s.sliding_window);
   std::printf("vocabulary:      %d tokens (%s%s%s), bos %d, eos %d\n", v.size(),
               v.kind == TokenizerKind::kSpm ? "spm" : "bpe", v.kind == TokenizerKind::kBpe ? ", pre " : "",
               v.kind == TokenizerKind::kBpe ? v.pre.c_str() : "", v.bos, v.eos);
@@ -44,7 +49,7 @@ int info(const std::string& path) {
 void register_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Describe a model: architecture, shapes, weight types, size");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("-m,--model", *path, "GGUF model file")->required();
+  cmd->add_option("-m,--model", *path, "GGUF model file or Hugging Face folder")->required();
   cmd->callback([path] { exit_code() = info(*path); });
 }
 

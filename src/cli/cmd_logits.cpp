@@ -11,7 +11,7 @@ namespace autoglm::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model, tokens, prompt, out, positions = "all", kv_type = "f16";
+  std::string model, tokens, prompt, out, positions = "all", kv_type = "f16", quantize;
   int threads = 1;
 };
 
@@ -32,7 +32,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab)
 }
 
 int logits(const LogitsArgs& a) {
-  auto loaded = load_model_and_tokenizer(a.model);
+  auto loaded = load_model_and_tokenizer(a.model, a.quantize);
   if (!loaded) return fail(loaded.status());
   const int64_t n_vocab = loaded->model->spec().n_vocab;
   std::vector<int32_t> ids;
@@ -77,8 +77,9 @@ int logits(const LogitsArgs& a) {
 void register_logits(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "Write the logits of a token sequence evaluated in one pass");
   auto a = std::make_shared<LogitsArgs>();
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   add_kv_type_option(*cmd, a->kv_type);
+  add_quantize_option(*cmd, a->quantize);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text (tokenized with BOS as the model asks)");
   tokens->excludes(prompt);

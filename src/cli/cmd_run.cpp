@@ -14,13 +14,14 @@ struct RunArgs {
   int64_t ctx = 0;
   bool no_special = false;
   std::string kv_type = "f16";
+  std::string quantize;
   bool profile = false;
   int64_t seed = -1;
   GenerationOptions gen;
 };
 
 int run(const RunArgs& a) {
-  auto loaded = load_model_and_tokenizer(a.model);
+  auto loaded = load_model_and_tokenizer(a.model, a.quantize);
   if (!loaded) return fail(loaded.status());
   const Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;
@@ -58,9 +59,10 @@ int run(const RunArgs& a) {
 void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt (streams to stdout)");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   add_kv_type_option(*cmd, a->kv_type);
+  add_quantize_option(*cmd, a->quantize);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");

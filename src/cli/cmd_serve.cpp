@@ -16,7 +16,7 @@ struct ServeArgs {
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
-  std::string kv_type;
+  std::string kv_type, quantize;
   bool no_prefix_cache = false;
   std::vector<std::string> api_keys;
 };
@@ -47,6 +47,7 @@ int serve(const ServeArgs& a) {
   if (a.max_queued > 0) cfg.max_queued = a.max_queued;
   if (a.kv_mib > 0) cfg.kv_cache_mib = a.kv_mib;
   if (!a.kv_type.empty()) cfg.kv_dtype = a.kv_type;
+  if (!a.quantize.empty()) cfg.quantize = a.quantize;
   if (a.no_prefix_cache) cfg.prefix_cache = false;
   if (!a.chat_template.empty()) cfg.chat_template = a.chat_template;
   for (const auto& k : a.api_keys) cfg.api_keys.push_back(k);
@@ -82,7 +83,8 @@ void register_serve(CLI::App& app) {
       app.add_subcommand("serve", "Serve the OpenAI-compatible API (/v1/chat/completions, /v1/completions, ...)");
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("--config", a->config_path, "YAML configuration file (flags override it)");
-  cmd->add_option("-m,--model", a->model, "GGUF model file");
+  cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder");
+  add_quantize_option(*cmd, a->quantize);
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, 1024));

@@ -6,10 +6,24 @@
 
 namespace autoglm::cli {
 
-Result<LoadedModel> load_model_and_tokenizer(const std::string& path) {
+Result<ModelLoadOptions> load_options(const std::string& quantize) {
+  ModelLoadOptions o;
+  if (quantize.empty()) return o;
+  const auto type = dtype_from_name(quantize);
+  if (!type) return invalid_argument("--quantize '" + quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
+  o.quantize = *type;
+  return o;
+}
+
+void add_quantize_option(CLI::App& cmd, std::string& quantize) {
+  cmd.add_option("--quantize", quantize, "Re-encode the weights at load: q8_0, q4_0, q4_k, q6_k, ... (default: keep)");
+}
+
+Result<LoadedModel> load_model_and_tokenizer(const std::string& path, const std::string& quantize) {
   LoadedModel m;
-  AUTOGLM_ASSIGN_OR_RETURN(m.model, Model::load(path));
-  AUTOGLM_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(m.model->file()));
+  AUTOGLM_ASSIGN_OR_RETURN(const ModelLoadOptions options, load_options(quantize));
+  AUTOGLM_ASSIGN_OR_RETURN(m.model, Model::load(path, options));
+  AUTOGLM_ASSIGN_OR_RETURN(m.tokenizer, m.model->load_tokenizer());
   if (m.tokenizer->n_vocab() > m.model->spec().n_vocab)
     return corrupt(path + ": the tokenizer has " + std::to_string(m.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(m.model->spec().n_vocab) + " logits");

@@ -17,8 +17,13 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-// Loads model and tokenizer; on failure prints the error and returns nullopt-like empty.
-Result<LoadedModel> load_model_and_tokenizer(const std::string& path);
+// Loads model and tokenizer (a GGUF file or a Hugging Face folder). `quantize`: a weight type
+// name to re-encode the matrices to at load ("" keeps them).
+Result<LoadedModel> load_model_and_tokenizer(const std::string& path, const std::string& quantize = "");
+// Adds --quantize (q8_0, q4_0, q4_k, ...: re-encode the weights at load).
+void add_quantize_option(CLI::App& cmd, std::string& quantize);
+// The load options for a --quantize value.
+Result<ModelLoadOptions> load_options(const std::string& quantize);
 
 // Prints "error: ..." to stderr and returns exit code 1.
 int fail(const Status& status);
@@ -38,6 +43,7 @@ void register_bench(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_create_model(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 
 // Set by a subcommand's callback; main() returns it.

@@ -247,6 +247,32 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* bytes, size_t s
   return file;
 }
 
+Result<std::unique_ptr<GgufFile>> GgufFile::from_parts(std::string name,
+                                                       std::vector<std::pair<std::string, GgufValue>> metadata,
+                                                       std::vector<GgufTensorInfo> tensors,
+                                                       std::shared_ptr<const void> keepalive) {
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->path_ = std::move(name);
+  file->version_ = 3;
+  file->keepalive_ = std::move(keepalive);
+  for (auto& [key, value] : metadata) {
+    if (file->kv_index_.count(key)) return corrupt(file->path_ + ": duplicate metadata key '" + key + "'");
+    file->kv_index_[key] = file->kv_.size();
+    file->kv_.emplace_back(std::move(key), std::move(value));
+  }
+  for (auto& t : tensors) {
+    if (file->tensor_index_.count(t.name)) return corrupt(file->path_ + ": duplicate tensor name '" + t.name + "'");
+    int64_t rows = 1;
+    for (size_t i = 1; i < t.dims.size(); ++i) rows *= t.dims[i];
+    if (t.dims.empty() || dtype_row_bytes(t.type, t.dims[0]) < 0 ||
+        uint64_t(dtype_row_bytes(t.type, t.dims[0]) * rows) != t.n_bytes)
+      return corrupt(file->path_ + ": tensor '" + t.name + "' has a byte count that does not fit its type and shape");
+    file->tensor_index_[t.name] = file->tensors_.size();
+    file->tensors_.push_back(std::move(t));
+  }
+  return file;
+}
+
 GgufFile::~GgufFile() = default;
 
 Status GgufFile::parse_all() {

@@ -81,6 +81,12 @@ class GgufFile {
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parses an in-memory image (tests and fuzzing); `bytes` must outlive the result.
   static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* bytes, size_t size, const std::string& name);
+  // A file assembled in memory (a Hugging Face folder read as GGUF, a re-quantized model):
+  // tensors point into storage that `keepalive` owns. Names must be unique.
+  static Result<std::unique_ptr<GgufFile>> from_parts(std::string name,
+                                                      std::vector<std::pair<std::string, GgufValue>> metadata,
+                                                      std::vector<GgufTensorInfo> tensors,
+                                                      std::shared_ptr<const void> keepalive);
   ~GgufFile();
 
   const std::string& path() const { return path_; }
@@ -106,7 +112,8 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
-  std::unique_ptr<MappedFile> mapping_;  // null for in-memory images
+  std::unique_ptr<MappedFile> mapping_;    // null for in-memory images
+  std::shared_ptr<const void> keepalive_;  // storage of assembled files
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
@@ -122,6 +129,9 @@ class GgufWriter {
   void set(const std::string& key, GgufValue value);  // replaces an existing key
   // `data` is copied; its size must match type and dims.
   Status add_tensor(const std::string& name, DType type, std::vector<int64_t> dims, std::vector<uint8_t> data);
+  // Not copied: `data` must stay valid until write() returns.
+  Status add_tensor_view(const std::string& name, DType type, std::vector<int64_t> dims, const uint8_t* data,
+                         size_t n_bytes);
   Status write(const std::string& path, uint64_t alignment = 32) const;
 
  private:
@@ -129,10 +139,15 @@ class GgufWriter {
     std::string name;
     DType type;
     std::vector<int64_t> dims;
-    std::vector<uint8_t> data;
+    std::vector<uint8_t> owned;
+    const uint8_t* data;
+    size_t n_bytes;
   };
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;
 };
+
+// Writes every key and tensor of `file` (e.g. one assembled in memory) as a GGUF v3 file.
+Status write_gguf(const GgufFile& file, const std::string& path);
 
 }  // namespace autoglm

@@ -66,6 +66,13 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
 
 Status GgufWriter::add_tensor(const std::string& name, DType type, std::vector<int64_t> dims,
                               std::vector<uint8_t> data) {
+  AUTOGLM_RETURN_IF_ERROR(add_tensor_view(name, type, std::move(dims), data.data(), data.size()));
+  tensors_.back().owned = std::move(data);  // the buffer moves, its bytes stay where they are
+  return Status::ok();
+}
+
+Status GgufWriter::add_tensor_view(const std::string& name, DType type, std::vector<int64_t> dims, const uint8_t* data,
+                                   size_t n_bytes) {
   if (dims.empty() || dims.size() > 4) return invalid_argument("tensor '" + name + "': needs 1..4 dimensions");
   int64_t rows = 1;
   for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
@@ -73,12 +80,12 @@ Status GgufWriter::add_tensor(const std::string& name, DType type, std::vector<i
   if (row_bytes < 0)
     return invalid_argument("tensor '" + name + "': first dimension " + std::to_string(dims[0]) +
                             " is not a multiple of the " + std::string(dtype_name(type)) + " block size");
-  if (int64_t(data.size()) != row_bytes * rows)
-    return invalid_argument("tensor '" + name + "': " + std::to_string(data.size()) + " data bytes, expected " +
+  if (int64_t(n_bytes) != row_bytes * rows)
+    return invalid_argument("tensor '" + name + "': " + std::to_string(n_bytes) + " data bytes, expected " +
                             std::to_string(row_bytes * rows));
   for (const auto& t : tensors_)
     if (t.name == name) return invalid_argument("tensor '" + name + "' added twice");
-  tensors_.push_back({name, type, std::move(dims), std::move(data)});
+  tensors_.push_back({name, type, std::move(dims), {}, data, n_bytes});
   return Status::ok();
 }
 
@@ -106,7 +113,7 @@ Status GgufWriter::write(const std::string& path, uint64_t alignment) const {
     for (auto d : t.dims) head.put<uint64_t>(uint64_t(d));
     head.put<uint32_t>(uint32_t(t.type));
     head.put<uint64_t>(offset);
-    offset += (t.data.size() + alignment - 1) / alignment * alignment;
+    offset += (t.n_bytes + alignment - 1) / alignment * alignment;
   }
   head.pad_to(alignment);
 
@@ -115,8 +122,8 @@ Status GgufWriter::write(const std::string& path, uint64_t alignment) const {
   bool ok = std::fwrite(head.bytes.data(), 1, head.bytes.size(), f.get()) == head.bytes.size();
   static const uint8_t zeros[256] = {};
   for (const auto& t : tensors_) {
-    ok = ok && std::fwrite(t.data.data(), 1, t.data.size(), f.get()) == t.data.size();
-    const size_t pad = (alignment - t.data.size() % alignment) % alignment;
+    ok = ok && std::fwrite(t.data, 1, t.n_bytes, f.get()) == t.n_bytes;
+    const size_t pad = (alignment - t.n_bytes % alignment) % alignment;
     for (size_t left = pad; left > 0 && ok;) {
       const size_t n = std::min<size_t>(left, sizeof(zeros));
       ok = std::fwrite(zeros, 1, n, f.get()) == n;
@@ -126,6 +133,17 @@ Status GgufWriter::write(const std::string& path, uint64_t alignment) const {
   if (!ok) return io_error(path + ": write failed: " + std::strerror(errno));
   if (std::fclose(f.release()) != 0) return io_error(path + ": close failed");
   return Status::ok();
+}
+
+Status write_gguf(const GgufFile& file, const std::string& path) {
+  GgufWriter w;
+  for (const auto& [key, value] : file.metadata())
+    if (key != "general.alignment") w.set(key, value);
+  for (const auto& t : file.tensors()) {
+    if (Status s = w.add_tensor_view(t.name, t.type, t.dims, t.data, t.n_bytes); !s)
+      return Status(s.code(), file.path() + ": " + s.message());
+  }
+  return w.write(path, file.alignment());
 }
 
 }  // namespace autoglm

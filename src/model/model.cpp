@@ -6,12 +6,38 @@
 
 #include "core/progress.h"
 #include "model/arch.h"
+#include "model/quantize_model.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace autoglm {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, const std::string& arch_override) {
-  AUTOGLM_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
-  return from_gguf(std::move(file), arch_override);
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
+  const bool folder = is_hf_folder(path);
+  AUTOGLM_ASSIGN_OR_RETURN(auto file, folder ? open_hf_checkpoint(path) : GgufFile::open(path));
+  if (options.quantize) {
+    ThreadPool pool(physical_core_count());
+    ProgressBar bar("quantizing to " + std::string(dtype_name(*options.quantize)), int64_t(file->tensors().size()));
+    QuantizeOptions q;
+    q.type = *options.quantize;
+    q.keep_type = DType::Q8_0;
+    if (q.type == DType::F16 || q.type == DType::BF16 || q.type == DType::F32) q.keep_type = std::nullopt;
+    auto quantized = quantize_file(*file, q, pool, [&](int64_t, int64_t) { bar.advance(); });
+    if (!quantized) return Status(quantized.status().code(), path + ": " + quantized.status().message());
+    file = std::move(quantized).value();
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(auto model, from_gguf(std::move(file), options.arch_override));
+  model->source_path_ = path;
+  if (folder) {
+    AUTOGLM_ASSIGN_OR_RETURN(model->generation_defaults_, read_generation_config(path));
+  }
+  return model;
+}
+
+Result<std::unique_ptr<Tokenizer>> Model::load_tokenizer() const {
+  if (!is_hf_folder(source_path_)) return Tokenizer::from_gguf(*file_);
+  AUTOGLM_ASSIGN_OR_RETURN(auto tok, load_hf_tokenizer(source_path_));
+  for (int32_t id : generation_defaults_.eos_ids) tok->add_end_of_generation(id);
+  return tok;
 }
 
 Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, const std::string& arch_override) {

@@ -1,25 +1,45 @@
-// A loaded model: the mapped GGUF file, its decoder description and bound weights.
+// A loaded model: the mapped GGUF file (or a Hugging Face folder read as one), its decoder
+// description and bound weights.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autoglm/status.h"
 #include "formats/gguf.h"
 #include "kernels/cpu/packed.h"
+#include "model/hf_checkpoint.h"
 #include "model/model_spec.h"
 #include "model/weights.h"
 
 namespace autoglm {
 
+class Tokenizer;
+
+struct ModelLoadOptions {
+  std::string arch_override;      // run the file as another supported architecture (see spec_from_gguf)
+  std::optional<DType> quantize;  // re-encode the matrices at load (a BF16 folder at Q8_0 speed)
+};
+
 class Model {
  public:
-  // arch_override: run the file as another supported architecture (see spec_from_gguf).
-  static Result<std::unique_ptr<Model>> load(const std::string& path, const std::string& arch_override = "");
+  // `path`: a GGUF file or a Hugging Face folder (config.json + safetensors).
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& options = {});
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const std::string& arch_override) {
+    return load(path, ModelLoadOptions{arch_override, std::nullopt});
+  }
   // Takes an already parsed file (tests parse corrupted images from memory).
   static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file,
                                                   const std::string& arch_override = "");
+
+  // The tokenizer that belongs to the model: tokenizer.json for a folder (with
+  // generation_config.json's end-of-generation ids), the GGUF metadata otherwise.
+  Result<std::unique_ptr<Tokenizer>> load_tokenizer() const;
+  // generation_config.json of a folder; empty for GGUF files.
+  const GenerationDefaults& generation_defaults() const { return generation_defaults_; }
+  const std::string& source_path() const { return source_path_; }
 
   const GgufFile& file() const { return *file_; }
   const ModelSpec& spec() const { return spec_; }
@@ -34,6 +54,8 @@ class Model {
   Status repack_weights();
 
   std::unique_ptr<GgufFile> file_;
+  std::string source_path_;
+  GenerationDefaults generation_defaults_;
   ModelSpec spec_;
   ModelWeights weights_;
   std::vector<cpu::PackedBuffer> packed_;

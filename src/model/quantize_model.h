@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -15,12 +16,21 @@ namespace autoglm {
 struct QuantizeOptions {
   DType type = DType::Q4_0;
   std::optional<DType> keep_type = DType::Q8_0;  // token_embd/output; nullopt: same as `type`
+  bool vectors_to_f32 = false;                   // 1-D tensors (norms, biases) stored as F32
 };
 
 struct QuantizeReport {
   int64_t tensors_quantized = 0, tensors_copied = 0, tensors_fallback = 0;  // fallback: rows not whole blocks
   int64_t bytes_in = 0, bytes_out = 0;
 };
+
+class GgufFile;
+
+// The model of `in` with its matrices re-encoded, in memory (load-time quantization); the
+// result keeps its own tensor storage and refers to `in` for nothing.
+Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& in, const QuantizeOptions& options, ThreadPool& pool,
+                                                const std::function<void(int64_t, int64_t)>& on_tensor = {},
+                                                QuantizeReport* report = nullptr);
 
 // Reads `in`, writes `out`. Matrices in any supported type are decoded and re-encoded, row by row
 // on the pool's threads; a matrix whose rows are not whole blocks of `type` falls back to Q8_0 or

@@ -202,8 +202,16 @@ ApiService::~ApiService() = default;
 
 Status ApiService::load() {
   auto s = std::make_unique<LoadedService>();
-  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model, config_.architecture));
-  AUTOGLM_ASSIGN_OR_RETURN(s->tokenizer, Tokenizer::from_gguf(s->model->file()));
+  ModelLoadOptions options;
+  options.arch_override = config_.architecture;
+  if (!config_.quantize.empty()) {
+    const auto type = dtype_from_name(config_.quantize);
+    if (!type)
+      return invalid_argument("quantize: '" + config_.quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
+    options.quantize = *type;
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model, options));
+  AUTOGLM_ASSIGN_OR_RETURN(s->tokenizer, s->model->load_tokenizer());
   const std::string& own = s->tokenizer->vocab().chat_template;
   if (!config_.chat_template.empty()) {
     auto builtin = ChatTemplate::builtin(config_.chat_template);
@@ -256,7 +264,8 @@ Status ApiService::load() {
   ec.profile = config_.profile;
   s->pool = std::make_unique<ThreadPool>(config_.threads > 0 ? config_.threads : physical_core_count());
   s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
-  const std::string path = config_.model;
+  std::string path = config_.model;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
   const size_t slash = path.find_last_of('/');
   s->model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
   service_ = std::move(s);
@@ -440,13 +449,16 @@ Reply ApiService::generate(const std::string& body, bool chat) {
   const int64_t room = n_ctx - int64_t(g.prompt.size());
   const char* max_key = j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   g.max_tokens = int32_t(std::min<int64_t>(integer_param(j, max_key, 1, 1 << 30, room), room));
-  g.sampling.temperature = float(number_param(j, "temperature", 0, 2, 1.0));
-  g.sampling.top_p = float(number_param(j, "top_p", 1e-9, 1, 1.0));
-  g.sampling.top_k = int32_t(integer_param(j, "top_k", 0, 1 << 20, 0));
+  // Unset parameters take the model's generation_config.json values (Hugging Face folders).
+  const GenerationDefaults& d = service_->model->generation_defaults();
+  g.sampling.temperature = float(number_param(j, "temperature", 0, 2, d.greedy ? 0.0 : d.temperature.value_or(1.0)));
+  g.sampling.top_p = float(number_param(j, "top_p", 1e-9, 1, d.top_p.value_or(1.0)));
+  g.sampling.top_k = int32_t(integer_param(j, "top_k", 0, 1 << 20, d.top_k.value_or(0)));
   g.sampling.min_p = float(number_param(j, "min_p", 0, 1, 0.0));
   g.sampling.presence_penalty = float(number_param(j, "presence_penalty", -2, 2, 0));
   g.sampling.frequency_penalty = float(number_param(j, "frequency_penalty", -2, 2, 0));
-  g.sampling.repetition_penalty = float(number_param(j, "repetition_penalty", 0.01, 10, 1.0));
+  g.sampling.repetition_penalty =
+      float(number_param(j, "repetition_penalty", 0.01, 10, d.repetition_penalty.value_or(1.0)));
   if (j.contains("seed") && !j["seed"].is_null())
     g.sampling.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
   g.stop = stop_param(j);

@@ -179,6 +179,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
   const std::map<std::string, std::function<Status(const YAML::Node&)>> keys = {
       {"model", [&](const YAML::Node& n) { return r.scalar(n, "model", c.model); }},
       {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
+      {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", c.chat_template); }},
       {"context_window",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", c.context_window, 16, 1 << 20); }},

@@ -19,7 +19,8 @@ struct ToolConfig {
 };
 
 struct ServerConfig {
-  std::string model;          // GGUF path
+  std::string model;          // GGUF file or Hugging Face folder
+  std::string quantize;       // weight type to re-encode the matrices to at load; empty: keep
   std::string architecture;   // overrides general.architecture when set
   std::string chat_template;  // built-in template name or a Jinja file; empty: the model's own
   int64_t context_window = 4096;

@@ -1,6 +1,7 @@
 #include "tokenizer/hf_tokenizer.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -190,6 +191,18 @@ Result<std::string> read_text_file(const std::string& path) {
   return s.str();
 }
 
+// Reads a file, following a symbolic link stored as a text file that holds only the
+// relative path of its target (git does that where links cannot be made).
+Result<std::string> read_following_link_file(const std::string& path) {
+  AUTOGLM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  if (text.size() < 1024 && text.find_first_of("{\n") == std::string::npos && !text.empty()) {
+    const auto target = std::filesystem::path(path).parent_path() / text;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(target, ec)) return read_text_file(target.string());
+  }
+  return text;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer(const std::string& tokenizer_text, const std::string& config_text,
@@ -243,8 +256,8 @@ Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer(const std::string& tokeniz
 }
 
 Result<std::unique_ptr<Tokenizer>> load_hf_tokenizer(const std::string& dir) {
-  AUTOGLM_ASSIGN_OR_RETURN(std::string tokenizer_text, read_text_file(dir + "/tokenizer.json"));
-  auto config_text = read_text_file(dir + "/tokenizer_config.json");
+  AUTOGLM_ASSIGN_OR_RETURN(std::string tokenizer_text, read_following_link_file(dir + "/tokenizer.json"));
+  auto config_text = read_following_link_file(dir + "/tokenizer_config.json");
   return parse_hf_tokenizer(tokenizer_text, config_text ? *config_text : std::string(), dir);
 }
 

@@ -50,6 +50,10 @@ class Tokenizer {
   std::string decode(const std::vector<int32_t>& ids, bool special = false) const;
 
   const Vocab& vocab() const { return vocab_; }
+  // One more id that ends generation (a model's generation_config.json lists them).
+  void add_end_of_generation(int32_t id) {
+    if (id >= 0 && id < vocab_.size() && !vocab_.is_eog(id)) vocab_.extra_eog.push_back(id);
+  }
   int32_t n_vocab() const { return vocab_.size(); }
 
  private:

@@ -1,0 +1,45 @@
+// autoglm convert: a Hugging Face folder to a GGUF file.
+#include <cstdio>
+
+#include "cli/common.h"
+#include "core/progress.h"
+#include "model/convert.h"
+
+namespace autoglm::cli {
+namespace {
+
+struct ConvertArgs {
+  std::string in, out, type = "f16";
+  int threads = 0;
+};
+
+int convert(const ConvertArgs& a) {
+  const auto type = dtype_from_name(a.type);
+  if (!type) return fail(invalid_argument("--type '" + a.type + "' is not a weight type (f16, q8_0, q4_k, ...)"));
+  ThreadPool pool(a.threads > 0 ? a.threads : physical_core_count());
+  std::unique_ptr<ProgressBar> bar;
+  auto report = convert_hf_folder(a.in, a.out, *type, pool, [&](int64_t, int64_t total) {
+    if (!bar) bar = std::make_unique<ProgressBar>("converting", total);
+    bar->advance();
+  });
+  bar.reset();
+  if (!report) return fail(report.status());
+  std::printf("wrote %s: %lld tensors, matrices as %s, %.1f MiB\n", a.out.c_str(), (long long)report->tensors,
+              std::string(dtype_name(*type)).c_str(), double(report->bytes_out) / 1048576.0);
+  return 0;
+}
+
+}  // namespace
+
+void register_convert(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "Convert a Hugging Face model folder to a GGUF file");
+  auto a = std::make_shared<ConvertArgs>();
+  cmd->add_option("folder", a->in, "Hugging Face folder (config.json, *.safetensors, tokenizer.json)")->required();
+  cmd->add_option("-o,--output", a->out, "Output GGUF file")->required();
+  cmd->add_option("--type", a->type, "Matrix type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
+      ->capture_default_str();
+  add_threads_option(*cmd, a->threads);
+  cmd->callback([a] { exit_code() = convert(*a); });
+}
+
+}  // namespace autoglm::cli

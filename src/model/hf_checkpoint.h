@@ -1,0 +1,33 @@
+// A Hugging Face model folder (config.json, *.safetensors, generation_config.json) read as
+// an in-memory GGUF file: metadata keys and tensor names as GGUF converters write them,
+// tensors viewing the memory-mapped safetensors data wherever the bytes can stay as they
+// are (Llama q/k rows are permuted into GGUF's RoPE order; Llama 3.1 RoPE scaling becomes
+// a rope_freqs.weight tensor). Model loading and `autoglm convert` both start here.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "formats/gguf.h"
+
+namespace autoglm {
+
+// A folder with config.json (as opposed to a GGUF file).
+bool is_hf_folder(const std::string& path);
+
+// Errors name the file and the field or tensor.
+Result<std::unique_ptr<GgufFile>> open_hf_checkpoint(const std::string& dir);
+
+// generation_config.json: what applies when a request does not say. Absent file: all empty.
+struct GenerationDefaults {
+  std::optional<double> temperature, top_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  bool greedy = false;           // do_sample: false
+  std::vector<int32_t> eos_ids;  // eos_token_id, one or a list
+};
+Result<GenerationDefaults> read_generation_config(const std::string& dir);
+
+}  // namespace autoglm
