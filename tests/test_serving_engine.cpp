@@ -237,5 +237,46 @@ TEST_F(ServingEngine, HigherPriorityWaitingRequestRunsFirst) {
   EXPECT_EQ(h.last.finish_reason, "length");
 }
 
+// A sliding-window model (stories260K given a 24-token window): the engine hands back the
+// blocks the window has left behind, holding a few blocks however long the sequence, and
+// still generates what the single-sequence generator (contiguous cache, nothing released) does.
+TEST_F(ServingEngine, SlidingWindowReleasesBlocksBehindTheWindow) {
+  auto file = GgufFile::open(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(file.is_ok());
+  auto metadata = (*file)->metadata();
+  metadata.emplace_back("llama.attention.sliding_window", GgufValue::u32(24));
+  auto tensors = (*file)->tensors();
+  auto windowed = GgufFile::from_parts("stories-swa", std::move(metadata), std::move(tensors),
+                                       std::shared_ptr<const GgufFile>(std::move(file).value()));
+  ASSERT_TRUE(windowed.is_ok());
+  auto swa = Model::from_gguf(std::move(windowed).value());
+  ASSERT_TRUE(swa.is_ok()) << swa.status().message();
+  ASSERT_EQ((*swa)->spec().sliding_window, 24);
+
+  EngineConfig cfg;
+  cfg.kv_blocks = 64;
+  cfg.block_size = 16;
+  Engine engine(**swa, *tok, pool, cfg);
+  const GenerationRequest r = greedy("Once upon a time", 300);
+  auto h = *engine.submit(r);
+  std::vector<int32_t> tokens;
+  int64_t most_blocks = 0;
+  StreamEvent ev;
+  while (h->next(ev, std::chrono::seconds(60))) {
+    tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    most_blocks = std::max(most_blocks, engine.stats().kv_blocks_used.load());
+    if (ev.finished) break;
+  }
+  ASSERT_EQ(tokens.size(), 300u);
+  EXPECT_LE(most_blocks, 4) << "a 24-token window needs at most 3 blocks of 16, plus the one being filled";
+
+  Generator gen(**swa, *tok, pool, 512);
+  GenerationOptions o;
+  o.max_tokens = r.max_tokens;
+  o.sampling = r.sampling;
+  EXPECT_EQ(tokens, gen.generate(r.prompt, o)->tokens);
+  EXPECT_NE(tokens, alone(r)) << "the window made no difference: is it applied?";
+}
+
 }  // namespace
 }  // namespace autoglm

@@ -265,8 +265,8 @@ void Engine::preempt(Sequence& victim) {
 // False if seq itself had to give way (it is then preempted too).
 bool Engine::make_room(Sequence& seq, int64_t n_positions) {
   while (!seq.kv.reserve(n_positions)) {
-    const bool others_hold_blocks = std::any_of(
-        running_.begin(), running_.end(), [&](const auto& r) { return r.get() != &seq && !r->kv.blocks().empty(); });
+    const bool others_hold_blocks = std::any_of(running_.begin(), running_.end(),
+                                                [&](const auto& r) { return r.get() != &seq && r->kv.n_held() > 0; });
     if (!others_hold_blocks) {  // the whole pool cannot hold this sequence
       finish(seq, "length");
       return false;
@@ -274,7 +274,7 @@ bool Engine::make_room(Sequence& seq, int64_t n_positions) {
     auto victim = running_.end();
     for (auto it = running_.begin(); it != running_.end(); ++it) {
       Sequence& s = **it;
-      if (s.kv.blocks().empty()) continue;
+      if (s.kv.n_held() == 0) continue;
       if (victim == running_.end() || s.request.priority < (*victim)->request.priority ||
           (s.request.priority == (*victim)->request.priority && s.admit_order > (*victim)->admit_order))
         victim = it;
@@ -375,6 +375,9 @@ bool Engine::step() {
 void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   s.n_computed += n;
   publish_full_blocks(s);
+  // With a sliding window, the next token sees only the latest `window` positions: blocks
+  // wholly before them go back to the pool (published ones stay findable by prefix).
+  if (const int64_t window = model_.spec().sliding_window; window > 0) s.kv.release_before(s.n_computed + 1 - window);
   if (!logits) return;
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
   OpTimer timer(runner_.profile(), Op::kSampling);

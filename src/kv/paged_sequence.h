@@ -30,6 +30,10 @@ class PagedSequenceKv final : public KvCache {
   // Grows the table to hold `n_positions`; false (table unchanged) if the pool is out of blocks.
   bool reserve(int64_t n_positions);
   void release_all();
+  // Returns the blocks that hold only positions below `pos` (a sliding window has moved past
+  // them); their table entries stay, as -1, and must not be read again.
+  void release_before(int64_t pos);
+  int64_t n_held() const;  // blocks still held
 
  private:
   BlockPool& pool_;

@@ -147,7 +147,8 @@ std::vector<float> llama3_rope_factors(const json& rs, const Config& c, const Hp
 }
 
 // rope_scaling: linear becomes a frequency scale, dynamic NTK a larger base (fixed at the
-// scaled context, as serving engines do), llama3 per-frequency factors.
+// scaled context, as vLLM does, so that cached keys never need re-rotating), llama3
+// per-frequency factors.
 Status apply_rope_scaling(const Config& c, Hparams& h, const std::string& p, Metadata& md,
                           std::vector<float>& factors) {
   const json* rs = c.find({"rope_scaling"});
@@ -161,7 +162,8 @@ Status apply_rope_scaling(const Config& c, Hparams& h, const std::string& p, Met
     md.emplace_back(p + "rope.scaling.type", GgufValue::string("linear"));
     md.emplace_back(p + "rope.scaling.factor", GgufValue::f32(float(factor)));
   } else if (type == "dynamic") {
-    if (h.n_rot > 2) h.rope_base *= std::pow(factor, double(h.n_rot) / double(h.n_rot - 2));
+    // Hugging Face's dynamic NTK base at the longest scaled context, factor x max_position_embeddings.
+    if (h.n_rot > 2) h.rope_base *= std::pow(factor * factor - factor + 1, double(h.n_rot) / double(h.n_rot - 2));
   } else if (type == "llama3") {
     factors = llama3_rope_factors(*rs, c, h);
   } else {
