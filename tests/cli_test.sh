@@ -11,7 +11,7 @@ check() {  # check NAME EXPECTED_FRAGMENT OUTPUT
 }
 
 out=$("$bin" --help 2>&1)
-for cmd in run tokenize info bench logits create-model quantize; do check "help lists $cmd" "$cmd" "$out"; done
+for cmd in run tokenize info bench logits create-model quantize convert; do check "help lists $cmd" "$cmd" "$out"; done
 check "run --help" "--top-p" "$("$bin" run --help 2>&1)"
 
 # create-model, info, run and bench on a fresh tiny model.
@@ -71,6 +71,27 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "v1 rejected" "GGUF v1 is not supported" "$out"
 else
   echo "skip stories checks: $shared/models/stories260K.gguf is absent"
+fi
+
+hf=$shared/models/hf/qwen2-tiny
+if [ -f "$hf/config.json" ]; then
+  out=$("$bin" info -m "$hf" 2>&1)
+  check "info folder" "(Hugging Face folder)" "$out"
+  check "info folder tokenizer" "151669 tokens (bpe, pre qwen2)" "$out"
+  folder_text=$("$bin" run -m "$hf" -p "The capital of France is" -n 12 --temp 0 2>/dev/null)
+  out=$("$bin" convert "$hf" -o "$tmp/qwen2.gguf" --type f32 2>&1)
+  check "convert" "matrices as F32" "$out"
+  gguf_text=$("$bin" run -m "$tmp/qwen2.gguf" -p "The capital of France is" -n 12 --temp 0 2>/dev/null)
+  if [ -n "$folder_text" ] && [ "$folder_text" == "$gguf_text" ]; then echo "ok   convert then run equals the folder"; else
+    echo "FAIL convert then run: '$gguf_text' vs '$folder_text'"; failures=$((failures + 1)); fi
+  out=$("$bin" run -m "$hf" -p "hello" -n 4 --quantize q8_0 -t 1 2>&1)
+  check "run folder --quantize q8_0" "generated tokens: 4" "$out"
+  out=$("$bin" run -m "$hf" -p "hello" -n 4 --quantize q9 2>&1)
+  check "run --quantize bad type" "--quantize 'q9' is not a weight type" "$out"
+  out=$("$bin" convert "$tmp" -o "$tmp/x.gguf" 2>&1)
+  check "convert without config.json" "$tmp/config.json: cannot open" "$out"
+else
+  echo "skip Hugging Face folder checks: $hf is absent"
 fi
 
 echo "cli: $failures failed"

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "hf_reference.h"
+#include "model/convert.h"
 #include "model/model.h"
 #include "model_test_util.h"
 #include "test_util.h"
@@ -106,6 +107,17 @@ class FolderBuilder {
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "/config.json") << config_.dump(2);
     write_safetensors(dir + "/model.safetensors", tensors_, bf16);
+    // A placeholder vocabulary, so that `convert` has a tokenizer to carry.
+    json vocab = json::object();
+    for (int i = 0; i < config_["vocab_size"].get<int>(); ++i) {
+      std::string token = "t";
+      token += std::to_string(i);
+      vocab[token] = i;
+    }
+    json tokenizer = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+                      {"decoder", {{"type", "ByteLevel"}}}};
+    std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
     return dir;
   }
 
@@ -146,6 +158,19 @@ void expect_matches_reference(const std::string& dir, size_t n_tokens, double to
   std::printf("[hf arch] %s: max_abs %.3g (logits up to %.3g)\n", dir.c_str(), max_abs, max_ref);
   EXPECT_GT(max_ref, 1.0);  // the model is not degenerate
   EXPECT_LE(max_abs, tolerance);
+
+  // The GGUF `convert` writes (standard arch and tensor names) gives the same logits.
+  ThreadPool pool(2);
+  const std::string gguf = dir + ".gguf";
+  auto report = convert_hf_folder(dir, gguf, DType::F32, pool);
+  ASSERT_TRUE(report.is_ok()) << report.status().message();
+  auto converted = Model::load(gguf);
+  ASSERT_TRUE(converted.is_ok()) << converted.status().message();
+  EXPECT_EQ((*converted)->spec().arch, (*m)->spec().arch);
+  const auto from_gguf = test::forward_all_positions(**converted, tokens, DType::F32);
+  double gguf_abs = 0;
+  for (size_t i = 0; i < ref.size(); ++i) gguf_abs = std::max(gguf_abs, std::fabs(double(from_gguf[i]) - ref[i]));
+  EXPECT_LE(gguf_abs, tolerance) << "converted GGUF of " << dir;
 }
 
 TEST(HfArchitectures, Qwen3MatchesFloat64Reference) {

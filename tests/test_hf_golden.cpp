@@ -12,6 +12,7 @@
 #include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -122,6 +123,36 @@ TEST_P(HfGolden, ConvertedGgufMatchesReference) {
   auto tok = (*m)->load_tokenizer();
   ASSERT_TRUE(tok.is_ok()) << tok.status().message();
   check_against_golden(**m, **tok, golden, dir, GetParam() + "(gguf)");
+}
+
+// The tokenizer.* metadata convert writes, read back by the GGUF tokenizer, against the
+// tokenizer.json it came from on the golden corpus (texts already in NFC: GGUF has no
+// normalizer, as in llama.cpp).
+TEST(ConvertedTokenizer, EncodesLikeTokenizerJson) {
+  for (const std::string name : {"qwen3", "llama3", "llama2"}) {
+    const std::string dir = "models/hf-tokenizers/" + name;
+    AUTOGLM_REQUIRE_SHARED(dir + "/tokenizer.json");
+    auto hf = load_hf_tokenizer(test::shared_path(dir));
+    ASSERT_TRUE(hf.is_ok()) << hf.status().message();
+    auto gguf = GgufFile::from_parts(name, tokenizer_metadata(**hf), {}, nullptr);
+    ASSERT_TRUE(gguf.is_ok()) << gguf.status().message();
+    auto back = Tokenizer::from_gguf(**gguf);
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    const json cases = json::parse(test::read_file(test::shared_path("golden/tokenizers/" + name + ".json")))["cases"];
+    int compared = 0, differ = 0;
+    for (const json& c : cases) {
+      const std::string text = c["text"];
+      if (c.contains("oracle_disagreement") && c["oracle_disagreement"].contains("ids")) continue;  // NFC, regex engine
+      const auto want = (*hf)->encode(text, true, true);
+      const auto got = (*back)->encode(text, true, true);
+      ++compared;
+      differ += got != want;
+      EXPECT_EQ(got, want) << name << ": '" << text << "'";
+      EXPECT_EQ((*back)->decode(got, true), (*hf)->decode(want, true)) << name << ": '" << text << "'";
+    }
+    std::printf("[converted tokenizer] %s: %d/%d cases identical\n", name.c_str(), compared - differ, compared);
+    EXPECT_GT(compared, 120);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, HfGolden, ::testing::Values("qwen2-tiny", "llama3-tiny", "chatglm-tiny"),

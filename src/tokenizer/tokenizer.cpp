@@ -76,6 +76,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
     auto p = PreTokenizer::for_name(vocab.pre);
     if (!p) return Status(p.status().code(), file.path() + ": " + p.status().message());
     pipeline.pre = std::move(p).value();
+    // Llama 3's tokenizer_config asks for clean_up_tokenization_spaces; llama.cpp keys it on the pre-tokenizer.
+    pipeline.clean_up_spaces = vocab.pre == "llama3" || vocab.pre == "llama-bpe" || vocab.pre == "smaug-bpe";
   }
   return std::make_unique<Tokenizer>(std::move(vocab), std::move(pipeline));
 }
@@ -199,7 +201,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) con
   if (pipeline_.decoder) return decode_with_pipeline(ids, special);
   std::string out;
   for (int32_t id : ids) out += token_to_piece(id, special);
-  return out;
+  return pipeline_.clean_up_spaces ? clean_up_spaces(std::move(out)) : out;
 }
 
 std::string IncrementalDetokenizer::push(int32_t id) {
