@@ -3,6 +3,8 @@
 // from it, each tokenize the prompts, render the chat template and reproduce the logits.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "golden_util.h"
@@ -153,6 +155,32 @@ TEST(ConvertedTokenizer, EncodesLikeTokenizerJson) {
     std::printf("[converted tokenizer] %s: %d/%d cases identical\n", name.c_str(), compared - differ, compared);
     EXPECT_GT(compared, 120);
   }
+}
+
+TEST(HfFolder, GenerationConfigAndEndOfGenerationIds) {
+  AUTOGLM_REQUIRE_SHARED("models/hf/llama3-tiny/generation_config.json");
+  auto m = Model::load(test::shared_path("models/hf/llama3-tiny"));
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const GenerationDefaults& d = (*m)->generation_defaults();
+  EXPECT_FALSE(d.greedy);
+  EXPECT_DOUBLE_EQ(d.temperature.value_or(-1), 0.6);
+  EXPECT_DOUBLE_EQ(d.top_p.value_or(-1), 0.9);
+  EXPECT_EQ(d.eos_ids, (std::vector<int32_t>{128001, 128009}));
+  auto tok = (*m)->load_tokenizer();
+  ASSERT_TRUE(tok.is_ok());
+  EXPECT_TRUE((*tok)->vocab().is_eog(128001));
+  EXPECT_TRUE((*tok)->vocab().is_eog(128009));  // <|eot_id|>, from generation_config.json
+  EXPECT_FALSE((*tok)->vocab().is_eog(128000));
+}
+
+TEST(HfFolder, BadGenerationConfigNamesTheField) {
+  const std::string dir = test::temp_path("bad-genconfig");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature": "hot"})";
+  auto d = read_generation_config(dir);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.status().message().find("generation_config.json: field 'temperature'"), std::string::npos)
+      << d.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, HfGolden, ::testing::Values("qwen2-tiny", "llama3-tiny", "chatglm-tiny"),

@@ -2,6 +2,9 @@
 // idle connections, auth, queue limits, prefix reuse in usage and /metrics, cancellation.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <nlohmann/json.hpp>
@@ -61,7 +64,7 @@ class Server : public ::testing::Test {
  protected:
   void start(ServerConfig cfg, bool load = true) {
     if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
-    cfg.model = test::shared_path("models/stories260K.gguf");
+    if (cfg.model.empty()) cfg.model = test::shared_path("models/stories260K.gguf");
     cfg.threads = 2;
     api = std::make_unique<ApiService>(cfg);
     server = std::make_unique<HttpServer>(*api, 2);
@@ -242,6 +245,35 @@ TEST_F(Server, TokenizeAndDetokenize) {
   const Response d = request(port, "POST", "/detokenize", R"({"tokens": [403, 407]})");
   EXPECT_EQ(d.j()["content"], " Once upon");
   expect_error(request(port, "POST", "/detokenize", R"({"tokens": [99999]})"), 400, "tokens");
+}
+
+// A Hugging Face folder's generation_config.json sets what a request leaves out: here
+// do_sample false, so a request without a temperature decodes greedily.
+TEST_F(Server, FolderGenerationConfigGivesTheDefaults) {
+  const std::string src = "models/hf/qwen2-tiny";
+  if (!test::shared_exists(src + "/config.json")) GTEST_SKIP() << "../shared/" << src << " is absent";
+  const std::string dir = test::temp_path("qwen2-greedy");
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer_config.json"})
+    std::filesystem::copy_file(test::shared_path(src + "/" + f), dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(test::shared_path("models/hf-tokenizers/qwen3/tokenizer.json"), dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir + "/generation_config.json") << R"({"do_sample": false, "eos_token_id": [151645, 151643]})";
+  ServerConfig cfg;
+  cfg.model = dir;
+  start(cfg);
+  auto content = [&](const json& body) {
+    const Response r = request(port, "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? r.j()["choices"][0]["message"]["content"].get<std::string>() : "";
+  };
+  const json messages = {{{"role", "user"}, {"content", "Hello there"}}};
+  const std::string greedy = content({{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}});
+  EXPECT_EQ(content({{"messages", messages}, {"max_tokens", 12}, {"seed", 1}}), greedy);
+  EXPECT_EQ(content({{"messages", messages}, {"max_tokens", 12}, {"seed", 2}}), greedy);
+  // A request that sets its own temperature still samples.
+  EXPECT_NE(content({{"messages", messages}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 3}}), greedy);
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ const Names kDecoderLayer = {
     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},  // the pre-MLP norm, despite its name
-    {"post_self_attn_layernorm.weight", "attn_post_norm.weight"},
-    {"post_mlp_layernorm.weight", "ffn_post_norm.weight"},
+    {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
+    {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.gate_up_proj.weight", "ffn_up.weight"},  // fused [gate; up]

@@ -110,8 +110,8 @@ Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il)
     AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim));
   }
   if (s.post_norms) {
-    AUTOGLM_ASSIGN_OR_RETURN(l.attn_post_norm, b.vector(p + "attn_post_norm.weight", s.n_embd));
-    AUTOGLM_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(p + "ffn_post_norm.weight", s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(l.attn_post_norm, b.vector(p + "post_attention_norm.weight", s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(p + "post_ffw_norm.weight", s.n_embd));
   }
   AUTOGLM_RETURN_IF_ERROR(bind_mlp(b, s, p, l));
   return l;
