@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
+#include "golden_util.h"
 #include "model/create_model.h"
 #include "model/model.h"
 #include "model/quantize_model.h"
@@ -14,6 +16,8 @@
 
 namespace autoglm {
 namespace {
+
+using nlohmann::json;
 
 std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& tokens) {
   auto m = Model::load(path);
@@ -69,6 +73,42 @@ TEST(Quantize, TypesMetadataAndLogits) {
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/in.gguf"), std::string::npos);
   std::remove(f16.c_str());
+}
+
+// Every type autoglm quantize writes, from the f32 master of the golden cases, against the
+// reference engine's f32 logits; the error must be no worse than 1.15x what the reference's
+// own quantizer gives for the same type (measured.quant_error_vs_f32 of the golden case).
+TEST(Quantize, EveryTypeAgainstTheFloatReference) {
+  AUTOGLM_REQUIRE_SHARED("golden/rand-llama-gqa-f32/case.json");
+  const json c = json::parse(test::read_file(test::shared_path("golden/rand-llama-gqa-f32/case.json")));
+  auto f32 = GgufFile::open(test::shared_path(c["model"]));
+  ASSERT_TRUE(f32.is_ok()) << f32.status().message();
+  const std::vector<int32_t> tokens = c["input_tokens"];
+  const auto ref = read_f32(test::shared_path("golden/rand-llama-gqa-f32/" + c["logits_file"].get<std::string>()));
+  const int64_t n_vocab = c["n_vocab"];
+  ThreadPool pool(2);
+  for (DType t :
+       {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1, DType::Q4_0}) {
+    std::string name(dtype_name(t));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    const json theirs = json::parse(test::read_file(
+        test::shared_path("golden/rand-llama-gqa-" + name + "/case.json")))["measured"]["quant_error_vs_f32"];
+    QuantizeOptions o;
+    o.type = t;
+    o.keep_type = std::nullopt;  // every matrix in t, as the golden quantized cases were made
+    auto q = quantize_file(**f32, o, pool);
+    ASSERT_TRUE(q.is_ok()) << q.status().message();
+    auto m = Model::from_gguf(std::move(q).value());
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    const auto got = test::forward_all_positions(**m, tokens, DType::F32);
+    ASSERT_EQ(got.size(), ref.size());
+    const Comparison cmp = compare(got, ref, n_vocab);
+    std::printf(
+        "[quantize vs f32 reference] %-5s top-1 %.3f rms %.4f max_abs %.3f | reference quantizer: top-1 %.3f rms "
+        "%.4f\n",
+        name.c_str(), cmp.top1, cmp.rms, cmp.max_abs, theirs["top1"].get<double>(), theirs["rms"].get<double>());
+    EXPECT_LE(cmp.rms, 1.15 * theirs["rms"].get<double>()) << name;
+  }
 }
 
 }  // namespace

@@ -29,6 +29,77 @@ float signed_absmax(const float* x, int n) {
   return best;
 }
 
+// Sub-block fits for the K formats: a few candidate steps around the plain range split
+// each give integer codes, and a least-squares fit of the step (and offset) to those codes
+// is kept where it lowers the squared error. K-quant sub-blocks are small (16 or 32
+// values), so the search is cheap next to the accuracy it buys.
+constexpr int kFitSteps = 12;      // candidates each side of the plain step
+constexpr float kFitDelta = 0.1f;  // in units of one code level
+
+// x ~ scale * q - offset with q in [0, levels] and offset >= 0.
+void fit_affine(const float* x, int n, int levels, float* scale, float* offset) {
+  const float lo = std::min(0.0f, *std::min_element(x, x + n)), hi = *std::max_element(x, x + n);
+  *scale = (hi - lo) / float(levels);
+  *offset = -lo;
+  if (hi <= lo) return;
+  auto error = [&](float sc, float off) {
+    double e = 0;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(nearest((x[i] + off) / sc), 0, levels);
+      const double d = double(sc) * q - off - x[i];
+      e += d * d;
+    }
+    return e;
+  };
+  double best = error(*scale, *offset);
+  for (int k = -kFitSteps; k <= kFitSteps; ++k) {
+    const float inv = (float(levels) + kFitDelta * float(k)) / (hi - lo);
+    double sq = 0, sqq = 0, sx = 0, sxq = 0;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(nearest((x[i] - lo) * inv), 0, levels);
+      sq += q, sqq += double(q) * q, sx += x[i], sxq += double(x[i]) * q;
+    }
+    const double det = n * sqq - sq * sq;
+    if (det <= 0) continue;
+    double sc = (n * sxq - sx * sq) / det, m = (sx - sc * sq) / n;  // x ~ sc * q + m
+    if (m > 0) sc = sxq / sqq, m = 0;                               // the offset may only lower values
+    if (sc <= 0) continue;
+    const double e = error(float(sc), float(-m));
+    if (e < best) best = e, *scale = float(sc), *offset = float(-m);
+  }
+}
+
+// x ~ scale * q with q in [-half, half - 1]; the sign of scale follows the largest magnitude.
+float fit_symmetric(const float* x, int n, int half) {
+  const float extreme = signed_absmax(x, n);
+  float scale = extreme / float(-half);
+  if (extreme == 0) return 0;
+  auto error = [&](float sc) {
+    double e = 0;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(nearest(x[i] / sc), -half, half - 1);
+      const double d = double(sc) * q - x[i];
+      e += d * d;
+    }
+    return e;
+  };
+  double best = error(scale);
+  for (int k = -kFitSteps; k <= kFitSteps; ++k) {
+    const float inv = -(float(half) + kFitDelta * float(k)) / extreme;
+    double sqq = 0, sxq = 0;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(nearest(x[i] * inv), -half, half - 1);
+      sqq += double(q) * q, sxq += double(x[i]) * q;
+    }
+    if (sqq <= 0) continue;
+    const float sc = float(sxq / sqq);
+    if (sc == 0) continue;
+    const double e = error(sc);
+    if (e < best) best = e, scale = sc;
+  }
+  return scale;
+}
+
 void encode_q8_0(const float* x, uint8_t* b) {
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -110,13 +181,7 @@ void encode_q5_1(const float* x, uint8_t* b) {
 // Fills the header (d, dmin, 12 scale bytes) and returns each element's code in q.
 void encode_k_affine(const float* x, int levels, uint8_t* b, int* q) {
   float scale[8], minv[8];
-  for (int s = 0; s < 8; ++s) {
-    const float* xs = x + 32 * s;
-    const float lo = std::min(0.0f, *std::min_element(xs, xs + 32));
-    const float hi = *std::max_element(xs, xs + 32);
-    scale[s] = (hi - lo) / float(levels);
-    minv[s] = -lo;
-  }
+  for (int s = 0; s < 8; ++s) fit_affine(x + 32 * s, 32, levels, &scale[s], &minv[s]);
   const float max_scale = *std::max_element(scale, scale + 8), max_min = *std::max_element(minv, minv + 8);
   const float d = max_scale / 63.0f, dmin = max_min / 63.0f;
   write_half(b, d);
@@ -171,7 +236,7 @@ void encode_q6_k(const float* x, uint8_t* b) {
   float sub_scale[16];
   float max_scale = 0;
   for (int s = 0; s < 16; ++s) {
-    sub_scale[s] = signed_absmax(x + 16 * s, 16) / -32.0f;
+    sub_scale[s] = fit_symmetric(x + 16 * s, 16, 32);
     if (std::fabs(sub_scale[s]) > std::fabs(max_scale)) max_scale = sub_scale[s];
   }
   const float d = max_scale / -128.0f;
