@@ -99,6 +99,61 @@ TEST(HfTokenizer, StreamingPiecesJoinToTheDecodedText) {
   EXPECT_EQ((*tok)->decode(ids), text);
 }
 
+// The components the three real files do not use, on a small hand-made vocabulary.
+std::unique_ptr<Tokenizer> tiny(const json& extra) {
+  json t = {{"model",
+             {{"type", "BPE"},
+              {"vocab",
+               {{"<unk>", 0},
+                {"a", 1},
+                {"b", 2},
+                {"\u2581", 3},
+                {"\u2581a", 4},
+                {"ab", 5},
+                {"1", 6},
+                {"2", 7},
+                {"\u2581ab", 8},
+                {"12", 9},
+                {"x", 10}}},
+              {"merges", {"\u2581 a", "a b", "\u2581a b", "1 2"}},
+              {"unk_token", "<unk>"},
+              {"fuse_unk", true}}},
+            {"added_tokens",
+             {{{"id", 11}, {"content", "<m>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
+              {{"id", 12}, {"content", "xx"}, {"special", false}, {"single_word", true}}}}};
+  if (extra.is_object()) t.update(extra);
+  auto tok = parse_hf_tokenizer(t.dump(), "", "tiny");
+  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
+  return tok ? std::move(tok).value() : nullptr;
+}
+
+TEST(HfTokenizer, MetaspaceDigitsAndUnknownRuns) {
+  auto tok =
+      tiny({{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}}},
+            {"pre_tokenizer",
+             {{"type", "Sequence"},
+              {"pretokenizers",
+               {{{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}},
+                {{"type", "Digits"}, {"individual_digits", true}}}}}},
+            {"decoder", {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}}}});
+  ASSERT_TRUE(tok);
+  // NFKC folds the full-width letters, Lowercase the capitals; Metaspace prepends and splits
+  // on the marker; Digits keeps "12" from merging; unknown "zz" is one fused <unk>.
+  EXPECT_EQ(tok->encode("ＡB ab 12 zzb", false, true), (std::vector<int32_t>{8, 8, 3, 6, 7, 3, 0, 2}));
+  EXPECT_EQ(tok->decode({8, 8, 3, 6, 7}), "ab ab 12");  // the leading marker is dropped
+}
+
+TEST(HfTokenizer, AddedTokenStripAndSingleWordRules) {
+  auto tok = tiny(json::object());
+  ASSERT_TRUE(tok);
+  // lstrip/rstrip: the spaces around <m> belong to it; single_word: "xx" inside a word stays text.
+  EXPECT_EQ(tok->encode("ab <m> ab", false, true), (std::vector<int32_t>{5, 11, 5}));
+  EXPECT_EQ(tok->encode("axx", false, true), (std::vector<int32_t>{1, 10, 10}));
+  EXPECT_EQ(tok->encode("a xx b", false, true), (std::vector<int32_t>{1, 0, 12, 0, 2}));
+  // Special tokens are matched only when asked; non-special added tokens always.
+  EXPECT_EQ(tok->encode("<m>", false, false).front(), 0);
+}
+
 // Corrupt files: each error names the file and the field.
 void expect_error(const std::string& tokenizer_json, const std::string& config_json, const std::string& needle) {
   auto tok = parse_hf_tokenizer(tokenizer_json, config_json, "dir");

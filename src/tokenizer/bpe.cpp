@@ -58,7 +58,6 @@ namespace {
 
 // A symbol that is no token: its characters one by one, then byte tokens or unk.
 void encode_unknown_symbol(const Vocab& vocab, const std::string& piece, std::vector<int32_t>& out) {
-  bool last_was_unk = false;
   for (size_t offs = 0; offs < piece.size();) {
     const size_t n = std::min(piece.size() - offs, utf8::sequence_length(static_cast<unsigned char>(piece[offs])));
     const int32_t cid = vocab.find(piece.substr(offs, n));
@@ -69,10 +68,9 @@ void encode_unknown_symbol(const Vocab& vocab, const std::string& piece, std::ve
       out.push_back(cid);
     } else if (have_bytes) {
       for (size_t k = 0; k < n; ++k) out.push_back(vocab.byte_tokens[static_cast<unsigned char>(piece[offs + k])]);
-    } else if (vocab.unk >= 0 && !(vocab.fuse_unk && last_was_unk)) {
+    } else if (vocab.unk >= 0) {
       out.push_back(vocab.unk);
     }
-    last_was_unk = cid < 0 && !have_bytes;
     offs += n;
   }
 }
@@ -99,6 +97,7 @@ void bpe_encode_word(const Vocab& vocab, const std::string& word, std::vector<in
         if (it == vocab.merge_rank.end()) return std::nullopt;
         return -double(it->second);
       });
+  const size_t first = out.size();
   for_each_symbol(symbols, [&](size_t start, size_t len) {
     const std::string piece = text.substr(start, len);
     const int32_t id = vocab.find(piece);
@@ -107,6 +106,11 @@ void bpe_encode_word(const Vocab& vocab, const std::string& word, std::vector<in
     else
       encode_unknown_symbol(vocab, piece, out);
   });
+  if (vocab.fuse_unk && vocab.unk >= 0) {  // a run of unknown characters in the word is one unk
+    auto from = out.begin() + long(first);
+    out.erase(std::unique(from, out.end(), [&](int32_t a, int32_t b) { return a == vocab.unk && b == vocab.unk; }),
+              out.end());
+  }
 }
 
 }  // namespace autoglm
