@@ -36,22 +36,13 @@ const std::string& byte_to_unicode(uint8_t b) {
 
 std::string unicode_to_bytes(const std::string& text) {
   const ByteMap& map = byte_map();
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = 0;
-    const size_t n = utf8::decode(text, i, cp);
-    if (n == 0) {
-      out += text[i++];
-      continue;
-    }
+  return utf8::map_code_points(text, [&](uint32_t cp, std::string& out) {
     auto it = map.to_byte.find(cp);
     if (it != map.to_byte.end())
       out += char(it->second);
     else
-      out.append(text, i, n);
-    i += n;
-  }
-  return out;
+      utf8::append(out, cp);
+  });
 }
 
 namespace {

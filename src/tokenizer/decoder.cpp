@@ -2,20 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/json_steps.h"
+
 #include "tokenizer/encoders.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
 namespace {
-
-std::string replace_all(const std::string& text, const std::string& from, const std::string& to) {
-  if (from.empty()) return text;
-  std::string out;
-  size_t done = 0;
-  for (size_t hit; (hit = text.find(from, done)) != std::string::npos; done = hit + from.size())
-    out.append(text, done, hit - done) += to;
-  return out.append(text, done, std::string::npos);
-}
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -82,16 +75,11 @@ Result<std::shared_ptr<const Decoder>> Decoder::from_json(const nlohmann::json& 
 }
 
 Status Decoder::add_json_step(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-    return corrupt(where + ": expected an object with a string \"type\"");
-  const std::string type = j["type"].get<std::string>();
+  AUTOGLM_ASSIGN_OR_RETURN(const std::string type, json_step_type(j, where));
   const std::string at = where + " (" + type + ")";
-  if (type == "Sequence") {
-    if (!j.contains("decoders") || !j["decoders"].is_array()) return corrupt(at + ": \"decoders\" must be an array");
-    for (size_t i = 0; i < j["decoders"].size(); ++i)
-      AUTOGLM_RETURN_IF_ERROR(add_json_step(j["decoders"][i], where + ".decoders[" + std::to_string(i) + "]"));
-    return Status::ok();
-  }
+  if (type == "Sequence")
+    return add_json_sequence(j, where, "decoders",
+                             [&](const nlohmann::json& e, const std::string& w) { return add_json_step(e, w); });
   Step s{Kind::kFuse, "", ""};
   if (type == "ByteLevel") {
     s.kind = Kind::kByteLevel;
@@ -134,7 +122,7 @@ void Decoder::apply(const Step& s, std::vector<std::string>& tokens, bool whole)
     }
     case Kind::kMetaspace:
       for (size_t i = 0; i < tokens.size(); ++i) {
-        tokens[i] = replace_all(tokens[i], s.pattern, " ");
+        tokens[i] = utf8::replace_all(tokens[i], s.pattern, " ");
         if (whole && i == 0 && s.strip_first_space && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
       }
       return;
@@ -150,7 +138,7 @@ void Decoder::apply(const Step& s, std::vector<std::string>& tokens, bool whole)
         for (std::string& t : tokens) strip_chars(t, s.content, s.start, s.stop);
       return;
     case Kind::kReplace:
-      for (std::string& t : tokens) t = replace_all(t, s.pattern, s.content);
+      for (std::string& t : tokens) t = utf8::replace_all(t, s.pattern, s.content);
       return;
   }
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/json_steps.h"
+
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -21,19 +23,8 @@ std::string unicode_normalize(const std::string& text, utf8proc_option_t form) {
 }
 
 std::string lowercase(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = 0;
-    const size_t n = utf8::decode(text, i, cp);
-    if (n == 0) {
-      out += text[i++];
-      continue;
-    }
-    utf8::append(out, uint32_t(utf8proc_tolower(utf8proc_int32_t(cp))));
-    i += n;
-  }
-  return out;
+  return utf8::map_code_points(
+      text, [](uint32_t cp, std::string& out) { utf8::append(out, uint32_t(utf8proc_tolower(utf8proc_int32_t(cp)))); });
 }
 
 bool is_space(char c) {
@@ -49,17 +40,11 @@ Result<std::shared_ptr<const Normalizer>> Normalizer::from_json(const nlohmann::
 }
 
 Status Normalizer::add_json_step(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-    return corrupt(where + ": expected an object with a string \"type\"");
-  const std::string type = j["type"].get<std::string>();
+  AUTOGLM_ASSIGN_OR_RETURN(const std::string type, json_step_type(j, where));
   const std::string at = where + " (" + type + ")";
-  if (type == "Sequence") {
-    if (!j.contains("normalizers") || !j["normalizers"].is_array())
-      return corrupt(at + ": \"normalizers\" must be an array");
-    for (size_t i = 0; i < j["normalizers"].size(); ++i)
-      AUTOGLM_RETURN_IF_ERROR(add_json_step(j["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]"));
-    return Status::ok();
-  }
+  if (type == "Sequence")
+    return add_json_sequence(j, where, "normalizers",
+                             [&](const nlohmann::json& e, const std::string& w) { return add_json_step(e, w); });
   if (type == "NFC") return steps_.push_back({Kind::kNfc, "", nullptr}), Status::ok();
   if (type == "NFD") return steps_.push_back({Kind::kNfd, "", nullptr}), Status::ok();
   if (type == "NFKC") return steps_.push_back({Kind::kNfkc, "", nullptr}), Status::ok();
@@ -70,14 +55,9 @@ Status Normalizer::add_json_step(const nlohmann::json& j, const std::string& whe
     return steps_.push_back({Kind::kPrepend, j["prepend"].get<std::string>(), nullptr}), Status::ok();
   }
   if (type == "Replace") {
-    const nlohmann::json& pattern = j.value("pattern", nlohmann::json());
-    const bool literal = pattern.contains("String");
-    const nlohmann::json& source = literal ? pattern["String"] : pattern.value("Regex", nlohmann::json());
-    if (!source.is_string()) return corrupt(at + ": \"pattern\" must hold a \"String\" or a \"Regex\"");
     if (!j.contains("content") || !j["content"].is_string()) return corrupt(at + ": \"content\" must be a string");
-    auto regex = Regex::compile(source.get<std::string>(), literal);
-    if (!regex) return corrupt(at + ": " + regex.status().message());
-    return steps_.push_back({Kind::kReplace, j["content"].get<std::string>(), std::move(regex).value()}), Status::ok();
+    AUTOGLM_ASSIGN_OR_RETURN(auto regex, json_step_pattern(j, at));
+    return steps_.push_back({Kind::kReplace, j["content"].get<std::string>(), std::move(regex)}), Status::ok();
   }
   if (type == "Strip") {
     Step s{Kind::kStrip, "", nullptr};

@@ -4,6 +4,10 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/json_steps.h"
+
+#include "tokenizer/utf8.h"
+
 namespace autoglm {
 namespace {
 
@@ -135,27 +139,20 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-std::string replace_spaces(const std::string& text, const std::string& with) {
-  std::string out;
-  for (char c : text) {
-    if (c == ' ')
-      out += with;
-    else
-      out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 Status PreTokenizer::add_split(const std::string& pattern, bool literal, SplitBehavior behavior, bool invert) {
   AUTOGLM_ASSIGN_OR_RETURN(auto regex, Regex::compile(pattern, literal));
+  add_split(std::move(regex), behavior, invert);
+  return Status::ok();
+}
+
+void PreTokenizer::add_split(std::shared_ptr<const Regex> regex, SplitBehavior behavior, bool invert) {
   Step step;
   step.regex = std::move(regex);
   step.behavior = behavior;
   step.invert = invert;
   steps_.push_back(std::move(step));
-  return Status::ok();
 }
 
 Result<std::shared_ptr<const PreTokenizer>> PreTokenizer::for_name(const std::string& pre) {
@@ -188,26 +185,16 @@ Result<std::shared_ptr<const PreTokenizer>> PreTokenizer::from_json(const nlohma
 }
 
 Status PreTokenizer::add_json_step(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-    return corrupt(where + ": expected an object with a string \"type\"");
-  const std::string type = j["type"].get<std::string>();
+  AUTOGLM_ASSIGN_OR_RETURN(const std::string type, json_step_type(j, where));
   const std::string at = where + " (" + type + ")";
-  if (type == "Sequence") {
-    if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array())
-      return corrupt(at + ": \"pretokenizers\" must be an array");
-    for (size_t i = 0; i < j["pretokenizers"].size(); ++i)
-      AUTOGLM_RETURN_IF_ERROR(
-          add_json_step(j["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]"));
-    return Status::ok();
-  }
+  if (type == "Sequence")
+    return add_json_sequence(j, where, "pretokenizers",
+                             [&](const nlohmann::json& e, const std::string& w) { return add_json_step(e, w); });
   if (type == "Split") {
-    const nlohmann::json& pattern = j.value("pattern", nlohmann::json());
-    const bool literal = pattern.contains("String");
-    const nlohmann::json& source = literal ? pattern["String"] : pattern.value("Regex", nlohmann::json());
-    if (!source.is_string()) return corrupt(at + ": \"pattern\" must hold a \"String\" or a \"Regex\"");
+    AUTOGLM_ASSIGN_OR_RETURN(auto regex, json_step_pattern(j, at));
     AUTOGLM_ASSIGN_OR_RETURN(SplitBehavior behavior, behavior_from_name(j.value("behavior", "Isolated"), at));
-    Status s = add_split(source.get<std::string>(), literal, behavior, j.value("invert", false));
-    return s.is_ok() ? s : corrupt(at + ": " + s.message());
+    add_split(std::move(regex), behavior, j.value("invert", false));
+    return Status::ok();
   }
   if (type == "ByteLevel") {
     byte_level_ = true;
@@ -254,7 +241,7 @@ void PreTokenizer::apply(const Step& step, const std::string& piece, bool first,
       return;
     case Kind::kPrefixSpace: out.push_back(starts_with(piece, " ") ? piece : " " + piece); return;
     case Kind::kMetaspace: {
-      std::string text = replace_spaces(piece, step.marker);
+      std::string text = utf8::replace_all(piece, " ", step.marker);
       const bool prepend = step.prepend == Prepend::kAlways || (step.prepend == Prepend::kFirst && first);
       if (prepend && !starts_with(text, step.marker)) text = step.marker + text;
       out.push_back(std::move(text));

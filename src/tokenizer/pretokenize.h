@@ -44,6 +44,7 @@ class PreTokenizer {
   };
   Status add_json_step(const nlohmann::json& j, const std::string& where);
   Status add_split(const std::string& pattern, bool literal, SplitBehavior behavior, bool invert = false);
+  void add_split(std::shared_ptr<const Regex> regex, SplitBehavior behavior, bool invert);
   void apply(const Step& step, const std::string& piece, bool first, std::vector<std::string>& out) const;
 
   std::vector<Step> steps_;

@@ -13,31 +13,6 @@ namespace {
 
 const char kSpaceMarker[] = "\xe2\x96\x81";  // U+2581, SentencePiece's visible space
 
-std::string escape_spaces(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 8);
-  for (char c : text) {
-    if (c == ' ')
-      out += kSpaceMarker;
-    else
-      out += c;
-  }
-  return out;
-}
-
-std::string unescape_spaces(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    if (text.compare(i, 3, kSpaceMarker) == 0) {
-      out += ' ';
-      i += 3;
-    } else {
-      out += text[i++];
-    }
-  }
-  return out;
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -93,7 +68,7 @@ Tokenizer::Tokenizer(Vocab vocab, TextPipeline pipeline) : vocab_(std::move(voca
 void Tokenizer::encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const {
   if (vocab_.kind == TokenizerKind::kSpm) {
     const bool prefix = vocab_.add_space_prefix && after_special;
-    spm_encode(vocab_, escape_spaces(prefix ? " " + text : text), out);
+    spm_encode(vocab_, utf8::replace_all(prefix ? " " + text : text, " ", kSpaceMarker), out);
     return;
   }
   std::string normalized = utf8::sanitize(text);
@@ -180,7 +155,7 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
       return "";
     default:
       if (pipeline_.decoder) return pipeline_.decoder->decode_piece(text);
-      return vocab_.kind == TokenizerKind::kSpm ? unescape_spaces(text) : unicode_to_bytes(text);
+      return vocab_.kind == TokenizerKind::kSpm ? utf8::replace_all(text, kSpaceMarker, " ") : unicode_to_bytes(text);
   }
 }
 

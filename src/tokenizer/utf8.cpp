@@ -45,4 +45,13 @@ size_t incomplete_tail(const std::string& s) {
   return 0;
 }
 
+std::string replace_all(const std::string& text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  std::string out;
+  size_t done = 0;
+  for (size_t hit; (hit = text.find(from, done)) != std::string::npos; done = hit + from.size())
+    out.append(text, done, hit - done) += to;
+  return out.append(text, done, std::string::npos);
+}
+
 }  // namespace autoglm::utf8

@@ -39,4 +39,26 @@ std::string sanitize(const std::string& s);
 // Number of bytes at the end of s that form an incomplete (possibly valid) sequence.
 size_t incomplete_tail(const std::string& s);
 
+// `text` with every occurrence of `from` (not empty) replaced by `to`.
+std::string replace_all(const std::string& text, const std::string& from, const std::string& to);
+
+// Calls fn(code_point, out) for each well-formed character of `text`, to append what it
+// becomes; malformed bytes are copied to the result as they are.
+template <typename Fn>
+std::string map_code_points(const std::string& text, Fn fn) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = decode(text, i, cp);
+    if (n == 0) {
+      out += text[i++];
+      continue;
+    }
+    fn(cp, out);
+    i += n;
+  }
+  return out;
+}
+
 }  // namespace autoglm::utf8

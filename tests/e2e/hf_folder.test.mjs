@@ -3,9 +3,9 @@
 // Usage: node --test hf_folder.test.mjs  (env AUTOGLM_BIN, AUTOGLM_SHARED)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import OpenAI from 'openai';
+import { startServer } from './serve.mjs';
 
 const bin = process.env.AUTOGLM_BIN;
 const shared = process.env.AUTOGLM_SHARED;
@@ -17,16 +17,9 @@ let client;
 
 before(async () => {
   if (!haveModel) return;
-  server = spawn(bin, ['serve', '-m', `${folder}/`, '--port', '0', '-t', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const port = await new Promise((resolve, reject) => {
-    let err = '';
-    server.stderr.on('data', (d) => {
-      err += d;
-      const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && err.includes('ready:')) resolve(Number(m[1]));
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-  });
+  const started = startServer(bin, ['-m', `${folder}/`]);
+  server = started.server;
+  const port = await started.port;
   client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
 
