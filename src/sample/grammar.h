@@ -1,0 +1,97 @@
+// Context-free grammars for constrained decoding, in a GBNF-style text form:
+//
+//   root   ::= "{" ws pair ("," ws pair)* "}"      # rules: name ::= alternatives
+//   pair   ::= [a-z]+ ":" ws ( num | "null" )      # | alternation, ( ) grouping
+//   num    ::= "-"? [0-9]{1,6}                     # * + ? {m} {m,} {m,n} repetition
+//   ws     ::= [ \t\n]?                            # [...] [^...] classes, . any character
+//
+// Names are [A-Za-z0-9_-]+; a rule's body runs until the next `name ::=`. Literals and
+// classes take the escapes \n \r \t \\ \" \[ \] \- \^ \xHH \uHHHH \UHHHHHHHH. `#` starts a
+// comment. The start rule is `root`. Left recursion is rejected (the matcher is top-down).
+//
+// The matcher keeps the set of pushdown stacks that the text so far is consistent with;
+// it advances one code point at a time and can say which code points may come next.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+struct CharRange {
+  uint32_t lo, hi;  // inclusive code points
+};
+
+struct CharSet {
+  std::vector<CharRange> ranges;
+  bool negated = false;
+  bool matches(uint32_t c) const;
+  bool intersects(uint32_t lo, uint32_t hi) const;  // any code point of [lo, hi] matches
+};
+
+struct GrammarSymbol {
+  bool is_rule;
+  int32_t index;  // into rules or sets
+};
+
+struct GrammarRule {
+  std::string name;
+  std::vector<std::vector<GrammarSymbol>> alternatives;
+};
+
+class Grammar {
+ public:
+  // Parses and checks GBNF text; errors name the line and column (or the rule).
+  static Result<std::shared_ptr<const Grammar>> parse(const std::string& text);
+
+  const std::vector<GrammarRule>& rules() const { return rules_; }
+  const std::vector<CharSet>& sets() const { return sets_; }
+  int32_t root() const { return root_; }
+
+ private:
+  friend class GbnfParser;
+  std::vector<GrammarRule> rules_;
+  std::vector<CharSet> sets_;
+  int32_t root_ = -1;
+};
+
+// Where a text stands in a grammar: every pushdown stack it is consistent with.
+class GrammarState {
+ public:
+  explicit GrammarState(std::shared_ptr<const Grammar> grammar);  // at the start
+
+  // The state after one more code point, or after one more byte of UTF-8 (bytes of an
+  // unfinished character wait until it is complete). dead() once nothing can follow.
+  GrammarState advance(uint32_t code_point) const;
+  GrammarState advance_byte(uint8_t byte) const;
+  GrammarState advance_bytes(const std::string& bytes) const;
+
+  bool dead() const { return stacks_.empty(); }
+  bool accepting() const;     // the text so far is a whole sentence of the grammar
+  bool can_continue() const;  // some stack still expects a character
+  // A compact, comparable description (the mask cache's key).
+  std::string key() const;
+
+ private:
+  struct Frame {
+    int32_t rule, alt, pos;
+    bool operator==(const Frame& o) const { return rule == o.rule && alt == o.alt && pos == o.pos; }
+    bool operator<(const Frame& o) const {
+      return rule != o.rule ? rule < o.rule : alt != o.alt ? alt < o.alt : pos < o.pos;
+    }
+  };
+  using Stack = std::vector<Frame>;
+  GrammarState() = default;
+  void expand(Stack stack, std::vector<Stack>& out) const;
+  void normalize();
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::vector<Stack> stacks_;  // each top is a character class, or the stack is empty (accepting)
+  std::string pending_;        // bytes of an unfinished UTF-8 character
+};
+
+}  // namespace autoglm

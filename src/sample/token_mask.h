@@ -1,0 +1,66 @@
+// Which tokens may come next under a grammar. The vocabulary's byte strings sit in a trie;
+// one walk of the trie, advancing the grammar byte by byte and pruning where it dies, marks
+// every admissible token at once (tokens that span several grammar symbols or end inside a
+// UTF-8 character included). A state's mask is cached, so a repeated state costs a lookup.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sample/grammar.h"
+
+namespace autoglm {
+
+class TokenTrie {
+ public:
+  // token_bytes[id]: the bytes token id stands for; empty: never admissible (control tokens).
+  explicit TokenTrie(const std::vector<std::string>& token_bytes);
+  int32_t n_vocab() const { return n_vocab_; }
+
+ private:
+  friend class GrammarMatcher;
+  struct Node {
+    std::vector<std::pair<uint8_t, int32_t>> children;  // byte -> node
+    std::vector<int32_t> tokens;                        // tokens whose bytes end here
+  };
+  std::vector<Node> nodes_;
+  int32_t n_vocab_ = 0;
+};
+
+class GrammarMatcher {
+ public:
+  // eog: the end-of-generation ids, admissible once the text is a whole sentence.
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+                 std::vector<int32_t> eog);
+
+  // Sets every inadmissible logit to -inf; false when nothing at all is admissible.
+  bool apply(float* logits, int32_t n_vocab);
+  // Moves past `token`; false (state unchanged) if the grammar does not admit it.
+  bool accept(int32_t token, const std::string& bytes);
+
+  bool accepting() const { return state_.accepting(); }
+  // The text is complete and nothing may follow it.
+  bool finished() const { return state_.accepting() && !state_.can_continue(); }
+
+  // Time spent building masks that were not cached, and how many were built / looked up.
+  double mask_seconds() const { return mask_seconds_; }
+  int64_t masks_built() const { return masks_built_; }
+  int64_t masks_cached() const { return masks_cached_; }
+
+ private:
+  using Bits = std::vector<uint64_t>;
+  const Bits& mask();
+  void collect(int32_t node, const GrammarState& state, Bits& bits) const;
+
+  std::shared_ptr<const TokenTrie> trie_;
+  std::vector<int32_t> eog_;
+  GrammarState state_;
+  std::unordered_map<std::string, Bits> cache_;
+  double mask_seconds_ = 0;
+  int64_t masks_built_ = 0, masks_cached_ = 0;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,179 @@
+// The grammar engine: GBNF grammars accept exactly their language, JSON Schemas become
+// grammars whose sentences validate, token masks equal a brute-force check of every token.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "sample/grammar.h"
+#include "sample/json_schema.h"
+#include "sample/token_mask.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const Grammar> compile(const std::string& text) {
+  auto g = Grammar::parse(text);
+  EXPECT_TRUE(g.is_ok()) << g.status().message() << "\n" << text;
+  return g ? *g : nullptr;
+}
+
+bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
+  return GrammarState(g).advance_bytes(text).accepting();
+}
+
+void expect_language(const std::string& grammar, const std::vector<std::string>& in,
+                     const std::vector<std::string>& out) {
+  auto g = compile(grammar);
+  ASSERT_TRUE(g);
+  for (const auto& s : in) EXPECT_TRUE(accepts(g, s)) << "should accept '" << s << "'";
+  for (const auto& s : out) EXPECT_FALSE(accepts(g, s)) << "should reject '" << s << "'";
+}
+
+TEST(Gbnf, Arithmetic) {
+  expect_language(R"G(
+    root   ::= expr
+    expr   ::= term (("+" | "-") term)*
+    term   ::= factor (("*" | "/") factor)*
+    factor ::= number | "(" expr ")"
+    number ::= [0-9]+
+  )G",
+                  {"1", "12+3", "2*(3+4)", "((1))", "1-2-3*4/5", "(1+2)*(3-4)"},
+                  {"", "+", "1+", "(1", "1)", "()", "1 + 2", "a", "1**2", "(1+2"});
+}
+
+TEST(Gbnf, List) {
+  expect_language(R"(root ::= "[" ( item ( ", " item )* )? "]"   # comma-separated words
+                     item ::= [a-z]{1,5})",
+                  {"[]", "[a]", "[ab, cde]", "[abcde, x, y]"},
+                  {"[", "[a,b]", "[a, ]", "[abcdef]", "[A]", "a", "[a, b"});
+}
+
+TEST(Gbnf, Date) {
+  expect_language(R"(
+    root  ::= year "-" month "-" day
+    year  ::= [0-9]{4}
+    month ::= "0" [1-9] | "1" [0-2]
+    day   ::= "0" [1-9] | [12] [0-9] | "3" [01]
+  )",
+                  {"2024-01-31", "1999-12-01", "0000-10-10"},
+                  {"2024-13-01", "2024-00-10", "2024-1-01", "24-01-01", "2024-01-32", "2024-01-00", "2024-01-011"});
+}
+
+TEST(Gbnf, ClassesEscapesAndUnicode) {
+  expect_language(R"(root ::= [^\n"]+ "\"" [\u00e0-\u00ff] . "\x41")",
+                  {"ab\"\xc3\xa9xA",
+                   "\xe4\xbd\xa0\"\xc3\xa0\xf0\x9f\xa6\x99"
+                   "A"},
+                  {"a\nb\"\xc3\xa9xA", "ab\"exA", "ab\"\xc3\xa9xB"});
+}
+
+TEST(Gbnf, ErrorsSayWhere) {
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    auto g = Grammar::parse(text);
+    ASSERT_FALSE(g.is_ok()) << text;
+    EXPECT_NE(g.status().message().find(needle), std::string::npos) << g.status().message();
+  };
+  expect_error("root ::= \"a", "line 1, column 12: unterminated string literal");
+  expect_error("root ::= a\n", "rule 'a' is used but not defined");
+  expect_error("item ::= \"x\"", "no 'root' rule");
+  expect_error("root ::= root \"x\" | \"y\"", "rule 'root' is left-recursive");
+  expect_error("root ::= [z-a]", "line 1, column 14: character range is reversed");
+  expect_error("root ::= \"a\"{3,2}", "repetition bound is below its count");
+  expect_error("root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' is defined twice");
+  expect_error("root ::= \"a\" )", "line 1, column 14: unbalanced ')'");
+  expect_error("root ::= \"a\" @", "unexpected character '@'");
+}
+
+TEST(JsonSchema, SentencesValidateAndOthersDoNot) {
+  const json schema = json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 8},
+      "age": {"type": "integer", "minimum": 0},
+      "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 2},
+      "kind": {"anyOf": [{"const": 1}, {"type": "null"}]},
+      "when": {"type": "string", "format": "date"},
+      "next": {"$ref": "#/$defs/node"}
+    },
+    "required": ["name", "tags"],
+    "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}
+  })");
+  auto gbnf = json_schema_to_gbnf(schema);
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto g = compile(*gbnf);
+  ASSERT_TRUE(g);
+  // Keys come in the schema's order as nlohmann::json stores it (sorted).
+  for (const std::string ok : {R"({"name": "bo", "tags": ["a"]})", R"({"name":"","tags":["a", "b"],"age": 42})",
+                               R"({"name": "x\n", "tags": ["b"], "kind": 1, "next": {"next": {}}})",
+                               R"({"name": "\u00e9t\u00e9", "tags": ["a"], "when": "2024-02-28"})"})
+    EXPECT_TRUE(accepts(g, ok)) << ok << "\n" << *gbnf;
+  for (const std::string bad :
+       {R"({"tags": ["a"]})", R"({"name": "bo", "tags": []})", R"({"name": "bo", "tags": ["a", "b", "a"]})",
+        R"({"name": "123456789", "tags": ["a"]})", R"({"name": "bo", "tags": ["c"]})",
+        R"({"name": "bo", "tags": ["a"], "age": -1})", R"({"name": "bo", "tags": ["a"], "when": "2024-02-30"})",
+        R"({"name": "bo", "tags": ["a"], "other": 1})", R"({"name": "bo" "tags": ["a"]})"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithThePath) {
+  auto r = json_schema_to_gbnf(
+      json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})"));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("schema at #/properties/a: 'pattern' is not supported"), std::string::npos)
+      << r.status().message();
+  r = json_schema_to_gbnf(json::parse(R"({"$ref": "#/$defs/missing"})"));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("points to nothing"), std::string::npos);
+  r = json_schema_to_gbnf(json::parse(R"({"type": "strung"})"));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("unknown type 'strung'"), std::string::npos);
+}
+
+TEST(JsonSchema, AnyObject) {
+  auto g = compile(json_object_gbnf());
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(g, R"({"a": [1, -2.5e3, true, null, {"b": "c"}]})"));
+  EXPECT_TRUE(accepts(g, "{}"));
+  EXPECT_FALSE(accepts(g, "[]"));
+  EXPECT_FALSE(accepts(g, R"({"a": 01})"));
+}
+
+// The mask equals checking every token on its own, on a vocabulary with multi-byte and
+// grammar-spanning tokens.
+TEST(TokenMask, EqualsBruteForceAndCaches) {
+  std::vector<std::string> vocab = {"",   "{",   "}",    "{\"",  "\"",       "a",   "ab", "\":",     " ", "1",
+                                    "12", "\"}", "\xc3", "\xa9", "\xc3\xa9", "é\"", ",",  "\"a\": ", "x", "null"};
+  auto g = compile(R"(root ::= "{" ( "\"" [a-z\u00e9]* "\":" " "? num ( "," "\"" [a-z]* "\":" num )* )? "}"
+                     num ::= [0-9]+ | "null")");
+  ASSERT_TRUE(g);
+  auto trie = std::make_shared<TokenTrie>(vocab);
+  const int32_t eos = 0;
+  GrammarMatcher m(g, trie, {eos});
+  GrammarState brute(g);
+  std::mt19937 rng(7);
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> logits(vocab.size(), 0.0f);
+    const bool any = m.apply(logits.data(), int32_t(vocab.size()));
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < int32_t(vocab.size()); ++id) {
+      const bool expect =
+          id == eos ? brute.accepting() : !vocab[size_t(id)].empty() && !brute.advance_bytes(vocab[size_t(id)]).dead();
+      EXPECT_EQ(!std::isinf(logits[size_t(id)]), expect) << "step " << step << " token " << id;
+      if (expect) allowed.push_back(id);
+    }
+    ASSERT_EQ(any, !allowed.empty());
+    if (allowed.empty()) break;
+    const int32_t pick = allowed[rng() % allowed.size()];
+    if (pick == eos) break;
+    ASSERT_TRUE(m.accept(pick, vocab[size_t(pick)]));
+    brute = brute.advance_bytes(vocab[size_t(pick)]);
+  }
+  EXPECT_GT(m.masks_built(), 0);
+  EXPECT_FALSE(m.accept(2, "}}"));  // a token the grammar does not admit leaves the state alone
+}
+
+}  // namespace
+}  // namespace autoglm
