@@ -68,6 +68,8 @@ TEST(Gbnf, ClassesEscapesAndUnicode) {
                    "\xe4\xbd\xa0\"\xc3\xa0\xf0\x9f\xa6\x99"
                    "A"},
                   {"a\nb\"\xc3\xa9xA", "ab\"exA", "ab\"\xc3\xa9xB"});
+  // An overlong encoding of '"' is not the character.
+  EXPECT_FALSE(accepts(compile(R"(root ::= "\"")"), "\xc0\xa2"));
 }
 
 TEST(Gbnf, ErrorsSayWhere) {
@@ -173,6 +175,38 @@ TEST(TokenMask, EqualsBruteForceAndCaches) {
   }
   EXPECT_GT(m.masks_built(), 0);
   EXPECT_FALSE(m.accept(2, "}}"));  // a token the grammar does not admit leaves the state alone
+}
+
+// Random walks under a token budget always end in a whole sentence: near the end only tokens
+// after which the text can still be closed in time remain.
+TEST(TokenMask, BudgetEndsInAWholeSentence) {
+  std::vector<std::string> vocab = {"", "{", "}", "[", "]", "\"", ":", ",", "a", "1", "{\"", "\":[", "[[", "{\"a\":{"};
+  auto g = compile(json_object_gbnf());
+  ASSERT_TRUE(g);
+  auto trie = std::make_shared<TokenTrie>(vocab);
+  std::mt19937 rng(11);
+  for (int run = 0; run < 200; ++run) {
+    GrammarMatcher m(g, trie, {0});
+    const int64_t budget = 12 + run % 40;
+    std::string text;
+    bool ended = false;
+    for (int64_t used = 0; used < budget; ++used) {
+      std::vector<float> logits(vocab.size(), 0.0f);
+      ASSERT_TRUE(m.apply(logits.data(), int32_t(vocab.size()), budget - used));
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < int32_t(vocab.size()); ++id)
+        if (!std::isinf(logits[size_t(id)])) allowed.push_back(id);
+      const int32_t pick = allowed[rng() % allowed.size()];
+      if (pick == 0) {
+        ended = true;
+        break;
+      }
+      ASSERT_TRUE(m.accept(pick, vocab[size_t(pick)]));
+      text += vocab[size_t(pick)];
+    }
+    EXPECT_TRUE(ended) << "budget " << budget << " ran out inside: " << text;
+    EXPECT_TRUE(accepts(g, text)) << text;
+  }
 }
 
 }  // namespace

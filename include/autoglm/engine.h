@@ -20,6 +20,8 @@
 
 namespace autoglm {
 
+class Grammar;
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   int32_t max_tokens = 256;
@@ -29,6 +31,7 @@ struct GenerationRequest {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // waiting past it: finish_reason "timeout"
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
   bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
+  std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
 };
 
 struct TokenLogprob {

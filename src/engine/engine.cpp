@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/constrained.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
 #include "sample/logprobs.h"
@@ -47,7 +48,11 @@ void StreamHandle::push(StreamEvent event) {
 // A request while the engine holds it.
 struct Sequence {
   Sequence(const Tokenizer& tok, BlockPool& pool, GenerationRequest r)
-      : request(std::move(r)), sampler(request.sampling), text(tok, request.stop, !request.ignore_eos), kv(pool) {}
+      : request(std::move(r)),
+        sampler(request.sampling),
+        matcher(make_matcher(tok, request.grammar)),
+        text(tok, request.stop, !request.ignore_eos),
+        kv(pool) {}
 
   uint64_t id = 0;
   GenerationRequest request;
@@ -64,6 +69,7 @@ struct Sequence {
   bool finished = false;
   bool running = false;  // in the running set (not waiting)
   Sampler sampler;
+  std::unique_ptr<GrammarMatcher> matcher;  // when the request has a grammar
   TextStream text;
   PagedSequenceKv kv;
   Clock::time_point arrival = Clock::now();
@@ -382,8 +388,15 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
   OpTimer timer(runner_.profile(), Op::kSampling);
   sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
-  const int32_t token = s.sampler.sample(sample_row_.data(), n_vocab, s.tokens);
+  const int64_t budget =
+      std::min<int64_t>(s.request.max_tokens - s.n_generated, config_.n_ctx - int64_t(s.tokens.size()));
+  const int32_t token =
+      sample_next(s.sampler, s.matcher.get(), tokenizer_, sample_row_.data(), n_vocab, s.tokens, budget);
   timer.mark(Op::kOther);
+  if (token < 0) {  // the grammar admits nothing more and the vocabulary has no end token
+    finish(s, "stop");
+    return;
+  }
   StreamEvent ev;
   if (s.request.top_logprobs >= 0) {
     TokenLogprob lp;

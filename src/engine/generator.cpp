@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "engine/constrained.h"
 #include "engine/text_stream.h"
 #include "sample/sampler.h"
 
@@ -60,6 +61,7 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   result.prefill_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);
+  auto matcher = make_matcher(tokenizer_, options.grammar);
   TextStream stream(tokenizer_, options.stop, options.stop_at_eog);
   std::vector<int32_t> history = prompt;
   auto emit = [&](const std::string& text) {
@@ -73,7 +75,12 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
     int32_t token;
     {
       OpTimer timer(runner_.profile(), Op::kSampling);
-      token = sampler.sample(logits.data(), n_vocab, history);
+      const int64_t budget = std::min<int64_t>(options.max_tokens - step, cache_.capacity() - pos);
+      token = sample_next(sampler, matcher.get(), tokenizer_, logits.data(), n_vocab, history, budget);
+    }
+    if (token < 0) {  // the grammar admits nothing more and there is no end token
+      result.finish_reason = "stop";
+      break;
     }
     result.tokens.push_back(token);
     history.push_back(token);
@@ -91,6 +98,7 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   }
   emit(stream.flush());
   result.decode_seconds = seconds_since(t0);
+  if (matcher) result.mask_seconds = matcher->mask_seconds();
   return result;
 }
 

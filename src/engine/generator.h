@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "model/runner.h"
+#include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -19,9 +20,10 @@ namespace autoglm {
 struct GenerationOptions {
   int32_t max_tokens = 128;
   SamplingParams sampling;
-  std::vector<std::string> stop;  // stop strings; not part of the output
-  bool stop_at_eog = true;        // end at EOS / EOT
-  int32_t prefill_chunk = 512;    // tokens per forward during prefill
+  std::vector<std::string> stop;           // stop strings; not part of the output
+  bool stop_at_eog = true;                 // end at EOS / EOT
+  int32_t prefill_chunk = 512;             // tokens per forward during prefill
+  std::shared_ptr<const Grammar> grammar;  // constrained decoding (null: free text)
 };
 
 struct GenerationResult {
@@ -31,6 +33,7 @@ struct GenerationResult {
   int32_t prompt_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  double mask_seconds = 0;  // of decode_seconds: building grammar masks
 };
 
 class Generator {

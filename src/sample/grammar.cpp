@@ -51,7 +51,13 @@ size_t utf8_length(uint8_t lead) {
   return 0;
 }
 
-// Decodes one UTF-8 character at s[i]; 0 bytes if malformed.
+// Shortest form, a Unicode scalar value (no surrogates, nothing past U+10FFFF).
+bool well_formed(uint32_t cp, size_t n) {
+  static const uint32_t min_for_length[5] = {0, 0, 0x80, 0x800, 0x10000};
+  return cp >= min_for_length[n] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+}
+
+// Decodes one UTF-8 character at s[i]; 0 bytes if malformed (overlong forms included).
 size_t decode_utf8(const std::string& s, size_t i, uint32_t& cp) {
   const auto lead = static_cast<uint8_t>(s[i]);
   const size_t n = utf8_length(lead);
@@ -62,7 +68,7 @@ size_t decode_utf8(const std::string& s, size_t i, uint32_t& cp) {
     if ((b & 0xc0) != 0x80) return 0;
     cp = (cp << 6) | (b & 0x3f);
   }
-  return n;
+  return well_formed(cp, n) ? n : 0;
 }
 
 }  // namespace
@@ -98,6 +104,7 @@ class GbnfParser {
     if (root == rule_index_.end()) return invalid_argument("grammar: no 'root' rule");
     g_.root_ = root->second;
     AUTOGLM_RETURN_IF_ERROR(check_left_recursion());
+    g_.compute_min_lengths();
     return std::make_shared<const Grammar>(std::move(g_));
   }
 
@@ -385,6 +392,20 @@ class GbnfParser {
   std::vector<bool> defined_;
 };
 
+void Grammar::compute_min_lengths() {
+  constexpr int32_t kUnknown = 1 << 30;
+  min_length_.assign(rules_.size(), kUnknown);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules_.size(); ++r)
+      for (const auto& alt : rules_[r].alternatives) {
+        int64_t n = 0;
+        for (const GrammarSymbol& sym : alt) n += sym.is_rule ? min_length_[size_t(sym.index)] : 1;
+        if (n < min_length_[r]) min_length_[r] = int32_t(n), changed = true;
+      }
+  }
+}
+
 Result<std::shared_ptr<const Grammar>> Grammar::parse(const std::string& text) {
   return GbnfParser(text).run();
 }
@@ -468,6 +489,16 @@ GrammarState GrammarState::advance_byte(uint8_t byte) const {
     lo = (lo << 6) | b;
     hi = (hi << 6) | (k < bytes.size() ? b : 0x3f);
   }
+  // Only shortest forms of scalar values may complete this prefix.
+  static const uint32_t min_for_length[5] = {0, 0, 0x80, 0x800, 0x10000};
+  lo = std::max(lo, min_for_length[need]);
+  hi = std::min<uint32_t>(hi, 0x10ffff);
+  if (lo >= 0xd800 && hi <= 0xdfff) lo = hi + 1;  // surrogates only
+  if (lo > hi) {
+    GrammarState dead;
+    dead.grammar_ = grammar_;
+    return dead;
+  }
   GrammarState next;
   next.grammar_ = grammar_;
   next.pending_ = bytes;
@@ -496,6 +527,20 @@ bool GrammarState::accepting() const {
 
 bool GrammarState::can_continue() const {
   return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return !s.empty(); });
+}
+
+int32_t GrammarState::distance_to_accept() const {
+  int64_t best = int64_t(1) << 30;
+  const auto& rules = grammar_->rules();
+  for (const Stack& s : stacks_) {
+    int64_t d = 0;
+    for (const Frame& f : s) {
+      const auto& seq = rules[size_t(f.rule)].alternatives[size_t(f.alt)];
+      for (size_t k = size_t(f.pos); k < seq.size(); ++k) d += seq[k].is_rule ? grammar_->min_length(seq[k].index) : 1;
+    }
+    best = std::min(best, d);
+  }
+  return int32_t(std::min<int64_t>(best, int64_t(1) << 30));
 }
 
 std::string GrammarState::key() const {

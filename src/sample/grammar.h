@@ -51,9 +51,13 @@ class Grammar {
   const std::vector<GrammarRule>& rules() const { return rules_; }
   const std::vector<CharSet>& sets() const { return sets_; }
   int32_t root() const { return root_; }
+  // The fewest characters a rule can match.
+  int32_t min_length(int32_t rule) const { return min_length_[size_t(rule)]; }
 
  private:
   friend class GbnfParser;
+  void compute_min_lengths();
+  std::vector<int32_t> min_length_;
   std::vector<GrammarRule> rules_;
   std::vector<CharSet> sets_;
   int32_t root_ = -1;
@@ -73,6 +77,8 @@ class GrammarState {
   bool dead() const { return stacks_.empty(); }
   bool accepting() const;     // the text so far is a whole sentence of the grammar
   bool can_continue() const;  // some stack still expects a character
+  // The fewest characters that complete the text into a sentence (0 when accepting).
+  int32_t distance_to_accept() const;
   // A compact, comparable description (the mask cache's key).
   std::string key() const;
 

@@ -8,6 +8,9 @@ namespace autoglm {
 namespace {
 
 constexpr size_t kMaxCachedMasks = 4096;
+// Within this many tokens of the budget's end each admissible token is checked for whether
+// the text can still be completed after it (a token adds at most a few characters to close).
+constexpr int64_t kClosingMargin = 64;
 
 bool test_bit(const std::vector<uint64_t>& bits, int32_t id) {
   return (bits[size_t(id) >> 6] >> (id & 63)) & 1;
@@ -15,7 +18,8 @@ bool test_bit(const std::vector<uint64_t>& bits, int32_t id) {
 
 }  // namespace
 
-TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_vocab_(int32_t(token_bytes.size())) {
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
+    : bytes_(token_bytes), n_vocab_(int32_t(token_bytes.size())) {
   nodes_.emplace_back();
   for (int32_t id = 0; id < n_vocab_; ++id) {
     const std::string& bytes = token_bytes[size_t(id)];
@@ -69,7 +73,7 @@ const GrammarMatcher::Bits& GrammarMatcher::mask() {
   return cache_.emplace(key, std::move(bits)).first->second;
 }
 
-bool GrammarMatcher::apply(float* logits, int32_t n_vocab) {
+bool GrammarMatcher::apply(float* logits, int32_t n_vocab, int64_t budget) {
   const Bits& bits = mask();
   bool any = false;
   for (int32_t id = 0; id < n_vocab; ++id) {
@@ -78,7 +82,30 @@ bool GrammarMatcher::apply(float* logits, int32_t n_vocab) {
     else
       logits[id] = -INFINITY;
   }
+  if (any && budget >= 0 && budget <= state_.distance_to_accept() + kClosingMargin)
+    keep_completable(logits, n_vocab, budget);
   return any;
+}
+
+// Leaves the tokens after which the rest of the budget still fits the shortest completion
+// plus an end token (a token is at least one character, so the distance bounds the tokens).
+void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t budget) const {
+  std::vector<int32_t> dropped;
+  bool kept = false;
+  for (int32_t id = 0; id < std::min(n_vocab, trie_->n_vocab()); ++id) {
+    if (std::isinf(logits[id])) continue;
+    if (std::find(eog_.begin(), eog_.end(), id) != eog_.end()) {
+      kept = true;
+      continue;
+    }
+    const GrammarState next = state_.advance_bytes(trie_->bytes(id));
+    if (next.dead() || next.distance_to_accept() > budget - 2)
+      dropped.push_back(id);
+    else
+      kept = true;
+  }
+  if (kept)  // otherwise keep the plain mask: nothing completes in time anyway
+    for (int32_t id : dropped) logits[id] = -INFINITY;
 }
 
 bool GrammarMatcher::accept(int32_t token, const std::string& bytes) {

@@ -19,9 +19,11 @@ class TokenTrie {
   // token_bytes[id]: the bytes token id stands for; empty: never admissible (control tokens).
   explicit TokenTrie(const std::vector<std::string>& token_bytes);
   int32_t n_vocab() const { return n_vocab_; }
+  const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
 
  private:
   friend class GrammarMatcher;
+  std::vector<std::string> bytes_;
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // byte -> node
     std::vector<int32_t> tokens;                        // tokens whose bytes end here
@@ -37,7 +39,10 @@ class GrammarMatcher {
                  std::vector<int32_t> eog);
 
   // Sets every inadmissible logit to -inf; false when nothing at all is admissible.
-  bool apply(float* logits, int32_t n_vocab);
+  // `budget`: tokens left for this text (-1: unlimited). Near the end of the budget only
+  // tokens after which the text can still be completed, end token included, remain, so a
+  // bounded generation ends in a whole sentence rather than being cut off.
+  bool apply(float* logits, int32_t n_vocab, int64_t budget = -1);
   // Moves past `token`; false (state unchanged) if the grammar does not admit it.
   bool accept(int32_t token, const std::string& bytes);
 
@@ -53,6 +58,7 @@ class GrammarMatcher {
  private:
   using Bits = std::vector<uint64_t>;
   const Bits& mask();
+  void keep_completable(float* logits, int32_t n_vocab, int64_t budget) const;
   void collect(int32_t node, const GrammarState& state, Bits& bits) const;
 
   std::shared_ptr<const TokenTrie> trie_;

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "core/thread_pool.h"
+#include "sample/grammar.h"
+#include "sample/json_schema.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -93,6 +95,44 @@ int32_t priority_param(const json& body, const ServerConfig& cfg) {
     return it->second;
   }
   bad("priority", "'priority' must be a class name or an integer");
+}
+
+// The grammar a request asks for: response_format json_object / json_schema, or the
+// `grammar` extension (GBNF text); null for free text.
+std::shared_ptr<const Grammar> grammar_param(const json& body) {
+  const json rf = body.value("response_format", json());
+  const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
+  std::string gbnf;
+  std::string param = "response_format";
+  if (!rf.is_null()) {
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      bad("response_format", "'response_format' must be an object with a 'type'");
+    const std::string type = rf["type"];
+    if (type == "text") {
+      if (!has_grammar) return nullptr;
+    } else if (type == "json_object") {
+      gbnf = json_object_gbnf();
+    } else if (type == "json_schema") {
+      const json spec = rf.value("json_schema", json());
+      if (!spec.is_object() || !spec.contains("schema"))
+        bad("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+      auto converted = json_schema_to_gbnf(spec["schema"]);
+      if (!converted) bad("response_format.json_schema.schema", converted.status().message());
+      gbnf = *converted;
+    } else {
+      bad("response_format.type", "'response_format.type' must be text, json_object or json_schema");
+    }
+  }
+  if (has_grammar) {
+    if (!gbnf.empty()) bad("grammar", "'grammar' and a JSON response_format cannot be combined");
+    if (!body["grammar"].is_string()) bad("grammar", "'grammar' must be a string (GBNF)");
+    gbnf = body["grammar"].get<std::string>();
+    param = "grammar";
+  }
+  if (gbnf.empty()) return nullptr;
+  auto grammar = Grammar::parse(gbnf);
+  if (!grammar) bad(param, grammar.status().message());
+  return *grammar;
 }
 
 std::string token_text(const Tokenizer& tok, int32_t id) {
@@ -463,6 +503,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     g.sampling.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
   g.stop = stop_param(j);
   g.ignore_eos = bool_param(j, "ignore_eos", false);
+  g.grammar = grammar_param(j);
   g.priority = priority_param(j, config_);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   if (j.contains("timeout") && !j["timeout"].is_null())
