@@ -430,6 +430,9 @@ void GrammarState::expand(Stack stack, std::vector<Stack>& out) const {
     if (!sym.is_rule) break;
     if (stack.size() >= kMaxStackDepth) return;
     ++top.pos;  // the rule's continuation, once the referenced rule is done
+    // A reference in tail position leaves nothing to continue: drop the frame, so right
+    // recursion (repetition) keeps the stack flat and its states repeat.
+    if (size_t(top.pos) == seq.size()) stack.pop_back();
     const auto& alts = rules[size_t(sym.index)].alternatives;
     if (alts.empty()) return;
     for (size_t a = 0; a + 1 < alts.size(); ++a) {

@@ -7,7 +7,7 @@
 namespace autoglm {
 namespace {
 
-constexpr size_t kMaxCachedMasks = 4096;
+constexpr size_t kMaxInternedStates = 200000;
 // Within this many tokens of the budget's end each admissible token is checked for whether
 // the text can still be completed after it (a token adds at most a few characters to close).
 constexpr int64_t kClosingMargin = 64;
@@ -44,33 +44,78 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                                std::vector<int32_t> eog)
-    : trie_(std::move(trie)), eog_(std::move(eog)), state_(std::move(grammar)) {}
+    : grammar_(std::move(grammar)), trie_(std::move(trie)), eog_(std::move(eog)) {
+  current_ = intern(GrammarState(grammar_));
+}
 
-void GrammarMatcher::collect(int32_t node, const GrammarState& state, Bits& bits) const {
+int32_t GrammarMatcher::intern(GrammarState state) {
+  if (state.dead()) return -1;
+  std::string key = state.key();
+  if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+  const int32_t id = int32_t(states_.size());
+  states_.push_back({std::move(state), std::vector<int32_t>(256, -2), -1, nullptr});
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+int32_t GrammarMatcher::step(int32_t id, uint8_t byte) {
+  int32_t next = states_[size_t(id)].next[byte];
+  if (next == -2) {
+    next = intern(states_[size_t(id)].state.advance_byte(byte));
+    states_[size_t(id)].next[byte] = next;
+  }
+  return next;
+}
+
+int32_t GrammarMatcher::step_bytes(int32_t id, const std::string& bytes) {
+  for (char b : bytes) {
+    id = step(id, static_cast<uint8_t>(b));
+    if (id < 0) break;
+  }
+  return id;
+}
+
+int32_t GrammarMatcher::distance(int32_t id) {
+  Interned& s = states_[size_t(id)];
+  if (s.distance < 0) s.distance = s.state.distance_to_accept();
+  return s.distance;
+}
+
+void GrammarMatcher::collect(int32_t node, int32_t state, Bits& bits) {
   for (const auto& [byte, child] : trie_->nodes_[size_t(node)].children) {
-    const GrammarState next = state.advance_byte(byte);
-    if (next.dead()) continue;
+    const int32_t next = step(state, byte);
+    if (next < 0) continue;
     for (int32_t id : trie_->nodes_[size_t(child)].tokens) bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
     collect(child, next, bits);
   }
 }
 
+// Interned states only grow; a long-running matcher starts afresh past a bound.
+void GrammarMatcher::reset_if_large() {
+  if (states_.size() < kMaxInternedStates) return;
+  GrammarState keep = states_[size_t(current_)].state;
+  states_.clear();
+  ids_.clear();
+  current_ = intern(std::move(keep));
+}
+
 const GrammarMatcher::Bits& GrammarMatcher::mask() {
-  const std::string key = state_.key();
-  if (auto it = cache_.find(key); it != cache_.end()) {
+  reset_if_large();
+  if (auto cached = states_[size_t(current_)].mask) {
     ++masks_cached_;
-    return it->second;
+    return *cached;
   }
   const auto start = std::chrono::steady_clock::now();
-  Bits bits(size_t(trie_->n_vocab() + 63) / 64, 0);
-  if (state_.can_continue()) collect(0, state_, bits);
-  if (state_.accepting())
+  auto bits = std::make_shared<Bits>(size_t(trie_->n_vocab() + 63) / 64, 0);
+  const int32_t at = current_;
+  if (states_[size_t(at)].state.can_continue()) collect(0, at, *bits);
+  if (states_[size_t(at)].state.accepting())
     for (int32_t id : eog_)
-      if (id >= 0 && id < trie_->n_vocab()) bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+      if (id >= 0 && id < trie_->n_vocab()) (*bits)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
   mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++masks_built_;
-  if (cache_.size() >= kMaxCachedMasks) cache_.clear();
-  return cache_.emplace(key, std::move(bits)).first->second;
+  states_[size_t(at)].mask = bits;
+  return *bits;
 }
 
 bool GrammarMatcher::apply(float* logits, int32_t n_vocab, int64_t budget) {
@@ -82,14 +127,13 @@ bool GrammarMatcher::apply(float* logits, int32_t n_vocab, int64_t budget) {
     else
       logits[id] = -INFINITY;
   }
-  if (any && budget >= 0 && budget <= state_.distance_to_accept() + kClosingMargin)
-    keep_completable(logits, n_vocab, budget);
+  if (any && budget >= 0 && budget <= distance(current_) + kClosingMargin) keep_completable(logits, n_vocab, budget);
   return any;
 }
 
 // Leaves the tokens after which the rest of the budget still fits the shortest completion
 // plus an end token (a token is at least one character, so the distance bounds the tokens).
-void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t budget) const {
+void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t budget) {
   std::vector<int32_t> dropped;
   bool kept = false;
   for (int32_t id = 0; id < std::min(n_vocab, trie_->n_vocab()); ++id) {
@@ -98,8 +142,8 @@ void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t bu
       kept = true;
       continue;
     }
-    const GrammarState next = state_.advance_bytes(trie_->bytes(id));
-    if (next.dead() || next.distance_to_accept() > budget - 2)
+    const int32_t next = step_bytes(current_, trie_->bytes(id));
+    if (next < 0 || distance(next) > budget - 2)
       dropped.push_back(id);
     else
       kept = true;
@@ -109,11 +153,11 @@ void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t bu
 }
 
 bool GrammarMatcher::accept(int32_t token, const std::string& bytes) {
-  if (std::find(eog_.begin(), eog_.end(), token) != eog_.end()) return state_.accepting();
+  if (std::find(eog_.begin(), eog_.end(), token) != eog_.end()) return accepting();
   if (bytes.empty()) return false;
-  GrammarState next = state_.advance_bytes(bytes);
-  if (next.dead()) return false;
-  state_ = std::move(next);
+  const int32_t next = step_bytes(current_, bytes);
+  if (next < 0) return false;
+  current_ = next;
   return true;
 }
 

@@ -46,9 +46,9 @@ class GrammarMatcher {
   // Moves past `token`; false (state unchanged) if the grammar does not admit it.
   bool accept(int32_t token, const std::string& bytes);
 
-  bool accepting() const { return state_.accepting(); }
+  bool accepting() const { return states_[size_t(current_)].state.accepting(); }
   // The text is complete and nothing may follow it.
-  bool finished() const { return state_.accepting() && !state_.can_continue(); }
+  bool finished() const { return accepting() && !states_[size_t(current_)].state.can_continue(); }
 
   // Time spent building masks that were not cached, and how many were built / looked up.
   double mask_seconds() const { return mask_seconds_; }
@@ -57,14 +57,29 @@ class GrammarMatcher {
 
  private:
   using Bits = std::vector<uint64_t>;
+  // Grammar states met so far, each with its byte transitions filled in as they are taken:
+  // a trie walk then costs one table lookup per node once the states are known.
+  struct Interned {
+    GrammarState state;
+    std::vector<int32_t> next;  // per byte: -2 not computed yet, -1 dead
+    int32_t distance = -1;      // distance_to_accept, once asked
+    std::shared_ptr<const Bits> mask;
+  };
+  int32_t intern(GrammarState state);
+  int32_t step(int32_t id, uint8_t byte);
+  int32_t step_bytes(int32_t id, const std::string& bytes);
+  int32_t distance(int32_t id);
   const Bits& mask();
-  void keep_completable(float* logits, int32_t n_vocab, int64_t budget) const;
-  void collect(int32_t node, const GrammarState& state, Bits& bits) const;
+  void collect(int32_t node, int32_t state, Bits& bits);
+  void keep_completable(float* logits, int32_t n_vocab, int64_t budget);
+  void reset_if_large();
 
+  std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> eog_;
-  GrammarState state_;
-  std::unordered_map<std::string, Bits> cache_;
+  std::vector<Interned> states_;
+  std::unordered_map<std::string, int32_t> ids_;
+  int32_t current_ = 0;
   double mask_seconds_ = 0;
   int64_t masks_built_ = 0, masks_cached_ = 0;
 };
