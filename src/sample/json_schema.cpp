@@ -14,19 +14,19 @@ const std::map<std::string, std::string>& primitives() {
   static const std::map<std::string, std::string> p = {
       {"ws", R"(" "?)"},
       {"char", R"([^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))"},
-      {"string", R"("\"" char* "\"")"},
+      {"string", R"("\"" {p}char* "\"")"},
       {"int-part", R"("0" | [1-9] [0-9]{0,15})"},
-      {"number", R"("-"? int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
-      {"integer", R"("-"? int-part)"},
+      {"number", R"("-"? {p}int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
+      {"integer", R"("-"? {p}int-part)"},
       {"boolean", R"("true" | "false")"},
       {"null", R"("null")"},
-      {"value", R"(object | array | string | number | boolean | null)"},
-      {"object", R"("{" ws ( string ":" ws value ( "," ws string ":" ws value )* )? "}")"},
-      {"array", R"("[" ws ( value ( "," ws value )* )? "]")"},
+      {"value", R"({p}object | {p}array | {p}string | {p}number | {p}boolean | {p}null)"},
+      {"object", R"("{" {p}ws ( {p}string ":" {p}ws {p}value ( "," {p}ws {p}string ":" {p}ws {p}value )* )? "}")"},
+      {"array", R"("[" {p}ws ( {p}value ( "," {p}ws {p}value )* )? "]")"},
       {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ))"},
       {"time",
        R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,3} )? ( "Z" | [-+] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
-      {"date-time", R"(date "T" time)"},
+      {"date-time", R"({p}date "T" {p}time)"},
       {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"},
   };
   return p;
@@ -46,6 +46,8 @@ const std::map<std::string, std::vector<std::string>>& primitive_deps() {
   return d;
 }
 
+}  // namespace
+
 std::string gbnf_literal(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
@@ -64,13 +66,15 @@ std::string gbnf_literal(const std::string& text) {
   return out + "\"";
 }
 
+namespace {
+
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  Converter(const json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
   Result<std::string> run() {
     AUTOGLM_ASSIGN_OR_RETURN(const std::string expr, visit(root_, "#", 0));
-    std::string out = "root ::= " + expr + "\n";
+    std::string out = prefix_ + "root ::= " + expr + "\n";
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
   }
@@ -81,17 +85,20 @@ class Converter {
   }
 
   std::string use(const std::string& primitive) {
-    if (rules_.count(primitive)) return primitive;
-    rules_[primitive] = primitives().at(primitive);
+    const std::string name = prefix_ + primitive;
+    if (rules_.count(name)) return name;
+    std::string body = primitives().at(primitive);
+    for (size_t at; (at = body.find("{p}")) != std::string::npos;) body.replace(at, 3, prefix_);
+    rules_[name] = body;
     if (auto it = primitive_deps().find(primitive); it != primitive_deps().end())
       for (const std::string& dep : it->second) use(dep);
-    return primitive;
+    return name;
   }
 
   std::string new_rule(const std::string& hint, const std::string& body) {
     std::string name;
     for (char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
-    name = "s-" + name + "-" + std::to_string(counter_++);
+    name = prefix_ + "s-" + name + "-" + std::to_string(counter_++);
     rules_[name] = body;
     return name;
   }
@@ -257,22 +264,23 @@ class Converter {
     if (lo == 0 && hi < 0) return use("string");
     if (lo < 0 || (hi >= 0 && hi < lo) || lo > 10000 || hi > 10000)
       return refuse(path, "minLength/maxLength must satisfy 0 <= minLength <= maxLength <= 10000");
-    use("char");
-    return "\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "} \"\\\"\"";
+    return "\"\\\"\" " + use("char") + "{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
+           "} \"\\\"\"";
   }
 
   Result<std::string> visit_number(const json& s, const std::string& path, bool integer) {
     if (!s.contains("minimum")) return use(integer ? "integer" : "number");
     const json& m = s["minimum"];
     if (m == 0) {
-      use("int-part");
-      return integer ? std::string("int-part") : std::string(R"(int-part ( "." [0-9]{1,15} )?)");
+      const std::string int_part = use("int-part");
+      return integer ? int_part : int_part + R"( ( "." [0-9]{1,15} )?)";
     }
     if (integer && m == 1) return std::string("[1-9] [0-9]{0,15}");
     return refuse(path, "'minimum' other than 0 (or 1 for integers) is not supported");
   }
 
   const json& root_;
+  std::string prefix_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
   int counter_ = 0;
@@ -280,8 +288,8 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema) {
-  return Converter(schema).run();
+Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, const std::string& rule_prefix) {
+  return Converter(schema, rule_prefix).run();
 }
 
 std::string json_object_gbnf() {

@@ -1,0 +1,243 @@
+#include "server/tool_calls.h"
+
+#include <algorithm>
+
+#include "sample/json_schema.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+const char kHermesOpen[] = "<tool_call>";
+const char kHermesClose[] = "</tool_call>";
+const char kPythonTag[] = "<|python_tag|>";
+
+// Length of the longest suffix of `text` that is a proper prefix of `marker`.
+size_t partial_marker(const std::string& text, const std::string& marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n)
+    if (text.compare(text.size() - n, n, marker, 0, n) == 0) return n;
+  return 0;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Whole JSON values in `text`, one after another (separated by whitespace or ';').
+std::vector<json> json_values(const std::string& text) {
+  std::vector<json> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) || text[i] == ';')) ++i;
+    if (i >= text.size()) break;
+    // Find the end of one value by bracket depth outside strings.
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    size_t j = i;
+    for (; j < text.size(); ++j) {
+      const char c = text[j];
+      if (in_string) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) break;
+      }
+    }
+    if (j >= text.size()) return {};
+    try {
+      out.push_back(json::parse(text.substr(i, j + 1 - i)));
+    } catch (const json::exception&) {
+      return {};
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+ToolCallFamily tool_call_family(const std::string& t) {
+  if (t.find("<tool_call>") != std::string::npos) return ToolCallFamily::kHermes;
+  if (t.find("<|start_header_id|>") != std::string::npos &&
+      (t.find("ipython") != std::string::npos || t.find("tools") != std::string::npos))
+    return ToolCallFamily::kLlama3;
+  if (t.find("<|observation|>") != std::string::npos || t.find("[gMASK]") != std::string::npos)
+    return ToolCallFamily::kGlm4;
+  return ToolCallFamily::kHermes;
+}
+
+const char* tool_call_family_name(ToolCallFamily f) {
+  switch (f) {
+    case ToolCallFamily::kHermes: return "hermes";
+    case ToolCallFamily::kLlama3: return "llama3";
+    case ToolCallFamily::kGlm4: return "glm4";
+  }
+  return "hermes";
+}
+
+ToolCallParser::ToolCallParser(ToolCallFamily family, std::vector<std::string> tool_names, std::string id_prefix)
+    : family_(family), names_(std::move(tool_names)), id_prefix_(std::move(id_prefix)) {}
+
+bool ToolCallParser::add_call(const json& j, Output& out) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  json args = j.contains("arguments") ? j["arguments"] : j.value("parameters", json::object());
+  ToolCall call;
+  call.id = id_prefix_ + std::to_string(calls_.size());
+  call.name = j["name"];
+  call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+  calls_.push_back(call);
+  out.calls.push_back(call);
+  return true;
+}
+
+ToolCallParser::Output ToolCallParser::push(const std::string& text) {
+  pending_ += text;
+  return family_ == ToolCallFamily::kHermes ? parse_hermes(false) : parse_whole_message(false);
+}
+
+ToolCallParser::Output ToolCallParser::finish() {
+  return family_ == ToolCallFamily::kHermes ? parse_hermes(true) : parse_whole_message(true);
+}
+
+// Content runs until <tool_call>; each call is released when its </tool_call> arrives.
+ToolCallParser::Output ToolCallParser::parse_hermes(bool final) {
+  Output out;
+  for (;;) {
+    if (after_call_) {  // the whitespace between calls is not content
+      const size_t keep = pending_.find_first_not_of(" \t\r\n");
+      pending_.erase(0, keep == std::string::npos ? pending_.size() : keep);
+      if (pending_.empty()) return out;
+      after_call_ = false;
+    }
+    const size_t open = pending_.find(kHermesOpen);
+    if (open == std::string::npos) {
+      const size_t hold = final ? 0 : partial_marker(pending_, kHermesOpen);
+      out.content += pending_.substr(0, pending_.size() - hold);
+      pending_.erase(0, pending_.size() - hold);
+      return out;
+    }
+    out.content += pending_.substr(0, open);
+    pending_.erase(0, open);
+    const size_t close = pending_.find(kHermesClose);
+    if (close == std::string::npos) {
+      if (final) {  // an unfinished call: give it back as text rather than lose it
+        out.content += pending_;
+        pending_.clear();
+      }
+      return out;
+    }
+    const std::string body = pending_.substr(std::string(kHermesOpen).size(), close - std::string(kHermesOpen).size());
+    const auto values = json_values(trim(body));
+    if (values.size() != 1 || !add_call(values[0], out))
+      out.content += pending_.substr(0, close + std::string(kHermesClose).size());
+    pending_.erase(0, close + std::string(kHermesClose).size());
+    after_call_ = true;
+  }
+}
+
+// Llama 3 and GLM-4 write a call as the whole message: decide from its start whether it may
+// be one; if so hold everything to the end and parse it then.
+ToolCallParser::Output ToolCallParser::parse_whole_message(bool final) {
+  Output out;
+  if (!in_message_mode_decided_) {
+    const std::string head = trim(pending_);
+    bool decided = false, maybe_call = false;
+    if (family_ == ToolCallFamily::kLlama3) {
+      if (!head.empty()) {
+        decided = head[0] != '{' && head.compare(0, std::min(head.size(), sizeof(kPythonTag) - 1), kPythonTag, 0,
+                                                 std::min(head.size(), sizeof(kPythonTag) - 1)) != 0;
+        maybe_call = !decided;
+        if (maybe_call && (head[0] == '{' || head.size() >= sizeof(kPythonTag) - 1)) decided = true;
+      }
+    } else {  // glm4: the first line names a tool
+      const size_t nl = pending_.find('\n');
+      const std::string first = trim(nl == std::string::npos ? pending_ : pending_.substr(0, nl));
+      const bool is_name = std::find(names_.begin(), names_.end(), first) != names_.end();
+      const bool could_be =
+          std::any_of(names_.begin(), names_.end(), [&](const std::string& n) { return n.rfind(first, 0) == 0; });
+      if (nl != std::string::npos || !could_be) {
+        decided = true;
+        maybe_call = is_name && nl != std::string::npos;
+      }
+    }
+    if (decided || final) {
+      in_message_mode_decided_ = true;
+      message_is_call_ = maybe_call;
+    }
+  }
+  if (in_message_mode_decided_ && !message_is_call_) {
+    out.content = pending_;
+    pending_.clear();
+    return out;
+  }
+  if (!final) return out;  // a call: wait for the whole message
+  std::string text = trim(pending_);
+  pending_.clear();
+  bool parsed = false;
+  if (family_ == ToolCallFamily::kLlama3) {
+    if (text.rfind(kPythonTag, 0) == 0) text = trim(text.substr(sizeof(kPythonTag) - 1));
+    const auto values = json_values(text);
+    parsed = !values.empty();
+    Output tmp;
+    for (const json& v : values) parsed = parsed && add_call(v, tmp);
+    if (parsed) out.calls = tmp.calls;
+  } else {
+    const size_t nl = text.find('\n');
+    const auto values = nl == std::string::npos ? std::vector<json>{} : json_values(trim(text.substr(nl + 1)));
+    if (values.size() == 1 && values[0].is_object())
+      parsed = add_call(json{{"name", trim(text.substr(0, nl))}, {"arguments", values[0]}}, out);
+  }
+  if (!parsed) {
+    calls_.resize(calls_.size() - out.calls.size());
+    out.calls.clear();
+    out.content = text;
+  }
+  return out;
+}
+
+Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, const std::string& only) {
+  std::string calls, rules;
+  int n = 0;
+  for (const json& t : tools) {
+    const json fn = t.value("function", json());
+    const std::string name = fn.value("name", "");
+    if (name.empty() || (!only.empty() && name != only)) continue;
+    std::string prefix = "t";  // each tool's schema rules apart
+    prefix += std::to_string(n++);
+    prefix += '-';
+    AUTOGLM_ASSIGN_OR_RETURN(std::string gbnf,
+                             json_schema_to_gbnf(fn.value("parameters", json{{"type", "object"}}), prefix));
+    rules += gbnf;
+    const std::string args = prefix + "root";
+    std::string call;
+    switch (family) {
+      case ToolCallFamily::kHermes:
+        call = gbnf_literal("<tool_call>\n{\"name\": " + json(name).dump() + ", \"arguments\": ") + " " + args + " " +
+               gbnf_literal("}\n</tool_call>");
+        break;
+      case ToolCallFamily::kLlama3:
+        call = gbnf_literal("{\"name\": " + json(name).dump() + ", \"parameters\": ") + " " + args + " " +
+               gbnf_literal("}");
+        break;
+      case ToolCallFamily::kGlm4: call = gbnf_literal(name + "\n") + " " + args; break;
+    }
+    calls += (calls.empty() ? "( " : " | ( ") + call + " )";
+  }
+  if (calls.empty())
+    return invalid_argument(only.empty() ? "no function among 'tools'"
+                                         : "tool_choice names '" + only + "', which is not among 'tools'");
+  return "root ::= " + calls + "\n" + rules;
+}
+
+}  // namespace autoglm

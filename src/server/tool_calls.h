@@ -1,0 +1,63 @@
+// Tool calls in the model's own format, per model family: the family is read off the chat
+// template; the parser turns generated text into content and OpenAI tool_calls (streamed:
+// content is released only once it cannot be the start of a call, and a call only once it
+// is complete, so a half-parsed call never leaks as content); and the grammar that forces a
+// call (tool_choice "required" or a named function) with arguments valid for the schema.
+//   hermes  (Qwen, Hermes, default): <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
+//   llama3  (Llama 3.1+ JSON):       [<|python_tag|>]{"name": ..., "parameters": {...}}  (the whole message)
+//   glm4    (GLM-4):                 name\n{...arguments...}                          (the whole message)
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+enum class ToolCallFamily { kHermes, kLlama3, kGlm4 };
+
+ToolCallFamily tool_call_family(const std::string& chat_template);
+const char* tool_call_family_name(ToolCallFamily family);
+
+struct ToolCall {
+  std::string id;  // "call_..."
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+class ToolCallParser {
+ public:
+  // tool_names: the request's functions (GLM-4's format starts with one of them).
+  ToolCallParser(ToolCallFamily family, std::vector<std::string> tool_names, std::string id_prefix);
+
+  struct Output {
+    std::string content;          // text that is not a call
+    std::vector<ToolCall> calls;  // calls completed by this text
+  };
+  Output push(const std::string& text);
+  Output finish();  // end of generation: whatever is held back
+
+  const std::vector<ToolCall>& calls() const { return calls_; }
+
+ private:
+  Output parse_hermes(bool final);
+  Output parse_whole_message(bool final);
+  bool add_call(const nlohmann::json& j, Output& out);
+
+  ToolCallFamily family_;
+  std::vector<std::string> names_;
+  std::string id_prefix_;
+  std::string pending_;                   // text not yet released
+  bool in_message_mode_decided_ = false;  // llama3/glm4: whether the message is a call
+  bool message_is_call_ = false;
+  bool after_call_ = false;  // hermes: whitespace after a call is dropped
+  std::vector<ToolCall> calls_;
+};
+
+// The grammar (GBNF) of one call in the family's format to any of `tools` (OpenAI tool
+// objects), arguments constrained by each function's parameter schema; `only`: that name.
+Result<std::string> tool_call_grammar(ToolCallFamily family, const nlohmann::json& tools, const std::string& only);
+
+}  // namespace autoglm

@@ -1,0 +1,135 @@
+// Tool-call parsing per model family, whole and streamed one character at a time (the
+// same calls and content, no call text ever released as content), family detection, and
+// the grammars that force a call.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sample/grammar.h"
+#include "server/tool_calls.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+struct Case {
+  ToolCallFamily family;
+  std::string text;
+  std::string content;                              // expected
+  std::vector<std::pair<std::string, json>> calls;  // expected name, arguments
+};
+
+const std::vector<std::string> kNames = {"get_weather", "calculator"};
+
+std::vector<Case> cases() {
+  using F = ToolCallFamily;
+  return {
+      {F::kHermes, "Sure.", "Sure.", {}},
+      {F::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+       "",
+       {{"get_weather", {{"city", "Paris"}}}}},
+      {F::kHermes,
+       "Let me check.<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a<b\"}}</tool_call>\n"
+       "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1+2\"}}</tool_call>",
+       "Let me check.",
+       {{"get_weather", {{"city", "a<b"}}}, {"calculator", {{"expression", "1+2"}}}}},
+      {F::kHermes, "a < b and <tool", "a < b and <tool", {}},  // a marker prefix at the end
+      {F::kHermes, "x<tool_call>{\"name\": oops}</tool_call>", "x<tool_call>{\"name\": oops}</tool_call>", {}},
+      {F::kHermes, "<tool_call>{\"name\": \"calculator\"", "<tool_call>{\"name\": \"calculator\"", {}},  // unfinished
+      {F::kLlama3,
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+       "",
+       {{"get_weather", {{"city", "Oslo"}}}}},
+      {F::kLlama3,
+       "<|python_tag|>{\"name\": \"calculator\", \"parameters\": {\"expression\": \"2*3\"}}",
+       "",
+       {{"calculator", {{"expression", "2*3"}}}}},
+      {F::kLlama3, "The answer is {not json", "The answer is {not json", {}},
+      {F::kLlama3, "{\"no\": \"name\"}", "{\"no\": \"name\"}", {}},
+      {F::kGlm4, "get_weather\n{\"city\": \"Beijing\"}", "", {{"get_weather", {{"city", "Beijing"}}}}},
+      {F::kGlm4, "get weather later", "get weather later", {}},
+      {F::kGlm4, "calculator\nnot json", "calculator\nnot json", {}},
+  };
+}
+
+void check(const Case& c, bool streamed) {
+  ToolCallParser p(c.family, kNames, "call_");
+  std::string content;
+  std::vector<ToolCall> calls;
+  auto take = [&](const ToolCallParser::Output& o) {
+    content += o.content;
+    calls.insert(calls.end(), o.calls.begin(), o.calls.end());
+  };
+  if (streamed) {
+    for (char ch : c.text) {
+      take(p.push(std::string(1, ch)));
+      // Released content is always a prefix of the expected content: no call text leaks.
+      ASSERT_EQ(c.content.compare(0, content.size(), content), 0) << "leaked: '" << content << "' of " << c.text;
+    }
+  } else {
+    take(p.push(c.text));
+  }
+  take(p.finish());
+  EXPECT_EQ(content, c.content) << c.text;
+  ASSERT_EQ(calls.size(), c.calls.size()) << c.text;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].name, c.calls[i].first);
+    EXPECT_EQ(json::parse(calls[i].arguments), c.calls[i].second);
+    EXPECT_EQ(calls[i].id, "call_" + std::to_string(i));
+  }
+}
+
+TEST(ToolCalls, ParsersWhole) {
+  for (const Case& c : cases()) check(c, false);
+}
+
+TEST(ToolCalls, ParsersStreamedCharacterByCharacter) {
+  for (const Case& c : cases()) check(c, true);
+}
+
+TEST(ToolCalls, FamilyFromTheTemplate) {
+  EXPECT_EQ(tool_call_family("{% if tools %}<tools>...<tool_call>{% endif %}"), ToolCallFamily::kHermes);
+  EXPECT_EQ(tool_call_family("<|start_header_id|>ipython<|end_header_id|>"), ToolCallFamily::kLlama3);
+  EXPECT_EQ(tool_call_family("[gMASK]<sop><|observation|>"), ToolCallFamily::kGlm4);
+  EXPECT_EQ(tool_call_family("{{ messages }}"), ToolCallFamily::kHermes);
+}
+
+TEST(ToolCalls, ForcedCallGrammars) {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "calculator",
+      "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
+  ])");
+  struct G {
+    ToolCallFamily family;
+    std::string only, good, bad;
+  };
+  const std::vector<G> table = {
+      {ToolCallFamily::kHermes, "",
+       "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"city\": \"1\"}}\n</tool_call>"},
+      {ToolCallFamily::kHermes, "get_weather",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1\"}}\n</tool_call>"},
+      {ToolCallFamily::kLlama3, "", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"x\"}}",
+       "{\"name\": \"get_weather\", \"parameters\": {}}"},
+      {ToolCallFamily::kGlm4, "", "calculator\n{\"expression\": \"2\"}", "calculator\n{\"expression\": 2}"},
+  };
+  for (const G& g : table) {
+    auto text = tool_call_grammar(g.family, tools, g.only);
+    ASSERT_TRUE(text.is_ok()) << text.status().message();
+    auto grammar = Grammar::parse(*text);
+    ASSERT_TRUE(grammar.is_ok()) << grammar.status().message() << "\n" << *text;
+    EXPECT_TRUE(GrammarState(*grammar).advance_bytes(g.good).accepting()) << g.good << "\n" << *text;
+    EXPECT_FALSE(GrammarState(*grammar).advance_bytes(g.bad).accepting()) << g.bad;
+  }
+  auto missing = tool_call_grammar(ToolCallFamily::kHermes, tools, "nope");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("'nope'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autoglm
