@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
+#include "server/tool_calls.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -177,7 +178,98 @@ struct GenerationState {
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> last_token;
   bool sent_role = false;
+  std::shared_ptr<ToolCallParser> tools;  // chat with tools: the model's calls parsed out of its text
+  bool parallel_tool_calls = true;
+  json tool_calls = json::array();
 };
+
+json tool_call_json(const ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// Streamed calls: one chunk opens each call (id, name), the next carries its arguments.
+std::string tool_call_chunks(GenerationState& g, const std::vector<ToolCall>& calls, const json& envelope) {
+  std::string out;
+  for (const ToolCall& c : calls) {
+    const int index = int(g.tool_calls.size());
+    if (!g.parallel_tool_calls && index > 0) break;
+    g.tool_calls.push_back(tool_call_json(c));
+    json open = envelope, args = envelope;
+    json delta = {{"tool_calls", json::array({{{"index", index},
+                                               {"id", c.id},
+                                               {"type", "function"},
+                                               {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
+    if (!g.sent_role) delta["role"] = "assistant";
+    g.sent_role = true;
+    open["choices"] =
+        json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    args["choices"] = json::array(
+        {{{"index", 0},
+          {"delta", {{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}}},
+          {"logprobs", nullptr},
+          {"finish_reason", nullptr}}});
+    out += sse(open) + sse(args);
+  }
+  return out;
+}
+
+// A function tool of the request: {"type": "function", "function": {"name", "parameters"...}}.
+void check_tools(const json& tools) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+      bad(where, "'" + where + "' must be {\"type\": \"function\", \"function\": {...}}");
+    const json& fn = t["function"];
+    if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
+      bad(where + ".function.name", "'" + where + ".function.name' must be a non-empty string");
+    if (fn.contains("parameters") && !fn["parameters"].is_object())
+      bad(where + ".function.parameters", "'" + where + ".function.parameters' must be a JSON Schema object");
+  }
+}
+
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}};
+// returns the mode and, for a named function, its name.
+std::pair<std::string, std::string> tool_choice_param(const json& body, bool have_tools) {
+  const json c = body.value("tool_choice", json());
+  if (c.is_null()) return {have_tools ? "auto" : "none", ""};
+  if (c.is_string()) {
+    const std::string mode = c;
+    if (mode != "none" && mode != "auto" && mode != "required")
+      bad("tool_choice", "'tool_choice' must be none, auto, required or a named function");
+    if (mode != "none" && !have_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
+    return {mode, ""};
+  }
+  if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
+      c["function"].contains("name") && c["function"]["name"].is_string()) {
+    if (!have_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
+    return {"named", c["function"]["name"].get<std::string>()};
+  }
+  bad("tool_choice",
+      "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+}
+
+// An assistant message's tool_calls as templates expect them: arguments as objects.
+json template_tool_calls(const json& calls, const std::string& where) {
+  if (!calls.is_array()) bad(where, "'" + where + "' must be an array");
+  json out = json::array();
+  for (json c : calls) {
+    if (c.contains("function") && c["function"].is_object() && c["function"].contains("arguments") &&
+        c["function"]["arguments"].is_string()) {
+      try {
+        c["function"]["arguments"] = json::parse(c["function"]["arguments"].get<std::string>());
+      } catch (const json::exception&) {
+        // not JSON: the template gets the string
+      }
+    }
+    if (c.contains("function")) {  // templates read both tool_call.function.name and tool_call.name
+      c["name"] = c["function"].value("name", "");
+      c["arguments"] = c["function"].value("arguments", json::object());
+    }
+    out.push_back(c);
+  }
+  return out;
+}
 
 json choice_delta(const GenerationState& g, const std::string& text, const json& logprobs, const json& finish) {
   json c = {{"index", 0}};
@@ -446,6 +538,8 @@ Reply ApiService::generate(const std::string& body, bool chat) {
 
   // The prompt: a chat rendered by the template, or plain text.
   std::string prompt_text;
+  json tools;
+  std::string tool_mode = "none", tool_name;
   if (chat) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       bad("messages", "'messages' must be a non-empty array");
@@ -457,14 +551,19 @@ Reply ApiService::generate(const std::string& body, bool chat) {
         bad(where + ".role", "'" + where + ".role' must be a string");
       json copy = m;
       copy["content"] = content_text(m.value("content", json()), where + ".content");
+      if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+        copy["tool_calls"] = template_tool_calls(m["tool_calls"], where + ".tool_calls");
       messages.push_back(copy);
     }
     json vars = {{"bos_token", tok.vocab().bos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().bos)] : ""},
                  {"eos_token", tok.vocab().eos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().eos)] : ""}};
     if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
       for (const auto& [k, v] : j["chat_template_kwargs"].items()) vars[k] = v;
-    const json tools = j.contains("tools") ? j["tools"] : json();
+    tools = j.contains("tools") ? j["tools"] : json();
     if (!tools.is_null() && !tools.is_array()) bad("tools", "'tools' must be an array");
+    if (tools.is_array()) check_tools(tools);
+    std::tie(tool_mode, tool_name) = tool_choice_param(j, tools.is_array() && !tools.empty());
+    if (tool_mode == "none") tools = json();
     auto rendered = service_->chat_template->render(messages, tools, true, vars);
     if (!rendered) bad("messages", rendered.status().message());
     prompt_text = *rendered;
@@ -504,6 +603,15 @@ Reply ApiService::generate(const std::string& body, bool chat) {
   g.stop = stop_param(j);
   g.ignore_eos = bool_param(j, "ignore_eos", false);
   g.grammar = grammar_param(j);
+  const ToolCallFamily family = tool_call_family(service_->chat_template->source());
+  if (tool_mode == "required" || tool_mode == "named") {  // the call itself is constrained
+    if (g.grammar) bad("tool_choice", "a forced tool call cannot be combined with response_format or grammar");
+    auto text = tool_call_grammar(family, tools, tool_name);
+    if (!text) bad(tool_mode == "named" ? "tool_choice" : "tools", text.status().message());
+    auto grammar = Grammar::parse(*text);
+    if (!grammar) bad("tools", grammar.status().message());
+    g.grammar = *grammar;
+  }
   g.priority = priority_param(j, config_);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   if (j.contains("timeout") && !j["timeout"].is_null())
@@ -511,6 +619,12 @@ Reply ApiService::generate(const std::string& body, bool chat) {
 
   auto state = std::make_shared<GenerationState>();
   state->chat = chat;
+  if (tool_mode != "none") {
+    std::vector<std::string> names;
+    for (const json& t : tools) names.push_back(t["function"]["name"]);
+    state->tools = std::make_shared<ToolCallParser>(family, names, "call_" + std::to_string(next_id_.load()) + "_");
+    state->parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
+  }
   state->stream = bool_param(j, "stream", false);
   if (j.contains("stream_options") && j["stream_options"].is_object())
     state->include_usage = bool_param(j["stream_options"], "include_usage", false);
@@ -554,31 +668,55 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     }
     json items = json::array();
     for (const auto& lp : ev.logprobs) items.push_back(logprob_entry(*tokp, lp));
+    // With tools, the text goes through the family's parser: content, and calls once complete.
+    std::string content = ev.text;
+    std::vector<ToolCall> calls;
+    if (state->tools) {
+      auto parsed = state->tools->push(ev.text);
+      if (ev.finished) {
+        auto rest = state->tools->finish();
+        parsed.content += rest.content;
+        parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
+      }
+      content = parsed.content;
+      calls = parsed.calls;
+    }
     std::string out;
     if (!ev.finished) {
-      state->text += ev.text;
+      state->text += content;
       for (auto& it : items) state->logprob_items.push_back(it);
-      if (state->stream && (!ev.text.empty() || !items.empty())) {
+      if (state->stream && (!content.empty() || !items.empty())) {
         json chunk = chunk_envelope(*state);
         chunk["choices"] = json::array({choice_delta(
-            *state, ev.text, logprobs_json(*state, items, state->text.size() - ev.text.size()), nullptr)});
+            *state, content, logprobs_json(*state, items, state->text.size() - content.size()), nullptr)});
         state->sent_role = true;
         out = sse(chunk);
       }
+      if (state->stream)
+        out += tool_call_chunks(*state, calls, chunk_envelope(*state));
+      else
+        for (const ToolCall& c : calls)
+          if (state->parallel_tool_calls || state->tool_calls.empty()) state->tool_calls.push_back(tool_call_json(c));
       return out;
     }
     // The last event: metrics, then the final chunk(s) or the whole body.
     complete = true;
-    state->text += ev.text;
+    state->text += content;
     metrics->e2e_latency.observe(std::chrono::duration<double>(now - state->arrival).count());
     metrics->queue_time.observe(ev.queue_seconds);
     if (ev.completion_tokens > 0) metrics->prefill_time.observe(ev.prefill_seconds);
+    if (state->stream) {
+      out = tool_call_chunks(*state, calls, chunk_envelope(*state));
+    } else {
+      for (const ToolCall& c : calls)
+        if (state->parallel_tool_calls || state->tool_calls.empty()) state->tool_calls.push_back(tool_call_json(c));
+    }
     const std::string finish =
-        ev.finish_reason == "stop" || ev.finish_reason == "length" ? ev.finish_reason : ev.finish_reason;
+        !state->tool_calls.empty() && ev.finish_reason == "stop" ? std::string("tool_calls") : ev.finish_reason;
     if (state->stream) {
       json chunk = chunk_envelope(*state);
-      chunk["choices"] = json::array({choice_delta(*state, ev.text, logprobs_json(*state, json::array()), finish)});
-      out = sse(chunk);
+      chunk["choices"] = json::array({choice_delta(*state, content, logprobs_json(*state, json::array()), finish)});
+      out += sse(chunk);
       if (state->include_usage) {
         json usage = chunk_envelope(*state);
         usage["choices"] = json::array();
@@ -588,9 +726,13 @@ Reply ApiService::generate(const std::string& body, bool chat) {
       return out + "data: [DONE]\n\n";
     }
     json choice = {{"index", 0}};
-    if (state->chat)
+    if (state->chat) {
       choice["message"] = {{"role", "assistant"}, {"content", state->text}};
-    else
+      if (!state->tool_calls.empty()) {
+        if (state->text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = state->tool_calls;
+      }
+    } else
       choice["text"] = state->text;
     choice["logprobs"] = logprobs_json(*state, state->logprob_items);
     choice["finish_reason"] = finish;
