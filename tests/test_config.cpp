@@ -25,6 +25,15 @@ tools:
   - name: get_weather
     description: Current weather
     parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    triggers: ["weather in"]
+    exec:
+      http: {method: GET, url: "http://127.0.0.1:9000/weather/{city}", timeout_ms: 1500, headers: {X-Key: k}}
+  - name: echo
+    description: Repeat a message back
+    parameters: {type: object, properties: {message: {type: string, maxLength: 64}}, required: [message]}
+    exec: {command: ["/bin/echo", "{message}"], timeout_ms: 2000, max_output_bytes: 4096, env: [LANG]}
+task: {max_steps: 3, session_ttl_s: 60}
+tool_access: {a: [echo]}
 )",
                                "test.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
@@ -36,8 +45,15 @@ tools:
   EXPECT_FALSE(c->prefix_cache);
   EXPECT_EQ(c->priorities.at("interactive"), 5);
   EXPECT_EQ(c->api_keys, (std::vector<std::string>{"a", "b"}));
-  ASSERT_EQ(c->tools.size(), 1u);
+  ASSERT_EQ(c->tools.size(), 2u);
   EXPECT_EQ(c->tools[0].name, "get_weather");
+  EXPECT_EQ(c->tools[0].exec.method, "GET");
+  EXPECT_EQ(c->tools[0].exec.timeout_ms, 1500);
+  EXPECT_EQ(c->tools[0].triggers, (std::vector<std::string>{"weather in"}));
+  EXPECT_EQ(c->tools[1].exec.command, (std::vector<std::string>{"/bin/echo", "{message}"}));
+  EXPECT_EQ(c->tools[1].exec.max_output_bytes, 4096);
+  EXPECT_EQ(c->task.max_steps, 3);
+  EXPECT_EQ(c->tool_access.at("a"), (std::vector<std::string>{"echo"}));
   EXPECT_NE(c->tools[0].parameters_json.find("\"required\":[\"city\"]"), std::string::npos)
       << c->tools[0].parameters_json;
 }
@@ -53,9 +69,17 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
   expect_error("port: 99999\n", "cfg.yaml:1: 'port' must be between 0 and 65535");
   expect_error("port: eighty\n", "'port' has a value of the wrong type");
   expect_error("kv_cache: {memory: 5}\n", "'kv_cache.memory' is not a known key");
-  expect_error("tools:\n  - name: a\n  - name: a\n", "'tools.name' 'a' is defined twice");
-  expect_error("tools:\n  - description: x\n", "'tools.name' is required");
-  expect_error("tools:\n  - name: a\n    parameters: [1]\n", "'tools.parameters' must be a JSON Schema object");
+  const std::string exec = "    exec: {builtin: calculator}\n";
+  expect_error("tools:\n  - name: a\n" + exec + "  - name: a\n" + exec, "'tools[1].name' 'a' is defined twice");
+  expect_error("tools:\n  - description: x\n" + exec, "'tools[0].name' is required");
+  expect_error("tools:\n  - name: a\n    parameters: [1]\n", "'tools[0].parameters' must be a JSON Schema object");
+  expect_error("tools:\n  - name: a\n", "'tools[0].exec' is required");
+  expect_error("tools:\n  - name: a\n    exec: {command: [ls]}\n",
+               "tools[0].exec.command[0]: must be an absolute path");
+  expect_error("tools:\n  - name: a\n    exec: {http: {url: \"http://10.1.2.3/x\"}}\n",
+               "tools[0].exec.http.url: host '10.1.2.3' is not on the http allowlist");
+  expect_error("tools:\n  - name: a\n    exec: {shell: x}\n", "'tools[0].exec.shell' is not a known key");
+  expect_error("tools:\n  - name: a\n" + exec + "tool_access: {k: [b]}\n", "tool_access: 'b' names no tool");
   expect_error("max_running: 0\n", "'max_running' must be between 1");
   expect_error("model: [unclosed\n", "YAML syntax error");
 }

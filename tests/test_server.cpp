@@ -276,5 +276,46 @@ TEST_F(Server, FolderGenerationConfigGivesTheDefaults) {
   EXPECT_NE(content({{"messages", messages}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 3}}), greedy);
 }
 
+// POST /v1/tasks end to end: a trigger runs its tool, the result is structured, a bad
+// request or an unknown session gets its status, and /metrics counts tasks and tool runs.
+TEST_F(Server, TasksRunConfiguredTools) {
+  ServerConfig cfg;
+  ToolConfig echo;
+  echo.name = "echo";
+  echo.description = "Repeat a message back";
+  echo.parameters_json =
+      R"({"type": "object", "properties": {"message": {"type": "string", "maxLength": 32}}, "required": ["message"]})";
+  echo.triggers = {"^echo\\b"};
+  echo.exec.command = {"/bin/echo", "{message}"};
+  ToolConfig calc;
+  calc.name = "calculator";
+  calc.parameters_json = R"({"type": "object", "properties": {"expression": {"type": "string", "maxLength": 8}}})";
+  calc.exec.builtin = "calculator";
+  cfg.tools = {echo, calc};
+  cfg.api_keys = {"key-all", "key-calc"};
+  cfg.tool_access = {{"key-calc", {"calculator"}}};
+  start(cfg);
+  auto task = [&](const json& body, const std::string& key) {
+    return request(port, "POST", "/v1/tasks", body.dump(), "Bearer " + key);
+  };
+  const Response r = task({{"input", "echo something"}, {"seed", 1}, {"max_steps", 1}}, "key-all");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = r.j();
+  EXPECT_EQ(out["status"], "done") << r.body;
+  ASSERT_EQ(out["steps"].size(), 1u);
+  EXPECT_EQ(out["steps"][0]["tool"], "echo");
+  EXPECT_TRUE(out["session"].is_string());
+  // The same trigger from a key that may only use the calculator: the calculator is forced.
+  const Response limited =
+      task({{"input", "echo something"}, {"seed", 1}, {"max_steps", 1}, {"force_action", "call"}}, "key-calc");
+  ASSERT_EQ(limited.status, 200) << limited.body;
+  EXPECT_EQ(limited.j()["steps"][0]["tool"], "calculator") << limited.body;
+  expect_error(task({{"input", ""}}, "key-all"), 400, "input");
+  expect_error(task({{"input", "x"}, {"session", "nope"}}, "key-all"), 404, "session");
+  expect_error(task({{"input", "x"}, {"force_action", "dance"}}, "key-all"), 400, "force_action");
+  EXPECT_GE(metric(port, "autoglm_tasks_total\\{status=\"done\"\\}"), 1);
+  EXPECT_GE(metric(port, "autoglm_tool_calls_total\\{tool=\"echo\",status=\"ok\"\\}"), 1);
+}
+
 }  // namespace
 }  // namespace autoglm

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sample/grammar.h"
-#include "server/tool_calls.h"
+#include "tasks/tool_calls.h"
 
 namespace autoglm {
 namespace {

@@ -5,11 +5,13 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/thread_pool.h"
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
-#include "server/tool_calls.h"
+#include "tasks/task_pipeline.h"
+#include "tasks/tool_calls.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -330,7 +332,10 @@ Reply error_reply(int status, const std::string& message, const std::string& par
 }
 
 ApiService::ApiService(ServerConfig config) : config_(std::move(config)) {}
-ApiService::~ApiService() = default;
+ApiService::~ApiService() {
+  std::unique_lock<std::mutex> lock(tasks_mutex_);
+  tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
+}
 
 Status ApiService::load() {
   auto s = std::make_unique<LoadedService>();
@@ -396,6 +401,8 @@ Status ApiService::load() {
   ec.profile = config_.profile;
   s->pool = std::make_unique<ThreadPool>(config_.threads > 0 ? config_.threads : physical_core_count());
   s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
+  AUTOGLM_ASSIGN_OR_RETURN(s->tools, ToolRegistry::build(config_.tools, config_.http_allowlist));
+  s->tasks = std::make_shared<TaskPipeline>(*s->engine, *s->tokenizer, *s->chat_template, s->tools, config_.task);
   std::string path = config_.model;
   while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
   const size_t slash = path.find_last_of('/');
@@ -431,11 +438,9 @@ Reply ApiService::route(const HttpRequest& req) {
     if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
     return metrics_text();
   }
-  static const std::vector<std::pair<std::string, std::string>> routes = {{"POST", "/v1/chat/completions"},
-                                                                          {"POST", "/v1/completions"},
-                                                                          {"GET", "/v1/models"},
-                                                                          {"POST", "/tokenize"},
-                                                                          {"POST", "/detokenize"}};
+  static const std::vector<std::pair<std::string, std::string>> routes = {
+      {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
+      {"POST", "/detokenize"},          {"POST", "/v1/tasks"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path) {
@@ -444,10 +449,10 @@ Reply ApiService::route(const HttpRequest& req) {
     }
   if (!known) return error_reply(404, "no route " + req.method + " " + path);
   if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
+  const std::string bearer = "Bearer ";
+  const bool has = req.authorization.compare(0, bearer.size(), bearer) == 0;
+  const std::string key = has ? req.authorization.substr(bearer.size()) : "";
   if (!config_.api_keys.empty()) {
-    const std::string prefix = "Bearer ";
-    const bool has = req.authorization.compare(0, prefix.size(), prefix) == 0;
-    const std::string key = has ? req.authorization.substr(prefix.size()) : "";
     if (std::find(config_.api_keys.begin(), config_.api_keys.end(), key) == config_.api_keys.end())
       return error_reply(401, has ? "invalid API key" : "missing API key (Authorization: Bearer ...)", "",
                          "authentication_error");
@@ -456,6 +461,7 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/v1/models") return models();
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
+  if (path == "/v1/tasks") return run_task(req.body, key);
   return generate(req.body, path == "/v1/chat/completions");
 }
 
@@ -473,7 +479,7 @@ Reply ApiService::models() {
 Reply ApiService::metrics_text() {
   Reply r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = metrics_.render(service_->engine->stats(), &service_->engine->op_profile());
+  r.body = metrics_.render(service_->engine->stats(), &service_->engine->op_profile(), &service_->tools->stats());
   return r;
 }
 
@@ -491,6 +497,69 @@ json parse_body(const std::string& body) {
 }
 
 }  // namespace
+
+// POST /v1/tasks {"input", "session"?, "max_steps"?, "seed"?, "force_action"?}: runs on its own
+// thread (a task waits on several generations and tools) and replies when it is done.
+Reply ApiService::run_task(const std::string& body, const std::string& api_key) {
+  const json j = parse_body(body);
+  if (!j.contains("input") || !j["input"].is_string() || j["input"].get<std::string>().empty())
+    bad("input", "'input' must be a non-empty string");
+  auto request = std::make_shared<TaskRequest>();
+  request->input = check_utf8(j["input"].get<std::string>(), "input");
+  if (j.contains("session") && !j["session"].is_null()) {
+    if (!j["session"].is_string()) bad("session", "'session' must be a string");
+    request->session = j["session"];
+    if (!service_->tasks->has_session(request->session))
+      return error_reply(404, "session '" + request->session + "' does not exist or has expired", "session");
+  }
+  request->max_steps = int(integer_param(j, "max_steps", 1, 32, 0));
+  if (j.contains("seed") && !j["seed"].is_null()) request->seed = uint64_t(integer_param(j, "seed", 0, INT64_MAX, 0));
+  if (j.contains("force_action") && !j["force_action"].is_null()) {
+    const std::string f = j["force_action"].is_string() ? j["force_action"].get<std::string>() : "";
+    if (f != "call" && f != "clarify" && f != "finish")
+      bad("force_action", "'force_action' must be call, clarify or finish");
+    request->force_action = f;
+  }
+  request->who =
+      api_key.empty() ? "anonymous" : "key ..." + api_key.substr(api_key.size() - std::min<size_t>(4, api_key.size()));
+  auto access = std::make_shared<std::vector<std::string>>();
+  if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end()) {
+    *access = it->second;
+    request->allowed_tools = access.get();
+  }
+  auto handle = std::make_shared<StreamHandle>();
+  auto tasks = service_->tasks;
+  ServerMetrics* metrics = &metrics_;
+  {
+    std::lock_guard<std::mutex> lock(tasks_mutex_);
+    ++tasks_running_;
+  }
+  std::thread([this, tasks, request, access, handle, metrics] {
+    StreamEvent ev;
+    ev.finished = true;
+    auto result = tasks->run(*request);
+    if (result) {
+      metrics->count_task((*result)["status"]);
+      ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
+    } else {
+      metrics->count_task("error");
+      ev.finish_reason = "error";
+      ev.error = result.status().message();
+    }
+    handle->push(std::move(ev));
+    std::lock_guard<std::mutex> lock(tasks_mutex_);
+    if (--tasks_running_ == 0) tasks_done_.notify_all();
+  }).detach();
+  Reply r;
+  r.stream = handle;
+  r.consume = [](const StreamEvent& ev, bool& complete) -> std::string {
+    complete = true;
+    if (ev.finish_reason != "error") return ev.text;
+    return json{{"error", {{"message", ev.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  return r;
+}
 
 Reply ApiService::tokenize(const std::string& body) {
   const json j = parse_body(body);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -45,6 +46,8 @@ struct LoadedService {
   std::unique_ptr<Engine> engine;
   std::optional<ChatTemplate> chat_template;
   std::string model_name;
+  std::shared_ptr<ToolRegistry> tools;
+  std::shared_ptr<TaskPipeline> tasks;
 };
 
 class ApiService {
@@ -67,12 +70,17 @@ class ApiService {
   Reply detokenize(const std::string& body);
   Reply models();
   Reply metrics_text();
+  Reply run_task(const std::string& body, const std::string& api_key);
 
   ServerConfig config_;
   ServerMetrics metrics_;
   std::unique_ptr<LoadedService> service_;
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> next_id_{1};
+  // Tasks run on their own threads; the service waits for them before it goes away.
+  std::mutex tasks_mutex_;
+  std::condition_variable tasks_done_;
+  int tasks_running_ = 0;
 };
 
 // {"error": {"message", "type", "param", "code"}} with its status.

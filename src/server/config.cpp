@@ -87,33 +87,113 @@ nlohmann::ordered_json to_json(const YAML::Node& n) {
   return s;
 }
 
+Status read_exec(const ConfigReader& r, const YAML::Node& node, const std::string& path, ToolExec& e) {
+  if (!node.IsMap()) return r.error(node, path, "must be a mapping with command, http or builtin");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = path + "." + key;
+    if (key == "command") {
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, e.command));
+      if (e.command.empty()) return r.error(kv.second, at, "must name a program");
+    } else if (key == "http") {
+      if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a mapping (method, url, headers, timeout_ms)");
+      for (const auto& h : kv.second) {
+        const std::string hk = h.first.Scalar(), hat = at + "." + hk;
+        if (hk == "method") {
+          AUTOGLM_RETURN_IF_ERROR(r.scalar(h.second, hat, e.method));
+        } else if (hk == "url") {
+          AUTOGLM_RETURN_IF_ERROR(r.scalar(h.second, hat, e.url));
+        } else if (hk == "timeout_ms") {
+          AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(h.second, hat, e.timeout_ms, 1, 600000));
+        } else if (hk == "headers") {
+          if (!h.second.IsMap()) return r.error(h.second, hat, "must map header names to values");
+          for (const auto& hv : h.second) e.headers.emplace_back(hv.first.Scalar(), hv.second.Scalar());
+        } else {
+          return r.error(h.first, hat, "is not a known key (method, url, headers, timeout_ms)");
+        }
+      }
+      if (e.url.empty()) return r.error(kv.second, at + ".url", "is required");
+    } else if (key == "builtin") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, e.builtin));
+    } else if (key == "timeout_ms") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, e.timeout_ms, 1, 600000));
+    } else if (key == "max_output_bytes") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, e.max_output_bytes, 1, 16 << 20));
+    } else if (key == "cwd") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, e.cwd));
+    } else if (key == "env") {
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, e.env));
+    } else {
+      return r.error(kv.first, at,
+                     "is not a known key (command, http, builtin, timeout_ms, max_output_bytes, cwd, env)");
+    }
+  }
+  return Status::ok();
+}
+
 Status read_tools(const ConfigReader& r, const YAML::Node& node, std::vector<ToolConfig>& tools) {
   if (!node.IsSequence()) return r.error(node, "tools", "must be a list");
   std::set<std::string> names;
-  for (const auto& t : node) {
-    if (!t.IsMap()) return r.error(t, "tools", "entries must be mappings with name, description, parameters");
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node t = node[i];
+    const std::string path = "tools[" + std::to_string(i) + "]";
+    if (!t.IsMap()) return r.error(t, path, "must be a mapping with name, description, parameters, exec");
     ToolConfig tool;
+    bool has_exec = false;
     for (const auto& kv : t) {
-      const std::string key = kv.first.Scalar();
+      const std::string key = kv.first.Scalar(), at = path + "." + key;
       if (key == "name") {
-        AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "tools.name", tool.name));
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, tool.name));
       } else if (key == "description") {
-        AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "tools.description", tool.description));
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, tool.description));
       } else if (key == "parameters") {
-        if (!kv.second.IsMap()) return r.error(kv.second, "tools.parameters", "must be a JSON Schema object");
+        if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a JSON Schema object");
         tool.parameters_json = to_json(kv.second).dump();
-      } else if (key == "command") {
-        AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, "tools.command", tool.command));
+      } else if (key == "triggers") {
+        AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, tool.triggers));
+      } else if (key == "exec") {
+        AUTOGLM_RETURN_IF_ERROR(read_exec(r, kv.second, at, tool.exec));
+        has_exec = true;
       } else {
-        return r.error(kv.first, "tools." + key, "is not a known key (name, description, parameters, command)");
+        return r.error(kv.first, at, "is not a known key (name, description, parameters, triggers, exec)");
       }
     }
-    if (tool.name.empty()) return r.error(t, "tools.name", "is required");
+    if (tool.name.empty()) return r.error(t, path + ".name", "is required");
     for (char c : tool.name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
-        return r.error(t, "tools.name", "'" + tool.name + "' may hold only letters, digits, '_' and '-'");
-    if (!names.insert(tool.name).second) return r.error(t, "tools.name", "'" + tool.name + "' is defined twice");
+        return r.error(t, path + ".name", "'" + tool.name + "' may hold only letters, digits, '_' and '-'");
+    if (!names.insert(tool.name).second) return r.error(t, path + ".name", "'" + tool.name + "' is defined twice");
+    if (!has_exec) return r.error(t, path + ".exec", "is required (command, http or builtin)");
     tools.push_back(std::move(tool));
+  }
+  return Status::ok();
+}
+
+Status read_task(const ConfigReader& r, const YAML::Node& node, TaskOptions& o) {
+  if (!node.IsMap())
+    return r.error(node, "task", "must be a mapping (max_steps, session_ttl_s, max_tokens, temperature)");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "task." + key;
+    if (key == "max_steps") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, at, o.max_steps, 1, 32));
+    } else if (key == "session_ttl_s") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, at, o.session_ttl_seconds, 1.0, 86400.0 * 7));
+    } else if (key == "max_tokens") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, o.max_tokens, 1, 1 << 16));
+    } else if (key == "temperature") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, at, o.temperature, 0.0f, 2.0f));
+    } else {
+      return r.error(kv.first, at, "is not a known key (max_steps, session_ttl_s, max_tokens, temperature)");
+    }
+  }
+  return Status::ok();
+}
+
+Status read_tool_access(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  if (!node.IsMap()) return r.error(node, "tool_access", "must map API keys to lists of tool names");
+  for (const auto& kv : node) {
+    std::vector<std::string> names;
+    AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, "tool_access", names));
+    c.tool_access[kv.first.Scalar()] = names;
   }
   return Status::ok();
 }
@@ -198,6 +278,9 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},
+      {"task", [&](const YAML::Node& n) { return read_task(r, n, c.task); }},
+      {"http_allowlist", [&](const YAML::Node& n) { return r.strings(n, "http_allowlist", c.http_allowlist); }},
+      {"tool_access", [&](const YAML::Node& n) { return read_tool_access(r, n, c); }},
   };
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
@@ -209,6 +292,12 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
     }
     AUTOGLM_RETURN_IF_ERROR(it->second(kv.second));
   }
+  // Tools are checked whole at start-up: schemas, executors, placeholders, hosts, access lists.
+  auto registry = ToolRegistry::build(c.tools, c.http_allowlist);
+  if (!registry) return invalid_argument(origin + ": " + registry.status().message());
+  for (const auto& [key, names] : c.tool_access)
+    for (const std::string& n : names)
+      if (!(*registry)->find(n)) return invalid_argument(origin + ": tool_access: '" + n + "' names no tool");
   return c;
 }
 

@@ -8,15 +8,10 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "tasks/task_pipeline.h"
+#include "tasks/tools.h"
 
 namespace autoglm {
-
-struct ToolConfig {
-  std::string name;
-  std::string description;
-  std::string parameters_json = "{}";  // JSON Schema of the arguments
-  std::vector<std::string> command;    // program and arguments run for a call (task-engine issue)
-};
 
 struct ServerConfig {
   std::string model;          // GGUF file or Hugging Face folder
@@ -40,6 +35,9 @@ struct ServerConfig {
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
   std::vector<ToolConfig> tools;
+  std::vector<std::string> http_allowlist;                      // hosts http tools may reach; empty: loopback
+  std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all
+  TaskOptions task;
 };
 
 // Parses YAML text; `origin` names the file in messages.

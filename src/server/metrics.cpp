@@ -66,7 +66,12 @@ void ServerMetrics::count_status(int status) {
   ++by_status_[status];
 }
 
-std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile) const {
+void ServerMetrics::count_task(const std::string& status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++tasks_by_status_[status];
+}
+
+std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile, const ToolStats* tools) const {
   std::string out;
   for (const Histogram* h : {&time_to_first_token, &inter_token_latency, &e2e_latency, &queue_time, &prefill_time})
     h->render(out);
@@ -106,7 +111,20 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
     counter("autoglm_op_profiled_tokens_total", "Tokens through the profiled forward passes.",
             double(profile->tokens()));
   }
+  if (tools) {
+    const auto counts = tools->snapshot();
+    header(out, "autoglm_tool_calls_total", "counter", "Tool executions by tool and outcome.");
+    for (const auto& [tool, c] : counts)
+      out += "autoglm_tool_calls_total{tool=\"" + tool + "\",status=\"ok\"} " + std::to_string(c.ok) +
+             "\nautoglm_tool_calls_total{tool=\"" + tool + "\",status=\"error\"} " + std::to_string(c.error) + "\n";
+    header(out, "autoglm_tool_call_seconds_total", "counter", "Time spent running each tool.");
+    for (const auto& [tool, c] : counts)
+      out += "autoglm_tool_call_seconds_total{tool=\"" + tool + "\"} " + number(c.seconds) + "\n";
+  }
   std::lock_guard<std::mutex> lock(mutex_);
+  header(out, "autoglm_tasks_total", "counter", "Finished /v1/tasks requests by status.");
+  for (const auto& [status, n] : tasks_by_status_)
+    out += "autoglm_tasks_total{status=\"" + status + "\"} " + std::to_string(n) + "\n";
   header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)
     out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";

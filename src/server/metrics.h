@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "tasks/tools.h"
 
 namespace autoglm {
 
@@ -38,11 +39,14 @@ class ServerMetrics {
 
   // Everything, with the engine's counters and gauges.
   // profile: the engine's per-op times, exported when profiling is on.
-  std::string render(const EngineStats& engine, const OpProfile* profile = nullptr) const;
+  std::string render(const EngineStats& engine, const OpProfile* profile = nullptr,
+                     const ToolStats* tools = nullptr) const;
+  void count_task(const std::string& status);
 
  private:
   mutable std::mutex mutex_;
   std::map<int, uint64_t> by_status_;
+  std::map<std::string, uint64_t> tasks_by_status_;
 };
 
 }  // namespace autoglm

@@ -5,10 +5,11 @@
 
 namespace autoglm {
 
-Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern, bool literal) {
+Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern, bool literal, bool caseless) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY;
+  const uint32_t options = (literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY) |
+                           (caseless ? PCRE2_CASELESS : 0);
   pcre2_code* code =
       pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
   if (!code) {

@@ -13,8 +13,10 @@ namespace autoglm {
 
 class Regex {
  public:
-  // `literal`: the pattern is a plain string, not a regular expression.
-  static Result<std::shared_ptr<const Regex>> compile(const std::string& pattern, bool literal = false);
+  // `literal`: the pattern is a plain string, not a regular expression; `caseless`: letters
+  // match either case.
+  static Result<std::shared_ptr<const Regex>> compile(const std::string& pattern, bool literal = false,
+                                                      bool caseless = false);
   ~Regex();
 
   // Every non-overlapping, non-empty match as [begin, end) byte ranges, left to right.

@@ -1,4 +1,4 @@
-#include "server/tool_calls.h"
+#include "tasks/tool_calls.h"
 
 #include <algorithm>
 

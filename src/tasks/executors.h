@@ -1,0 +1,29 @@
+// Running a registered tool. A failure, a timeout or an oversized output is an outcome with
+// an error, never an exception or a crash; every run is logged (who, tool, arguments,
+// status, duration) to stderr and counted in the registry's stats.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tasks/tools.h"
+
+namespace autoglm {
+
+struct ToolOutcome {
+  bool ok = false;
+  std::string output;  // stdout+stderr, the HTTP body, or the builtin's answer
+  std::string error;   // why it failed
+  double ms = 0;
+};
+
+// `arguments` must already satisfy the tool's schema (the pipeline generates them under it).
+// `who`: the caller as the log should name it (the server passes "key ...abcd" or "anonymous").
+ToolOutcome execute_tool(const ToolRegistry& registry, const Tool& tool, const nlohmann::json& arguments,
+                         const std::string& who);
+
+// A template with each {name} replaced by that argument's text; each value is encoded with
+// `encode` (identity for argv elements: a value stays one argument whatever it holds).
+std::string fill_placeholders(const std::string& text, const nlohmann::json& arguments, bool url_encode);
+
+}  // namespace autoglm

@@ -1,0 +1,82 @@
+// The task pipeline behind POST /v1/tasks: a request in natural language becomes tool calls
+// and a structured result. Input that names a tool explicitly (one of its triggers) goes to
+// that tool: the model writes its arguments under the tool's schema. Otherwise the model
+// chooses, constrained to {"action": "call", "tool": <a registered name>, "arguments": <its
+// schema>} or {"action": "clarify", "question": ...}; after a tool result it may call another
+// tool or {"action": "finish", "answer": ...}, up to max_steps. Every step is recorded. A
+// clarification keeps the session, which the client continues with the same `session`;
+// sessions expire after a TTL and, because each turn's prompt extends the last, reuse the
+// prefix cache.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tasks/tools.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+struct TaskOptions {
+  int max_steps = 4;
+  double session_ttl_seconds = 900;
+  int32_t max_tokens = 256;  // per generation step
+  float temperature = 0.7f;
+};
+
+struct TaskRequest {
+  std::string input;
+  std::string session;                                      // empty: a new one
+  std::string force_action;                                 // "", "call", "clarify", "finish": restricts the choice
+  const std::vector<std::string>* allowed_tools = nullptr;  // the caller's allow-list; null: all
+  std::string who;                                          // for the execution log
+  std::optional<uint64_t> seed;
+  int max_steps = 0;  // 0: the pipeline's default
+};
+
+class TaskPipeline {
+ public:
+  TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+               std::shared_ptr<const ToolRegistry> tools, TaskOptions options);
+
+  // The result object; errors only for a request that cannot run (unknown session: not_found).
+  Result<nlohmann::json> run(const TaskRequest& request);
+
+  int64_t sessions() const;
+  bool has_session(const std::string& id) const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Session {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    Clock::time_point last_used;
+  };
+  struct Run;
+
+  Result<std::string> generate(const nlohmann::ordered_json& messages, const nlohmann::json& tools,
+                               const std::string& grammar, const TaskRequest& request, int step);
+  nlohmann::json decision_schema(const std::vector<const Tool*>& tools, bool may_finish,
+                                 const std::string& force) const;
+  std::vector<const Tool*> allowed(const TaskRequest& request) const;
+  Result<std::string> open_session(const std::string& id, Session& out);
+  void save_session(const std::string& id, Session session);
+
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  const ChatTemplate& template_;
+  std::shared_ptr<const ToolRegistry> tools_;
+  TaskOptions options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Session> sessions_;
+  uint64_t next_session_ = 1;
+};
+
+}  // namespace autoglm

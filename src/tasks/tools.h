@@ -1,0 +1,85 @@
+// Tools registered in the configuration (no code): name, description, a JSON Schema for the
+// arguments, optional triggers (regexes, case-insensitive, that name the tool explicitly in
+// a task), and an executor: a command (argv with {param} placeholders, never a shell), an
+// HTTP endpoint (hosts on an allowlist), or a builtin. Checked whole at start-up; errors give
+// the key path (tools[2].exec.command[0]) and the reason.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "tokenizer/regex.h"
+
+namespace autoglm {
+
+struct ToolExec {
+  std::vector<std::string> command;  // argv; argv[0] an absolute path
+  std::string cwd;                   // working directory (default: the server's)
+  std::vector<std::string> env;      // names of environment variables passed through (none by default)
+  std::string method = "POST", url;  // http
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string builtin;  // calculator, current_time, echo
+  int64_t timeout_ms = 10000;
+  int64_t max_output_bytes = 65536;
+};
+
+struct ToolConfig {
+  std::string name;
+  std::string description;
+  std::string parameters_json = "{\"type\": \"object\"}";  // JSON Schema of the arguments
+  std::vector<std::string> triggers;
+  ToolExec exec;
+};
+
+const std::vector<std::string>& builtin_tool_names();
+
+struct Tool {
+  ToolConfig config;
+  nlohmann::json parameters;
+  std::vector<std::shared_ptr<const Regex>> triggers;
+  // {"type": "function", "function": {name, description, parameters}} for chat templates.
+  nlohmann::json openai() const;
+};
+
+// Executions per tool and outcome, for /metrics.
+struct ToolStats {
+  struct Counts {
+    int64_t ok = 0, error = 0;
+    double seconds = 0;
+  };
+  mutable std::mutex mutex;
+  std::map<std::string, Counts> by_tool;
+  void record(const std::string& tool, bool ok, double seconds);
+  std::map<std::string, Counts> snapshot() const;
+};
+
+class ToolRegistry {
+ public:
+  // `http_allowlist`: hosts an http tool may reach (default: loopback names and addresses).
+  static Result<std::shared_ptr<ToolRegistry>> build(const std::vector<ToolConfig>& configs,
+                                                     std::vector<std::string> http_allowlist = {});
+
+  const std::vector<Tool>& tools() const { return tools_; }
+  const Tool* find(const std::string& name) const;
+  // The first tool (of `allowed`, all when null) one of whose triggers matches the input.
+  const Tool* triggered_by(const std::string& input, const std::vector<std::string>* allowed) const;
+  const std::vector<std::string>& http_allowlist() const { return http_allowlist_; }
+  ToolStats& stats() const { return stats_; }
+
+ private:
+  std::vector<Tool> tools_;
+  std::vector<std::string> http_allowlist_;
+  mutable ToolStats stats_;
+};
+
+// Placeholders {name} in a template string, in order.
+std::vector<std::string> placeholders(const std::string& text);
+// The host of an http:// URL ("" if it is not one).
+std::string url_host(const std::string& url);
+
+}  // namespace autoglm

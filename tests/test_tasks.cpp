@@ -1,0 +1,339 @@
+// Tools from the configuration and the task pipeline: executors (argv never through a
+// shell, timeouts, output caps, HTTP to allowlisted hosts, builtins), registry errors with
+// key paths, and the pipeline's trigger, clarify / follow-up and failure paths on a real
+// (tiny) model.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tasks/calculator.h"
+#include "tasks/executors.h"
+#include "tasks/task_pipeline.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+ToolConfig command_tool(const std::string& name, std::vector<std::string> argv, int64_t timeout_ms = 2000,
+                        int64_t max_output = 4096) {
+  ToolConfig t;
+  t.name = name;
+  t.description = "runs " + argv[0];
+  t.parameters_json =
+      R"({"type": "object", "properties": {"message": {"type": "string", "maxLength": 64}}, "required": ["message"]})";
+  t.exec.command = std::move(argv);
+  t.exec.timeout_ms = timeout_ms;
+  t.exec.max_output_bytes = max_output;
+  return t;
+}
+
+std::shared_ptr<ToolRegistry> registry(const std::vector<ToolConfig>& tools) {
+  auto r = ToolRegistry::build(tools);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r ? *r : nullptr;
+}
+
+TEST(ToolExecutors, MaliciousArgumentsStayOneLiteralArgument) {
+  const std::string marker = test::temp_path("pwned");
+  std::filesystem::remove(marker);
+  auto reg = registry({command_tool("echo", {"/bin/echo", "{message}"})});
+  ASSERT_TRUE(reg);
+  const std::vector<std::string> evils = {"; rm -rf /", "$(touch " + marker + ")", "`touch " + marker + "`",
+                                          "a\nb; touch " + marker, "' \" | & > " + marker};
+  for (const std::string& evil : evils) {
+    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
+    EXPECT_TRUE(o.ok) << o.error;
+    EXPECT_EQ(o.output, evil + "\n");  // echo printed its one argument, untouched
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "a shell ran";
+}
+
+TEST(ToolExecutors, TimeoutOversizedOutputAndFailuresAreOutcomes) {
+  auto reg =
+      registry({command_tool("slow", {"/bin/sleep", "5"}, 200),
+                command_tool("loud", {"/usr/bin/yes", "{message}"}, 5000, 1000), command_tool("fails", {"/bin/false"}),
+                command_tool("missing", {"/no/such/program"}), command_tool("cwd", {"/bin/pwd"})});
+  ASSERT_TRUE(reg);
+  const json args = {{"message", "x"}};
+  const auto start = std::chrono::steady_clock::now();
+  ToolOutcome o = execute_tool(*reg, *reg->find("slow"), args, "test");
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("timed out after 200 ms"), std::string::npos) << o.error;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << "the child was not killed";
+  o = execute_tool(*reg, *reg->find("loud"), args, "test");
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("output exceeds 1000 bytes"), std::string::npos) << o.error;
+  EXPECT_EQ(o.output.size(), 1000u);
+  o = execute_tool(*reg, *reg->find("fails"), args, "test");
+  EXPECT_EQ(o.error, "exited with status 1");
+  o = execute_tool(*reg, *reg->find("missing"), args, "test");
+  EXPECT_EQ(o.error, "could not run /no/such/program");
+  const auto counts = reg->stats().snapshot();
+  EXPECT_EQ(counts.at("slow").error, 1);
+  EXPECT_EQ(counts.at("loud").error, 1);
+}
+
+TEST(ToolExecutors, CommandGetsOnlyAllowlistedEnvironmentAndItsDirectory) {
+  setenv("AUTOGLM_TEST_SECRET", "s3cret", 1);
+  setenv("AUTOGLM_TEST_OPEN", "visible", 1);
+  ToolConfig env = command_tool("env", {"/usr/bin/env"});
+  env.exec.env = {"AUTOGLM_TEST_OPEN"};
+  ToolConfig pwd = command_tool("pwd", {"/bin/pwd"});
+  pwd.exec.cwd = "/tmp";
+  auto reg = registry({env, pwd});
+  ASSERT_TRUE(reg);
+  ToolOutcome o = execute_tool(*reg, *reg->find("env"), json{{"message", "x"}}, "test");
+  EXPECT_EQ(o.output, "AUTOGLM_TEST_OPEN=visible\n");
+  o = execute_tool(*reg, *reg->find("pwd"), json{{"message", "x"}}, "test");
+  EXPECT_EQ(o.output, "/tmp\n");
+}
+
+// A one-shot HTTP server on loopback: answers each connection with `reply`, keeps the request.
+class TinyHttp {
+ public:
+  explicit TinyHttp(std::string reply) : reply_(std::move(reply)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(fd_, 4);
+    thread_ = std::thread([this] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[8192];
+      ssize_t n;
+      while ((n = recv(c, buf, sizeof(buf), 0)) > 0) {
+        request_.append(buf, size_t(n));
+        const size_t head = request_.find("\r\n\r\n");
+        if (head == std::string::npos) continue;
+        const size_t cl = request_.find("Content-Length: ");
+        const size_t want = cl == std::string::npos ? 0 : size_t(std::atoi(request_.c_str() + cl + 16));
+        if (request_.size() >= head + 4 + want) break;
+      }
+      send(c, reply_.data(), reply_.size(), 0);
+      close(c);
+    });
+  }
+  ~TinyHttp() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  const std::string& request() const { return request_; }
+
+ private:
+  std::string reply_, request_;
+  int fd_ = -1, port_ = 0;
+  std::thread thread_;
+};
+
+TEST(ToolExecutors, HttpToAnAllowlistedHost) {
+  TinyHttp server("HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"temp\": 21}");
+  ToolConfig t = command_tool("weather", {"/bin/true"});
+  t.exec.command.clear();
+  t.exec.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/weather/{message}";
+  t.exec.headers = {{"X-Token", "abc"}};
+  auto reg = registry({t});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "São Paulo/x"}}, "test");
+  EXPECT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.output, "{\"temp\": 21}");
+  EXPECT_EQ(server.request().rfind("POST /weather/S%C3%A3o%20Paulo%2Fx HTTP/1.0\r\n", 0), 0u) << server.request();
+  EXPECT_NE(server.request().find("X-Token: abc\r\n"), std::string::npos);
+  EXPECT_NE(server.request().find("{\"message\":\"São Paulo/x\"}"), std::string::npos);
+}
+
+TEST(ToolExecutors, HttpErrorStatusIsAStepError) {
+  TinyHttp server("HTTP/1.0 503 Service Unavailable\r\n\r\nbusy");
+  ToolConfig t = command_tool("w", {"/bin/true"});
+  t.exec.command.clear();
+  t.exec.url = "http://localhost:" + std::to_string(server.port()) + "/";
+  auto reg = registry({t});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
+  EXPECT_FALSE(o.ok);
+  EXPECT_EQ(o.error, "HTTP 503");
+  EXPECT_EQ(o.output, "busy");
+}
+
+TEST(ToolExecutors, Builtins) {
+  ToolConfig calc;
+  calc.name = "calculator";
+  calc.parameters_json = R"({"type": "object", "properties": {"expression": {"type": "string"}}})";
+  calc.exec.builtin = "calculator";
+  ToolConfig now = calc;
+  now.name = "now";
+  now.exec.builtin = "current_time";
+  auto reg = registry({calc, now});
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(execute_tool(*reg, *reg->find("calculator"), json{{"expression", "2*(3+4)^2 - 1"}}, "t").output, "97.0");
+  EXPECT_EQ(execute_tool(*reg, *reg->find("calculator"), json{{"expression", "1/0"}}, "t").error,
+            "expression: division by zero at offset 3");
+  EXPECT_EQ(execute_tool(*reg, *reg->find("now"), json::object(), "t").output.size(), 20u);
+  for (const auto& [expr, want] : std::vector<std::pair<std::string, double>>{
+           {"1+2*3", 7}, {"(1+2)*3", 9}, {"-2^2", -4}, {"2^3^2", 512}, {"7%4", 3}, {" 1.5 + .5 ", 2}})
+    EXPECT_DOUBLE_EQ(*evaluate_arithmetic(expr), want) << expr;
+  for (const char* bad : {"", "1+", "(1", "1 2", "abc", "1/(1-1)"})
+    EXPECT_FALSE(evaluate_arithmetic(bad).is_ok()) << bad;
+}
+
+TEST(ToolRegistry, BadDefinitionsNameTheKeyPath) {
+  auto expect_error = [](ToolConfig t, const std::string& needle) {
+    auto r = ToolRegistry::build({command_tool("ok", {"/bin/echo"}), t});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_error(command_tool("a", {"echo", "x"}), "tools[1].exec.command[0]: must be an absolute path");
+  expect_error(command_tool("a", {"/bin/echo", "{nope}"}), "tools[1].exec.command[1]: placeholder {nope}");
+  ToolConfig both = command_tool("a", {"/bin/echo"});
+  both.exec.builtin = "calculator";
+  expect_error(both, "tools[1].exec: needs exactly one of command, http, builtin");
+  ToolConfig remote = command_tool("a", {"/bin/echo"});
+  remote.exec.command.clear();
+  remote.exec.url = "http://example.com/x";
+  expect_error(remote, "tools[1].exec.http.url: host 'example.com' is not on the http allowlist");
+  ToolConfig trig = command_tool("a", {"/bin/echo"});
+  trig.triggers = {"(unclosed"};
+  expect_error(trig, "tools[1].triggers[0]");
+  ToolConfig schema = command_tool("a", {"/bin/echo"});
+  schema.parameters_json = R"({"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}})";
+  expect_error(schema, "tools[1].parameters: schema at #/properties/x: 'pattern' is not supported");
+  ToolConfig builtin = command_tool("a", {"/bin/echo"});
+  builtin.exec.command.clear();
+  builtin.exec.builtin = "rm";
+  expect_error(builtin, "tools[1].exec.builtin: 'rm' is not a builtin");
+}
+
+class Pipeline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    model = std::move(Model::load(test::shared_path("models/stories260K.gguf"))).value();
+    tok = std::move(model->load_tokenizer()).value();
+    tmpl = std::move(ChatTemplate::builtin("chatml")).value();
+    engine = std::make_unique<Engine>(*model, *tok, pool, EngineConfig{});
+    ToolConfig echo = command_tool("echo", {"/bin/echo", "{message}"});
+    echo.triggers = {"^echo\\b", "repeat after me"};
+    ToolConfig slow = command_tool("slow", {"/bin/sleep", "5"}, 200);
+    slow.triggers = {"^wait"};
+    ToolConfig loud = command_tool("loud", {"/usr/bin/yes", "{message}"}, 5000, 500);
+    loud.triggers = {"^shout"};
+    tools = registry({echo, slow, loud});
+    ASSERT_TRUE(tools);
+    pipeline = std::make_unique<TaskPipeline>(*engine, *tok, *tmpl, tools, TaskOptions{});
+  }
+
+  json run(TaskRequest r) {
+    auto result = pipeline->run(r);
+    EXPECT_TRUE(result.is_ok()) << result.status().message();
+    return result ? *result : json();
+  }
+
+  ThreadPool pool{2};
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+  std::optional<ChatTemplate> tmpl;
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<ToolRegistry> tools;
+  std::unique_ptr<TaskPipeline> pipeline;
+};
+
+TEST_F(Pipeline, TriggerCallsItsToolWithSchemaValidArguments) {
+  for (uint64_t seed : {1, 2, 3}) {
+    TaskRequest r;
+    r.input = "Echo the word banana";
+    r.seed = seed;
+    r.max_steps = 1;
+    const json out = run(r);
+    ASSERT_EQ(out["steps"].size(), 1u) << out.dump();
+    const json& step = out["steps"][0];
+    EXPECT_EQ(step["tool"], "echo");
+    ASSERT_TRUE(step["arguments"]["message"].is_string()) << out.dump();
+    EXPECT_LE(step["arguments"]["message"].get<std::string>().size(), 64u);
+    EXPECT_EQ(step["result"], step["arguments"]["message"].get<std::string>() + "\n");  // echo ran with it
+    EXPECT_EQ(out["status"], "done");
+  }
+}
+
+TEST_F(Pipeline, ClarifyThenTheFollowUpCompletes) {
+  TaskRequest first;
+  first.input = "do the thing";
+  first.force_action = "clarify";
+  first.seed = 4;
+  const json q = run(first);
+  EXPECT_EQ(q["status"], "needs_clarification") << q.dump();
+  EXPECT_TRUE(q["question"].is_string());
+  ASSERT_TRUE(q["session"].is_string());
+  EXPECT_TRUE(pipeline->has_session(q["session"]));
+  TaskRequest follow;
+  follow.input = "repeat after me: hello";
+  follow.session = q["session"];
+  follow.seed = 5;
+  follow.max_steps = 1;
+  const json done = run(follow);
+  EXPECT_EQ(done["status"], "done") << done.dump();
+  EXPECT_EQ(done["session"], q["session"]);
+  ASSERT_EQ(done["steps"].size(), 1u);
+  EXPECT_EQ(done["steps"][0]["tool"], "echo");
+  // The follow-up's prompt extends the first turn's: its KV came from the prefix cache.
+  EXPECT_GT(engine->stats().prefix_hit_tokens.load(), 0);
+  TaskRequest unknown;
+  unknown.input = "x";
+  unknown.session = "no-such-session";
+  EXPECT_EQ(pipeline->run(unknown).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(Pipeline, ModelChoiceWithoutTriggerIsAValidDecision) {
+  TaskRequest r;
+  r.input = "please help";
+  r.seed = 6;
+  r.max_steps = 2;
+  const json out = run(r);
+  const std::string status = out["status"];
+  EXPECT_TRUE(status == "done" || status == "needs_clarification" || status == "failed") << out.dump();
+  for (const json& step : out["steps"]) EXPECT_TRUE(tools->find(step["tool"].get<std::string>())) << out.dump();
+}
+
+TEST_F(Pipeline, TimeoutAndOversizedOutputAreStepErrors) {
+  TaskRequest r;
+  r.input = "wait a bit";
+  r.max_steps = 1;
+  r.seed = 7;
+  json out = run(r);
+  EXPECT_EQ(out["status"], "failed");
+  ASSERT_EQ(out["steps"].size(), 1u);
+  EXPECT_NE(out["steps"][0]["error"].get<std::string>().find("timed out after 200 ms"), std::string::npos);
+  r.input = "shout it";
+  out = run(r);
+  EXPECT_EQ(out["status"], "failed");
+  EXPECT_NE(out["steps"][0]["error"].get<std::string>().find("output exceeds 500 bytes"), std::string::npos);
+}
+
+TEST_F(Pipeline, AllowListHidesOtherTools) {
+  const std::vector<std::string> only_slow = {"slow"};
+  TaskRequest r;
+  r.input = "echo this";  // echo's trigger, but echo is not allowed
+  r.allowed_tools = &only_slow;
+  r.force_action = "call";
+  r.max_steps = 1;
+  r.seed = 8;
+  const json out = run(r);
+  ASSERT_EQ(out["steps"].size(), 1u);
+  EXPECT_EQ(out["steps"][0]["tool"], "slow");
+}
+
+}  // namespace
+}  // namespace autoglm
