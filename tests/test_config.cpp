@@ -84,6 +84,14 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
   expect_error("model: [unclosed\n", "YAML syntax error");
 }
 
+TEST(ServerConfig, ToolsExampleParses) {
+  auto c = load_server_config(std::string(AUTOGLM_SOURCE_DIR) + "/config/tools.example.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  ASSERT_EQ(c->tools.size(), 3u);
+  EXPECT_EQ(c->tools[1].exec.url, "http://127.0.0.1:9000/weather");
+  EXPECT_EQ(c->tools[2].exec.builtin, "calculator");
+}
+
 TEST(ServerConfig, DefaultFileParses) {
   const std::string path = std::string(AUTOGLM_SOURCE_DIR) + "/config/default.yaml";
   auto c = load_server_config(path);
