@@ -10,7 +10,7 @@ std::shared_ptr<const TokenTrie> token_trie_for(const Tokenizer& tokenizer) {
   static std::map<const Tokenizer*, std::weak_ptr<const TokenTrie>> cache;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(&tokenizer); it != cache.end())
-    if (auto trie = it->second.lock()) return trie;
+    if (auto trie = it->second.lock(); trie && trie->n_vocab() == tokenizer.n_vocab()) return trie;
   std::vector<std::string> bytes(size_t(tokenizer.n_vocab()));
   for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) bytes[size_t(id)] = tokenizer.token_to_piece(id, false);
   auto trie = std::make_shared<const TokenTrie>(bytes);
