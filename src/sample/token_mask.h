@@ -23,12 +23,17 @@ class TokenTrie {
 
  private:
   friend class GrammarMatcher;
-  std::vector<std::string> bytes_;
-  struct Node {
-    std::vector<std::pair<uint8_t, int32_t>> children;  // byte -> node
-    std::vector<int32_t> tokens;                        // tokens whose bytes end here
+  struct Edge {
+    uint8_t byte;
+    int32_t child;
   };
-  std::vector<Node> nodes_;
+  // Compressed rows, nodes numbered depth first: a node's edges are
+  // edges_[edge_begin_[n], edge_begin_[n + 1]), its tokens token_ids_[token_begin_[n], token_begin_[n + 1]).
+  std::vector<int32_t> edge_begin_;
+  std::vector<Edge> edges_;
+  std::vector<int32_t> token_begin_;
+  std::vector<int32_t> token_ids_;
+  std::vector<std::string> bytes_;
   int32_t n_vocab_ = 0;
 };
 
@@ -57,12 +62,12 @@ class GrammarMatcher {
 
  private:
   using Bits = std::vector<uint64_t>;
-  // Grammar states met so far, each with its byte transitions filled in as they are taken:
-  // a trie walk then costs one table lookup per node once the states are known.
+  // Grammar states met so far, with their byte transitions filled in as they are taken
+  // (-2 not computed yet, -1 dead): a trie walk then costs one table lookup per node once
+  // the states are known. Transitions live in blocks of states, so growing never copies them.
   struct Interned {
     GrammarState state;
-    std::vector<int32_t> next;  // per byte: -2 not computed yet, -1 dead
-    int32_t distance = -1;      // distance_to_accept, once asked
+    int32_t distance = -1;  // distance_to_accept, once asked
     std::shared_ptr<const Bits> mask;
   };
   int32_t intern(GrammarState state);
@@ -78,6 +83,11 @@ class GrammarMatcher {
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> eog_;
   std::vector<Interned> states_;
+  static constexpr int32_t kStatesPerBlock = 256;
+  int32_t& transition(int32_t state, uint8_t byte) {
+    return next_blocks_[size_t(state / kStatesPerBlock)][size_t(state % kStatesPerBlock) * 256 + byte];
+  }
+  std::vector<std::unique_ptr<int32_t[]>> next_blocks_;
   std::unordered_map<std::string, int32_t> ids_;
   int32_t current_ = 0;
   double mask_seconds_ = 0;
