@@ -7,6 +7,7 @@
 
 #include "sample/grammar.h"
 #include "tasks/tool_calls.h"
+#include "tokenizer/chat_template.h"
 
 namespace autoglm {
 namespace {
@@ -92,6 +93,9 @@ TEST(ToolCalls, ParsersStreamedCharacterByCharacter) {
 TEST(ToolCalls, FamilyFromTheTemplate) {
   EXPECT_EQ(tool_call_family("{% if tools %}<tools>...<tool_call>{% endif %}"), ToolCallFamily::kHermes);
   EXPECT_EQ(tool_call_family("<|start_header_id|>ipython<|end_header_id|>"), ToolCallFamily::kLlama3);
+  EXPECT_EQ(tool_call_family(ChatTemplate::builtin("llama3")->source()), ToolCallFamily::kLlama3);
+  EXPECT_EQ(tool_call_family(ChatTemplate::builtin("glm4")->source()), ToolCallFamily::kGlm4);
+  EXPECT_EQ(tool_call_family(ChatTemplate::builtin("chatml")->source()), ToolCallFamily::kHermes);
   EXPECT_EQ(tool_call_family("[gMASK]<sop><|observation|>"), ToolCallFamily::kGlm4);
   EXPECT_EQ(tool_call_family("{{ messages }}"), ToolCallFamily::kHermes);
 }

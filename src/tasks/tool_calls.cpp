@@ -69,9 +69,7 @@ std::vector<json> json_values(const std::string& text) {
 
 ToolCallFamily tool_call_family(const std::string& t) {
   if (t.find("<tool_call>") != std::string::npos) return ToolCallFamily::kHermes;
-  if (t.find("<|start_header_id|>") != std::string::npos &&
-      (t.find("ipython") != std::string::npos || t.find("tools") != std::string::npos))
-    return ToolCallFamily::kLlama3;
+  if (t.find("<|start_header_id|>") != std::string::npos) return ToolCallFamily::kLlama3;  // Llama 3.x
   if (t.find("<|observation|>") != std::string::npos || t.find("[gMASK]") != std::string::npos)
     return ToolCallFamily::kGlm4;
   return ToolCallFamily::kHermes;
