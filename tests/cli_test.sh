@@ -67,6 +67,16 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "logits last row size" "2048" "$(stat -c %s "$tmp/last.f32")"
   out=$("$bin" logits -m "$m" --tokens 1,99999 -o "$tmp/bad.f32" 2>&1)
   check "logits bad id" "--tokens: '99999' is not a token id" "$out"
+  echo '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}' >"$tmp/schema.json"
+  out=$("$bin" run -m "$m" -p "Once" -n 64 --seed 3 --json-schema "$tmp/schema.json" 2>/dev/null)
+  if [[ "$out" =~ ^Once\{\ ?\"n\":\ ?-?[0-9]+\}$ ]]; then
+    echo "ok   run --json-schema"; else echo "FAIL run --json-schema: $out"; failures=$((failures + 1)); fi
+  printf 'root ::= "yes" | "no"\n' >"$tmp/yn.gbnf"
+  out=$("$bin" run -m "$m" -p "Once" -n 8 --grammar "$tmp/yn.gbnf" 2>/dev/null)
+  if [ "$out" == "Onceyes" ] || [ "$out" == "Onceno" ]; then echo "ok   run --grammar"; else
+    echo "FAIL run --grammar: '$out'"; failures=$((failures + 1)); fi
+  out=$("$bin" run -m "$m" -p "Once" --grammar "$tmp/missing.gbnf" 2>&1)
+  check "run --grammar missing file" "missing.gbnf: cannot read it" "$out"
   out=$("$bin" info -m "$shared/models/legacy/tinyllamas-stories-260k-f32.gguf" 2>&1)
   check "v1 rejected" "GGUF v1 is not supported" "$out"
 else
