@@ -72,6 +72,8 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   if [[ "$out" =~ ^Once\{\ ?\"n\":\ ?-?[0-9]+\}$ ]]; then
     echo "ok   run --json-schema"; else echo "FAIL run --json-schema: $out"; failures=$((failures + 1)); fi
   printf 'root ::= "yes" | "no"\n' >"$tmp/yn.gbnf"
+  out=$("$bin" bench -m "$m" -p 0 -n 16 -r 1 -t 1 --json-schema "$tmp/schema.json" 2>&1)
+  check "bench --json-schema" "grammar mask (first sequence, 16 tokens): p50" "$out"
   out=$("$bin" run -m "$m" -p "Once" -n 8 --grammar "$tmp/yn.gbnf" 2>/dev/null)
   if [ "$out" == "Onceyes" ] || [ "$out" == "Onceno" ]; then echo "ok   run --grammar"; else
     echo "FAIL run --grammar: '$out'"; failures=$((failures + 1)); fi

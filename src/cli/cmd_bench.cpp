@@ -1,12 +1,14 @@
 // autoglm bench: prompt processing (ppN), generation (tgN) and aggregate decode with several
 // sequences in parallel (-b), like llama-bench and llama-batched-bench, with the decode rows'
 // effective weight bandwidth against the machine's read bandwidth measured here.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
 #include "cli/common.h"
+#include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
 #include "model/runner.h"
 
@@ -14,7 +16,7 @@ namespace autoglm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model, kv_type = "f16", quantize;
+  std::string model, kv_type = "f16", quantize, schema_file;
   int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
   std::vector<int> threads, parallel;
   bool profile = false;
@@ -48,8 +50,28 @@ struct Test {
   bool timed_prefill = false;
 };
 
+// A JSON Schema constraining the first sequence of the decode tests: each step's mask is
+// timed (a document that completes starts over).
+struct Constraint {
+  const Tokenizer* tokenizer = nullptr;
+  std::shared_ptr<const Grammar> grammar;
+  std::unique_ptr<GrammarMatcher> matcher;
+  std::vector<double> mask_ms;
+
+  int32_t pick(float* row, int32_t n_vocab) {
+    if (!matcher || matcher->finished()) matcher = make_matcher(*tokenizer, grammar);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool any = matcher->apply(row, n_vocab);
+    mask_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const int32_t token = int32_t(std::max_element(row, row + n_vocab) - row);
+    if (!any || !matcher->accept(token, tokenizer->token_to_piece(token, false))) matcher.reset();
+    return token;
+  }
+};
+
 // Seconds of the timed part of one run of `t`, from empty caches.
-Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, int32_t ubatch, DType kv_type) {
+Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, int32_t ubatch, DType kv_type,
+                        Constraint* constraint = nullptr) {
   const int64_t n_vocab = model.spec().n_vocab;
   std::vector<ContiguousKvCache> caches;
   caches.reserve(size_t(t.sequences));
@@ -80,8 +102,9 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
     AUTOGLM_RETURN_IF_ERROR(runner.forward(step, logits));
     OpTimer sampling(runner.profile(), Op::kSampling);
     for (int32_t s = 0; s < t.sequences; ++s) {  // greedy: the next token of each sequence
-      const float* row = logits.data() + int64_t(s) * n_vocab;
-      step.tokens[size_t(s)] = int32_t(std::max_element(row, row + n_vocab) - row);
+      float* row = logits.data() + int64_t(s) * n_vocab;
+      step.tokens[size_t(s)] = s == 0 && constraint ? constraint->pick(row, int32_t(n_vocab))
+                                                    : int32_t(std::max_element(row, row + n_vocab) - row);
     }
   }
   return seconds_since(t0);
@@ -112,6 +135,17 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
   std::fflush(stdout);
 }
 
+// Mask time per token beside the decode step it was part of.
+void print_mask_times(std::vector<double> ms, double step_ms) {
+  std::sort(ms.begin(), ms.end());
+  const double p50 = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / double(ms.size());
+  std::printf(
+      "  grammar mask (first sequence, %zu tokens): p50 %.3f ms, p99 %.3f ms, mean %.3f ms = %.1f%% / %.1f%% / "
+      "%.1f%% of the %.2f ms decode step\n",
+      ms.size(), p50, p99, mean, 100 * p50 / step_ms, 100 * p99 / step_ms, 100 * mean / step_ms, step_ms);
+}
+
 int bench(const BenchArgs& a) {
   auto options = load_options(a.quantize);
   if (!options) return fail(options.status());
@@ -121,6 +155,17 @@ int bench(const BenchArgs& a) {
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
+  std::unique_ptr<Tokenizer> tokenizer;
+  Constraint constraint;
+  if (!a.schema_file.empty()) {
+    auto grammar = load_output_grammar("", a.schema_file);
+    if (!grammar) return fail(grammar.status());
+    auto tok = m.load_tokenizer();
+    if (!tok) return fail(tok.status());
+    tokenizer = std::move(tok).value();
+    constraint.tokenizer = tokenizer.get();
+    constraint.grammar = *grammar;
+  }
   for (int threads : a.threads) {
     ThreadPool pool(threads);
     const double bw = cpu::measure_read_bandwidth(pool);
@@ -141,8 +186,10 @@ int bench(const BenchArgs& a) {
       if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
       runner.profile().set_enabled(a.profile);
       std::vector<double> tps;
+      Constraint* c = tokenizer && !t.timed_prefill ? &constraint : nullptr;
+      constraint.mask_ms.clear();
       for (int r = 0; r < a.reps; ++r) {
-        auto s = run_once(m, runner, t, a.ubatch, *kv_type);
+        auto s = run_once(m, runner, t, a.ubatch, *kv_type, c);
         if (!s) return fail(s.status());
         tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
       }
@@ -150,6 +197,7 @@ int bench(const BenchArgs& a) {
       double var = 0;
       for (double x : tps) var += (x - mean) * (x - mean);
       print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes, bw);
+      if (c && !constraint.mask_ms.empty()) print_mask_times(constraint.mask_ms, 1000.0 * t.sequences / mean);
       if (runner.profile().enabled())
         std::printf("\nper-op time, %s (last repetition):\n%s\n", t.name.c_str(), runner.profile().table().c_str());
       runner.profile().set_enabled(false);
@@ -179,6 +227,8 @@ void register_bench(CLI::App& app) {
   add_kv_type_option(*cmd, a->kv_type);
   add_quantize_option(*cmd, a->quantize);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each test");
+  cmd->add_option("--json-schema", a->schema_file,
+                  "Constrain the decode tests' first sequence to this JSON Schema and report the mask time per token");
   cmd->callback([a] {
     if (a->threads.empty()) a->threads.push_back(physical_core_count());
     exit_code() = bench(*a);

@@ -1,11 +1,8 @@
 // autoglm run: generate text from a prompt, streamed to stdout.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/common.h"
 #include "engine/generator.h"
-#include "sample/json_schema.h"
 
 namespace autoglm::cli {
 namespace {
@@ -24,39 +21,6 @@ struct RunArgs {
   GenerationOptions gen;
 };
 
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// --grammar FILE (GBNF) or --json-schema FILE: the grammar the output must follow.
-Result<std::shared_ptr<const Grammar>> output_grammar(const RunArgs& a) {
-  if (a.grammar_file.empty() && a.schema_file.empty()) return std::shared_ptr<const Grammar>();
-  if (!a.grammar_file.empty() && !a.schema_file.empty())
-    return invalid_argument("--grammar and --json-schema cannot be combined");
-  const std::string& path = a.grammar_file.empty() ? a.schema_file : a.grammar_file;
-  const std::string text = read_whole(path);
-  if (text.empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
-  std::string gbnf = text;
-  if (!a.schema_file.empty()) {
-    nlohmann::json schema;
-    try {
-      schema = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      return invalid_argument(path + ": not valid JSON: " + e.what());
-    }
-    auto converted = json_schema_to_gbnf(schema);
-    if (!converted) return invalid_argument(path + ": " + converted.status().message());
-    gbnf = *converted;
-  }
-  auto grammar = Grammar::parse(gbnf);
-  if (!grammar) return invalid_argument(path + ": " + grammar.status().message());
-  return std::shared_ptr<const Grammar>(*grammar);
-}
-
 int run(const RunArgs& a) {
   auto loaded = load_model_and_tokenizer(a.model, a.quantize);
   if (!loaded) return fail(loaded.status());
@@ -65,7 +29,7 @@ int run(const RunArgs& a) {
   const int64_t n_ctx = a.ctx > 0 ? a.ctx : std::min<int64_t>(model.spec().n_ctx_train, 4096);
   GenerationOptions gen = a.gen;
   gen.max_tokens = a.n_predict;
-  auto grammar = output_grammar(a);
+  auto grammar = load_output_grammar(a.grammar_file, a.schema_file);
   if (!grammar) return fail(grammar.status());
   gen.grammar = *grammar;
   if (a.seed >= 0) gen.sampling.seed = uint64_t(a.seed);

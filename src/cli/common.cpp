@@ -1,8 +1,11 @@
 #include "cli/common.h"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "core/thread_pool.h"
+#include "sample/json_schema.h"
 
 namespace autoglm::cli {
 
@@ -28,6 +31,33 @@ Result<LoadedModel> load_model_and_tokenizer(const std::string& path, const std:
     return corrupt(path + ": the tokenizer has " + std::to_string(m.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(m.model->spec().n_vocab) + " logits");
   return m;
+}
+
+Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
+                                                           const std::string& schema_file) {
+  if (grammar_file.empty() && schema_file.empty()) return std::shared_ptr<const Grammar>();
+  if (!grammar_file.empty() && !schema_file.empty())
+    return invalid_argument("--grammar and --json-schema cannot be combined");
+  const std::string& path = grammar_file.empty() ? schema_file : grammar_file;
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
+  std::string gbnf = text.str();
+  if (!schema_file.empty()) {
+    nlohmann::json schema;
+    try {
+      schema = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+      return invalid_argument(path + ": not valid JSON: " + e.what());
+    }
+    auto converted = json_schema_to_gbnf(schema);
+    if (!converted) return invalid_argument(path + ": " + converted.status().message());
+    gbnf = *converted;
+  }
+  auto grammar = Grammar::parse(gbnf);
+  if (!grammar) return invalid_argument(path + ": " + grammar.status().message());
+  return std::shared_ptr<const Grammar>(*grammar);
 }
 
 int fail(const Status& status) {

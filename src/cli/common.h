@@ -8,6 +8,7 @@
 #include "autoglm/status.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm::cli {
@@ -34,6 +35,11 @@ void add_threads_option(CLI::App& cmd, int& threads);
 void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
 // The KV type named on the command line, checked against the model.
 Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
+
+// --grammar FILE (GBNF) or --json-schema FILE: the grammar output must follow (null when
+// neither is given). Errors name the file.
+Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
+                                                           const std::string& schema_file);
 
 // Each subcommand registers itself and its callback here.
 void register_run(CLI::App& app);
