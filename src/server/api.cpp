@@ -532,6 +532,11 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   ServerMetrics* metrics = &metrics_;
   {
     std::lock_guard<std::mutex> lock(tasks_mutex_);
+    if (tasks_running_ >= config_.max_queued) {  // each task holds a thread: bound them like the queue
+      Reply busy = error_reply(429, "too many tasks running", "", "rate_limit_error");
+      busy.headers.emplace_back("Retry-After", "1");
+      return busy;
+    }
     ++tasks_running_;
   }
   std::thread([this, tasks, request, access, handle, metrics] {
