@@ -274,3 +274,39 @@ TEST(GgufReader, SurvivesCorruptionOfStoriesTensorTable) {
 
 }  // namespace
 }  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// Deferred tensors are produced one at a time while the file is written; a producer's
+// error (or a wrong size) stops the write with the tensor's name.
+TEST(GgufWriterDeferred, ProducesTensorsWhileWriting) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("llama"));
+  std::vector<float> values = {1, 2, 3, 4};
+  int calls = 0;
+  ASSERT_TRUE(w.add_tensor_deferred("a", DType::F32, {4}, 16, [&]() -> Result<std::pair<const uint8_t*, size_t>> {
+                 ++calls;
+                 return std::make_pair(reinterpret_cast<const uint8_t*>(values.data()), size_t(16));
+               }).is_ok());
+  const std::string path = test::temp_path("deferred.gguf");
+  ASSERT_TRUE(w.write(path).is_ok());
+  EXPECT_EQ(calls, 1);
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  ASSERT_NE((*f)->find_tensor("a"), nullptr);
+  EXPECT_EQ(std::memcmp((*f)->find_tensor("a")->data, values.data(), 16), 0);
+
+  GgufWriter bad;
+  ASSERT_TRUE(bad.add_tensor_deferred("b", DType::F32, {4}, 16,
+                                      []() -> Result<std::pair<const uint8_t*, size_t>> {
+                                        return invalid_argument("out of memory, pretend");
+                                      })
+                  .is_ok());
+  const Status s = bad.write(path);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("tensor 'b': out of memory, pretend"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace autoglm

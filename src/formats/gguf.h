@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -132,6 +133,11 @@ class GgufWriter {
   // Not copied: `data` must stay valid until write() returns.
   Status add_tensor_view(const std::string& name, DType type, std::vector<int64_t> dims, const uint8_t* data,
                          size_t n_bytes);
+  // Bytes made only while the file is written, one tensor at a time, so a whole model never
+  // sits in memory: `produce` returns them (valid until its next call); they must be n_bytes.
+  using Producer = std::function<Result<std::pair<const uint8_t*, size_t>>()>;
+  Status add_tensor_deferred(const std::string& name, DType type, std::vector<int64_t> dims, size_t n_bytes,
+                             Producer produce);
   Status write(const std::string& path, uint64_t alignment = 32) const;
 
  private:
@@ -142,12 +148,10 @@ class GgufWriter {
     std::vector<uint8_t> owned;
     const uint8_t* data;
     size_t n_bytes;
+    Producer produce;  // deferred tensors
   };
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;
 };
-
-// Writes every key and tensor of `file` (e.g. one assembled in memory) as a GGUF v3 file.
-Status write_gguf(const GgufFile& file, const std::string& path);
 
 }  // namespace autoglm

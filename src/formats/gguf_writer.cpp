@@ -85,7 +85,14 @@ Status GgufWriter::add_tensor_view(const std::string& name, DType type, std::vec
                             std::to_string(row_bytes * rows));
   for (const auto& t : tensors_)
     if (t.name == name) return invalid_argument("tensor '" + name + "' added twice");
-  tensors_.push_back({name, type, std::move(dims), {}, data, n_bytes});
+  tensors_.push_back({name, type, std::move(dims), {}, data, n_bytes, nullptr});
+  return Status::ok();
+}
+
+Status GgufWriter::add_tensor_deferred(const std::string& name, DType type, std::vector<int64_t> dims, size_t n_bytes,
+                                       Producer produce) {
+  AUTOGLM_RETURN_IF_ERROR(add_tensor_view(name, type, std::move(dims), nullptr, n_bytes));
+  tensors_.back().produce = std::move(produce);
   return Status::ok();
 }
 
@@ -122,7 +129,15 @@ Status GgufWriter::write(const std::string& path, uint64_t alignment) const {
   bool ok = std::fwrite(head.bytes.data(), 1, head.bytes.size(), f.get()) == head.bytes.size();
   static const uint8_t zeros[256] = {};
   for (const auto& t : tensors_) {
-    ok = ok && std::fwrite(t.data, 1, t.n_bytes, f.get()) == t.n_bytes;
+    const uint8_t* data = t.data;
+    if (t.produce && ok) {
+      auto made = t.produce();
+      if (!made) return Status(made.status().code(), path + ": tensor '" + t.name + "': " + made.status().message());
+      if (made->second != t.n_bytes)
+        return Status(StatusCode::kInternal, path + ": tensor '" + t.name + "' came out at the wrong size");
+      data = made->first;
+    }
+    ok = ok && std::fwrite(data, 1, t.n_bytes, f.get()) == t.n_bytes;
     const size_t pad = (alignment - t.n_bytes % alignment) % alignment;
     for (size_t left = pad; left > 0 && ok;) {
       const size_t n = std::min<size_t>(left, sizeof(zeros));
@@ -133,17 +148,6 @@ Status GgufWriter::write(const std::string& path, uint64_t alignment) const {
   if (!ok) return io_error(path + ": write failed: " + std::strerror(errno));
   if (std::fclose(f.release()) != 0) return io_error(path + ": close failed");
   return Status::ok();
-}
-
-Status write_gguf(const GgufFile& file, const std::string& path) {
-  GgufWriter w;
-  for (const auto& [key, value] : file.metadata())
-    if (key != "general.alignment") w.set(key, value);
-  for (const auto& t : file.tensors()) {
-    if (Status s = w.add_tensor_view(t.name, t.type, t.dims, t.data, t.n_bytes); !s)
-      return Status(s.code(), file.path() + ": " + s.message());
-  }
-  return w.write(path, file.alignment());
 }
 
 }  // namespace autoglm

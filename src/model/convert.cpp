@@ -73,13 +73,8 @@ Result<ConvertReport> convert_hf_folder(const std::string& dir, const std::strin
   q.keep_type = std::nullopt;  // every matrix in `type`, as llama.cpp's converter does
   q.vectors_to_f32 = true;
   QuantizeReport qr;
-  AUTOGLM_ASSIGN_OR_RETURN(auto converted, quantize_file(*checkpoint, q, pool, on_tensor, &qr));
-  auto metadata = converted->metadata();
-  for (auto& kv : tokenizer_metadata(*tok)) metadata.push_back(std::move(kv));
-  AUTOGLM_ASSIGN_OR_RETURN(auto with_tokenizer,
-                           GgufFile::from_parts(dir, std::move(metadata), converted->tensors(), nullptr));
-  AUTOGLM_RETURN_IF_ERROR(write_gguf(*with_tokenizer, out));
-  return ConvertReport{int64_t(with_tokenizer->tensors().size()), qr.bytes_out};
+  AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*checkpoint, out, q, pool, tokenizer_metadata(*tok), on_tensor, &qr));
+  return ConvertReport{int64_t(checkpoint->tensors().size()), qr.bytes_out};
 }
 
 }  // namespace autoglm

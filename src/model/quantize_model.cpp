@@ -31,14 +31,34 @@ std::vector<uint8_t> requantize(const GgufTensorInfo& t, DType to, ThreadPool& p
   return out;
 }
 
-}  // namespace
+// What becomes of one tensor: its type in the output, and whether its values are re-encoded.
+struct TensorPlan {
+  DType type;
+  bool reencode;
+  bool fallback;  // a matrix whose rows are not whole blocks of the wanted type
+};
 
-Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const QuantizeOptions& options, ThreadPool& pool,
-                                                const std::function<void(int64_t, int64_t)>& on_tensor,
-                                                QuantizeReport* report_out) {
+TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
+  if (t.dims.size() == 2 && ref::dtype_is_supported(t.type)) {
+    const DType wanted = is_kept_tensor(t.name) ? o.keep_type.value_or(o.type) : o.type;
+    const DType type = fitting_type(wanted, t.dims[0]);
+    return {type, true, type != wanted};
+  }
+  if (o.vectors_to_f32 && t.dims.size() == 1 && t.type != DType::F32 && ref::dtype_is_supported(t.type))
+    return {DType::F32, true, false};
+  return {t.type, false, false};
+}
+
+Status check_types(const QuantizeOptions& options) {
   for (DType t : {options.type, options.keep_type.value_or(options.type)})
     if (!ref::dtype_is_supported(t))
       return invalid_argument("quantize: type '" + std::string(dtype_name(t)) + "' cannot be written");
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, GgufValue>> output_metadata(
+    const GgufFile& file, const QuantizeOptions& options,
+    const std::vector<std::pair<std::string, GgufValue>>& extra = {}) {
   auto metadata = file.metadata();
   auto set = [&](const std::string& key, GgufValue v) {
     for (auto& [k, value] : metadata)
@@ -47,6 +67,30 @@ Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const Quan
   };
   set("general.file_type", GgufValue::u32(gguf_file_type(options.type)));
   set("general.quantization_version", GgufValue::u32(2));
+  for (const auto& [k, v] : extra) set(k, v);
+  return metadata;
+}
+
+void count(const TensorPlan& plan, const GgufTensorInfo& t, uint64_t out_bytes, QuantizeReport& r) {
+  r.bytes_in += int64_t(t.n_bytes);
+  r.bytes_out += int64_t(out_bytes);
+  if (plan.reencode && t.dims.size() == 2)
+    ++r.tensors_quantized;
+  else
+    ++r.tensors_copied;
+  if (plan.fallback) ++r.tensors_fallback;
+}
+
+uint64_t planned_bytes(const GgufTensorInfo& t, DType type) {
+  return uint64_t(dtype_row_bytes(type, t.dims[0]) * t.rows());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const QuantizeOptions& options, ThreadPool& pool,
+                                                const std::function<void(int64_t, int64_t)>& on_tensor,
+                                                QuantizeReport* report_out) {
+  AUTOGLM_RETURN_IF_ERROR(check_types(options));
   auto storage = std::make_shared<std::vector<std::vector<uint8_t>>>();
   storage->reserve(file.tensors().size());
   std::vector<GgufTensorInfo> tensors;
@@ -54,43 +98,58 @@ Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const Quan
   const int64_t total = int64_t(file.tensors().size());
   int64_t done = 0;
   for (const auto& t : file.tensors()) {
-    report.bytes_in += int64_t(t.n_bytes);
-    const bool matrix = t.dims.size() == 2 && ref::dtype_is_supported(t.type);
+    const TensorPlan plan = plan_tensor(t, options);
     GgufTensorInfo out = t;
-    if (matrix) {
-      const DType wanted = is_kept_tensor(t.name) ? options.keep_type.value_or(options.type) : options.type;
-      out.type = fitting_type(wanted, t.dims[0]);
-      if (out.type != wanted) ++report.tensors_fallback;
-      storage->push_back(requantize(t, out.type, pool));
-      out.data = storage->back().data();
-      out.n_bytes = storage->back().size();
-      ++report.tensors_quantized;
-    } else if (options.vectors_to_f32 && t.dims.size() == 1 && t.type != DType::F32 &&
-               ref::dtype_is_supported(t.type)) {
-      out.type = DType::F32;
-      storage->push_back(requantize(t, DType::F32, pool));
-      out.data = storage->back().data();
-      out.n_bytes = storage->back().size();
-      ++report.tensors_copied;
-    } else {
+    out.type = plan.type;
+    if (plan.reencode)
+      storage->push_back(requantize(t, plan.type, pool));
+    else
       storage->emplace_back(t.data, t.data + t.n_bytes);
-      out.data = storage->back().data();
-      ++report.tensors_copied;
-    }
-    report.bytes_out += int64_t(out.n_bytes);
+    out.data = storage->back().data();
+    out.n_bytes = storage->back().size();
+    count(plan, t, out.n_bytes, report);
     tensors.push_back(std::move(out));
     if (on_tensor) on_tensor(++done, total);
   }
   if (report_out) *report_out = report;
-  return GgufFile::from_parts(file.path(), std::move(metadata), std::move(tensors), storage);
+  return GgufFile::from_parts(file.path(), output_metadata(file, options), std::move(tensors), storage);
+}
+
+Status quantize_to_file(const GgufFile& file, const std::string& out, const QuantizeOptions& options, ThreadPool& pool,
+                        const std::vector<std::pair<std::string, GgufValue>>& extra_metadata,
+                        const std::function<void(int64_t, int64_t)>& on_tensor, QuantizeReport* report_out) {
+  AUTOGLM_RETURN_IF_ERROR(check_types(options));
+  GgufWriter w;
+  for (const auto& [key, value] : output_metadata(file, options, extra_metadata))
+    if (key != "general.alignment") w.set(key, value);
+  QuantizeReport report;
+  auto buffer = std::make_shared<std::vector<uint8_t>>();  // one tensor at a time
+  const int64_t total = int64_t(file.tensors().size());
+  auto done = std::make_shared<int64_t>(0);
+  for (const auto& t : file.tensors()) {
+    const TensorPlan plan = plan_tensor(t, options);
+    const uint64_t n_bytes = plan.reencode ? planned_bytes(t, plan.type) : t.n_bytes;
+    count(plan, t, n_bytes, report);
+    const GgufTensorInfo* src = &t;
+    AUTOGLM_RETURN_IF_ERROR(w.add_tensor_deferred(
+        t.name, plan.type, t.dims, n_bytes,
+        [src, plan, buffer, done, total, &pool, &on_tensor]() -> Result<std::pair<const uint8_t*, size_t>> {
+          if (on_tensor) on_tensor(++*done, total);
+          if (!plan.reencode) return std::make_pair(src->data, size_t(src->n_bytes));
+          *buffer = requantize(*src, plan.type, pool);
+          return std::make_pair<const uint8_t*, size_t>(buffer->data(), buffer->size());
+        }));
+  }
+  AUTOGLM_RETURN_IF_ERROR(w.write(out, file.alignment()));
+  if (report_out) *report_out = report;
+  return Status::ok();
 }
 
 Result<QuantizeReport> quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& options,
                                      ThreadPool& pool, const std::function<void(int64_t, int64_t)>& on_tensor) {
   AUTOGLM_ASSIGN_OR_RETURN(auto file, GgufFile::open(in));
   QuantizeReport report;
-  AUTOGLM_ASSIGN_OR_RETURN(auto quantized, quantize_file(*file, options, pool, on_tensor, &report));
-  AUTOGLM_RETURN_IF_ERROR(write_gguf(*quantized, out));
+  AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*file, out, options, pool, {}, on_tensor, &report));
   return report;
 }
 

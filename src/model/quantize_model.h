@@ -25,12 +25,19 @@ struct QuantizeReport {
 };
 
 class GgufFile;
+struct GgufValue;
 
 // The model of `in` with its matrices re-encoded, in memory (load-time quantization); the
 // result keeps its own tensor storage and refers to `in` for nothing.
 Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& in, const QuantizeOptions& options, ThreadPool& pool,
                                                 const std::function<void(int64_t, int64_t)>& on_tensor = {},
                                                 QuantizeReport* report = nullptr);
+
+// Writes the model of `in`, its matrices re-encoded, to `out` one tensor at a time (peak memory:
+// one tensor); `extra_metadata` is added to (or replaces) the file's keys.
+Status quantize_to_file(const GgufFile& in, const std::string& out, const QuantizeOptions& options, ThreadPool& pool,
+                        const std::vector<std::pair<std::string, GgufValue>>& extra_metadata,
+                        const std::function<void(int64_t, int64_t)>& on_tensor = {}, QuantizeReport* report = nullptr);
 
 // Reads `in`, writes `out`. Matrices in any supported type are decoded and re-encoded, row by row
 // on the pool's threads; a matrix whose rows are not whole blocks of `type` falls back to Q8_0 or
