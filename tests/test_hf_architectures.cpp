@@ -264,6 +264,9 @@ TEST(HfArchitectures, ConfigErrorsNameFileAndField) {
   c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   expect_config_error(c, "rope_scaling type 'yarn'");
   c = good;
+  c["rope_scaling"] = {{"rope_type", 5}, {"factor", 2.0}};
+  expect_config_error(c, "wrong type");
+  c = good;
   c["hidden_act"] = "gelu";
   expect_config_error(c, "hidden_act 'gelu'");
   // Not JSON at all.

@@ -176,6 +176,8 @@ TEST(HfTokenizer, CorruptFilesNameFileAndField) {
   expect_error("{" + ok_model + R"(, "decoder": {"type": "Sequence", "decoders": [{"type": "Nope"}]}})", "",
                "decoder.decoders[0] (Nope)");
   expect_error("{" + ok_model + "}", "[1]", "dir/tokenizer_config.json: expected a JSON object");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "ignore_merges": "yes"}})", "",
+               "has a value of the wrong type");
   expect_error("{" + ok_model + "}", R"({"eos_token": "</s>"})", "eos_token '</s>'");
 }
 

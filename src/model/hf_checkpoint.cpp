@@ -274,7 +274,9 @@ bool is_hf_folder(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
-Result<std::unique_ptr<GgufFile>> open_hf_checkpoint(const std::string& dir) {
+namespace {
+
+Result<std::unique_ptr<GgufFile>> open_checked(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   AUTOGLM_ASSIGN_OR_RETURN(json j, read_json(config_path));
   if (!j.is_object()) return corrupt(config_path + ": expected a JSON object");
@@ -313,6 +315,16 @@ Result<std::unique_ptr<GgufFile>> open_hf_checkpoint(const std::string& dir) {
                        storage->buffers.back().size()});
   }
   return GgufFile::from_parts(dir, std::move(md), std::move(tensors), storage);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GgufFile>> open_hf_checkpoint(const std::string& dir) {
+  try {
+    return open_checked(dir);
+  } catch (const nlohmann::json::exception& e) {  // a field with a value of the wrong type
+    return corrupt(dir + "/config.json: a field has a value of the wrong type (" + e.what() + ")");
+  }
 }
 
 Result<GenerationDefaults> read_generation_config(const std::string& dir) {

@@ -289,7 +289,11 @@ class Converter {
 }  // namespace
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, const std::string& rule_prefix) {
-  return Converter(schema, rule_prefix).run();
+  try {
+    return Converter(schema, rule_prefix).run();
+  } catch (const json::exception& e) {  // a keyword with a value of the wrong type
+    return invalid_argument(std::string("schema: a keyword has a value of the wrong type (") + e.what() + ")");
+  }
 }
 
 std::string json_object_gbnf() {

@@ -220,7 +220,8 @@ void check_tools(const json& tools) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = "tools[" + std::to_string(i) + "]";
     const json& t = tools[i];
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function") ||
+        !t["function"].is_object())
       bad(where, "'" + where + "' must be {\"type\": \"function\", \"function\": {...}}");
     const json& fn = t["function"];
     if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
@@ -264,9 +265,9 @@ json template_tool_calls(const json& calls, const std::string& where) {
         // not JSON: the template gets the string
       }
     }
-    if (c.contains("function")) {  // templates read both tool_call.function.name and tool_call.name
-      c["name"] = c["function"].value("name", "");
-      c["arguments"] = c["function"].value("arguments", json::object());
+    if (c.contains("function") && c["function"].is_object()) {  // templates read tool_call.name too
+      c["name"] = c["function"].contains("name") ? c["function"]["name"] : json("");
+      c["arguments"] = c["function"].contains("arguments") ? c["function"]["arguments"] : json::object();
     }
     out.push_back(c);
   }

@@ -205,8 +205,10 @@ Result<std::string> read_following_link_file(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer(const std::string& tokenizer_text, const std::string& config_text,
-                                                      const std::string& where) {
+namespace {
+
+Result<std::unique_ptr<Tokenizer>> parse_checked(const std::string& tokenizer_text, const std::string& config_text,
+                                                 const std::string& where) {
   const std::string tok_where = where + "/tokenizer.json";
   const std::string cfg_where = where + "/tokenizer_config.json";
   AUTOGLM_ASSIGN_OR_RETURN(json t, parse_json(tokenizer_text, tok_where));
@@ -253,6 +255,18 @@ Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer(const std::string& tokeniz
   if (v.add_eos && v.eos < 0) v.add_eos = false;
   if (v.eot < 0) v.eot = guess_end_of_turn(v);
   return std::make_unique<Tokenizer>(std::move(v), std::move(p));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> parse_hf_tokenizer(const std::string& tokenizer_text, const std::string& config_text,
+                                                      const std::string& where) {
+  try {
+    return parse_checked(tokenizer_text, config_text, where);
+  } catch (const nlohmann::json::exception& e) {  // a field with a value of the wrong type
+    return corrupt(where + "/tokenizer.json or tokenizer_config.json: a field has a value of the wrong type (" +
+                   e.what() + ")");
+  }
 }
 
 Result<std::unique_ptr<Tokenizer>> load_hf_tokenizer(const std::string& dir) {
