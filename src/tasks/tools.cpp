@@ -14,9 +14,9 @@ Status path_error(const std::string& path, const std::string& reason) {
 }
 
 Status check_placeholders(const std::string& text, const json& params, const std::string& path) {
-  const json props = params.value("properties", json::object());
+  const json props = params.contains("properties") ? params["properties"] : json::object();
   for (const std::string& p : placeholders(text))
-    if (!props.contains(p)) return path_error(path, "placeholder {" + p + "} names no property of 'parameters'");
+    if (!props.is_object() || !props.contains(p)) return path_error(path, "placeholder {" + p + "} names no property of 'parameters'");
   return Status::ok();
 }
 
@@ -114,7 +114,7 @@ Result<std::shared_ptr<ToolRegistry>> ToolRegistry::build(const std::vector<Tool
     } catch (const json::exception& e) {
       return path_error(path + ".parameters", std::string("not JSON: ") + e.what());
     }
-    if (!t.parameters.is_object() || t.parameters.value("type", "object") != "object")
+    if (!t.parameters.is_object() || (t.parameters.contains("type") && t.parameters["type"] != "object"))
       return path_error(path + ".parameters", "must be a JSON Schema of type object");
     if (auto g = json_schema_to_gbnf(t.parameters); !g) return path_error(path + ".parameters", g.status().message());
     for (size_t k = 0; k < t.config.triggers.size(); ++k) {
