@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       matcher = make_matcher(**tok, *grammar);
       continue;
     }
-    matcher->accept(pick, (*tok)->token_to_piece(pick, false));
+    matcher->accept(pick);
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());

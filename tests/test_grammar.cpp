@@ -173,11 +173,20 @@ TEST(TokenMask, EqualsBruteForceAndCaches) {
     if (allowed.empty()) break;
     const int32_t pick = allowed[rng() % allowed.size()];
     if (pick == eos) break;
-    ASSERT_TRUE(m.accept(pick, vocab[size_t(pick)]));
+    ASSERT_TRUE(m.accept(pick));
     brute = brute.advance_bytes(vocab[size_t(pick)]);
   }
   EXPECT_GT(m.masks_built(), 0);
-  EXPECT_FALSE(m.accept(2, "}}"));  // a token the grammar does not admit leaves the state alone
+  // A token the grammar does not admit is refused and leaves the state alone.
+  std::vector<float> before(vocab.size(), 0.0f), after(vocab.size(), 0.0f);
+  m.apply(before.data(), int32_t(vocab.size()));
+  int32_t refused = -1;
+  for (int32_t id = 1; id < int32_t(vocab.size()) && refused < 0; ++id)
+    if (std::isinf(before[size_t(id)])) refused = id;
+  ASSERT_GE(refused, 0);
+  EXPECT_FALSE(m.accept(refused));
+  m.apply(after.data(), int32_t(vocab.size()));
+  for (size_t id = 0; id < vocab.size(); ++id) EXPECT_EQ(std::isinf(before[id]), std::isinf(after[id])) << id;
 }
 
 // Random walks under a token budget always end in a whole sentence: near the end only tokens
@@ -204,7 +213,7 @@ TEST(TokenMask, BudgetEndsInAWholeSentence) {
         ended = true;
         break;
       }
-      ASSERT_TRUE(m.accept(pick, vocab[size_t(pick)]));
+      ASSERT_TRUE(m.accept(pick));
       text += vocab[size_t(pick)];
     }
     EXPECT_TRUE(ended) << "budget " << budget << " ran out inside: " << text;

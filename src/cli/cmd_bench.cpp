@@ -64,7 +64,7 @@ struct Constraint {
     const bool any = matcher->apply(row, n_vocab);
     mask_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     const int32_t token = int32_t(std::max_element(row, row + n_vocab) - row);
-    if (!any || !matcher->accept(token, tokenizer->token_to_piece(token, false))) matcher.reset();
+    if (!any || !matcher->accept(token)) matcher.reset();
     return token;
   }
 };

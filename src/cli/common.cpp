@@ -1,10 +1,10 @@
 #include "cli/common.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "core/read_file.h"
 #include "core/thread_pool.h"
+#include "formats/json_file.h"
 #include "sample/json_schema.h"
 
 namespace autoglm::cli {
@@ -39,18 +39,11 @@ Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& gr
   if (!grammar_file.empty() && !schema_file.empty())
     return invalid_argument("--grammar and --json-schema cannot be combined");
   const std::string& path = grammar_file.empty() ? schema_file : grammar_file;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
-  std::string gbnf = text.str();
+  auto text = read_file(path);
+  if (!text || text->empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
+  std::string gbnf = *text;
   if (!schema_file.empty()) {
-    nlohmann::json schema;
-    try {
-      schema = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception& e) {
-      return invalid_argument(path + ": not valid JSON: " + e.what());
-    }
+    AUTOGLM_ASSIGN_OR_RETURN(const nlohmann::json schema, parse_json(*text, path));
     auto converted = json_schema_to_gbnf(schema);
     if (!converted) return invalid_argument(path + ": " + converted.status().message());
     gbnf = *converted;

@@ -20,19 +20,15 @@ std::shared_ptr<const TokenTrie> token_trie_for(const Tokenizer& tokenizer) {
 
 std::unique_ptr<GrammarMatcher> make_matcher(const Tokenizer& tokenizer, std::shared_ptr<const Grammar> grammar) {
   if (!grammar) return nullptr;
-  const Vocab& v = tokenizer.vocab();
-  std::vector<int32_t> eog;
-  for (int32_t id = 0; id < v.size(); ++id)
-    if (v.is_eog(id)) eog.push_back(id);
-  return std::make_unique<GrammarMatcher>(std::move(grammar), token_trie_for(tokenizer), std::move(eog));
+  return std::make_unique<GrammarMatcher>(std::move(grammar), token_trie_for(tokenizer), tokenizer.vocab().eog_ids());
 }
 
-int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, const Tokenizer& tokenizer, float* logits,
-                    int32_t n_vocab, const std::vector<int32_t>& history, int64_t budget) {
+int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,
+                    const std::vector<int32_t>& history, int64_t budget) {
   if (!matcher) return sampler.sample(logits, n_vocab, history);
   if (!matcher->apply(logits, n_vocab, budget)) return -1;
   const int32_t token = sampler.sample(logits, n_vocab, history);
-  if (!matcher->accept(token, tokenizer.token_to_piece(token, false))) return -1;
+  if (!matcher->accept(token)) return -1;
   return token;
 }
 

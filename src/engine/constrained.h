@@ -22,7 +22,7 @@ std::unique_ptr<GrammarMatcher> make_matcher(const Tokenizer& tokenizer, std::sh
 // Samples one token, restricted to what `matcher` (if any) admits, and advances it.
 // `budget`: tokens the sequence may still generate (this one included). -1 when the
 // grammar admits nothing at all (the caller ends the sequence).
-int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, const Tokenizer& tokenizer, float* logits,
-                    int32_t n_vocab, const std::vector<int32_t>& history, int64_t budget);
+int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,
+                    const std::vector<int32_t>& history, int64_t budget);
 
 }  // namespace autoglm

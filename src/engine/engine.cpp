@@ -390,8 +390,7 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
   const int64_t budget =
       std::min<int64_t>(s.request.max_tokens - s.n_generated, config_.n_ctx - int64_t(s.tokens.size()));
-  const int32_t token =
-      sample_next(s.sampler, s.matcher.get(), tokenizer_, sample_row_.data(), n_vocab, s.tokens, budget);
+  const int32_t token = sample_next(s.sampler, s.matcher.get(), sample_row_.data(), n_vocab, s.tokens, budget);
   timer.mark(Op::kOther);
   if (token < 0) {  // the grammar admits nothing more and the vocabulary has no end token
     finish(s, "stop");

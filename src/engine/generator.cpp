@@ -76,7 +76,7 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
     {
       OpTimer timer(runner_.profile(), Op::kSampling);
       const int64_t budget = std::min<int64_t>(options.max_tokens - step, cache_.capacity() - pos);
-      token = sample_next(sampler, matcher.get(), tokenizer_, logits.data(), n_vocab, history, budget);
+      token = sample_next(sampler, matcher.get(), logits.data(), n_vocab, history, budget);
     }
     if (token < 0) {  // the grammar admits nothing more and there is no end token
       result.finish_reason = "stop";
@@ -98,7 +98,6 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   }
   emit(stream.flush());
   result.decode_seconds = seconds_since(t0);
-  if (matcher) result.mask_seconds = matcher->mask_seconds();
   return result;
 }
 

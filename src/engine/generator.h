@@ -33,7 +33,6 @@ struct GenerationResult {
   int32_t prompt_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  double mask_seconds = 0;  // of decode_seconds: building grammar masks
 };
 
 class Generator {

@@ -1,12 +1,12 @@
 #include "formats/safetensors.h"
 
+#include "formats/json_file.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace autoglm {
 namespace {
@@ -151,15 +151,7 @@ Result<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::open_folde
   const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
   std::map<std::string, std::string> expected;  // tensor -> shard, from the index
   if (fs::exists(index)) {
-    std::ifstream in(index);
-    std::stringstream text;
-    text << in.rdbuf();
-    json j;
-    try {
-      j = json::parse(text.str());
-    } catch (const json::exception& e) {
-      return corrupt(index.string() + ": not valid JSON: " + e.what());
-    }
+    AUTOGLM_ASSIGN_OR_RETURN(const json j, read_json_file(index.string()));
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return corrupt(index.string() + ": 'weight_map' is missing or not an object");
     std::vector<std::string> shards;

@@ -3,10 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "formats/json_file.h"
 #include "formats/safetensors.h"
 #include "model/hf_arch.h"
 
@@ -15,18 +14,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-Result<json> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::exception& e) {
-    return corrupt(path + ": not valid JSON: " + e.what());
-  }
-}
 
 // config.json fields under the names the different model families use.
 class Config {
@@ -278,7 +265,7 @@ namespace {
 
 Result<std::unique_ptr<GgufFile>> open_checked(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  AUTOGLM_ASSIGN_OR_RETURN(json j, read_json(config_path));
+  AUTOGLM_ASSIGN_OR_RETURN(json j, read_json_file(config_path));
   if (!j.is_object()) return corrupt(config_path + ": expected a JSON object");
   const Config config(j, config_path);
   const json* names = config.find({"architectures"});
@@ -332,7 +319,7 @@ Result<GenerationDefaults> read_generation_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / "generation_config.json").string();
   std::error_code ec;
   if (!fs::exists(path, ec)) return d;
-  AUTOGLM_ASSIGN_OR_RETURN(json j, read_json(path));
+  AUTOGLM_ASSIGN_OR_RETURN(json j, read_json_file(path));
   if (!j.is_object()) return corrupt(path + ": expected a JSON object");
   auto number = [&](const char* key, std::optional<double>& out) -> Status {
     if (!j.contains(key) || j[key].is_null()) return Status::ok();

@@ -1,7 +1,6 @@
 #include "sample/token_mask.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 namespace autoglm {
@@ -130,18 +129,13 @@ void GrammarMatcher::reset_if_large() {
 
 const GrammarMatcher::Bits& GrammarMatcher::mask() {
   reset_if_large();
-  if (auto cached = states_[size_t(current_)].mask) {
-    ++masks_cached_;
-    return *cached;
-  }
-  const auto start = std::chrono::steady_clock::now();
+  if (auto cached = states_[size_t(current_)].mask) return *cached;
   auto bits = std::make_shared<Bits>(size_t(trie_->n_vocab() + 63) / 64, 0);
   const int32_t at = current_;
   if (states_[size_t(at)].state.can_continue()) collect(0, at, *bits);
   if (states_[size_t(at)].state.accepting())
     for (int32_t id : eog_)
       if (id >= 0 && id < trie_->n_vocab()) (*bits)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
-  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++masks_built_;
   states_[size_t(at)].mask = bits;
   return *bits;
@@ -185,10 +179,10 @@ void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t bu
     for (int32_t id : dropped) logits[id] = -INFINITY;
 }
 
-bool GrammarMatcher::accept(int32_t token, const std::string& bytes) {
+bool GrammarMatcher::accept(int32_t token) {
   if (std::find(eog_.begin(), eog_.end(), token) != eog_.end()) return accepting();
-  if (bytes.empty()) return false;
-  const int32_t next = step_bytes(current_, bytes);
+  if (token < 0 || token >= trie_->n_vocab() || trie_->bytes(token).empty()) return false;
+  const int32_t next = step_bytes(current_, trie_->bytes(token));
   if (next < 0) return false;
   current_ = next;
   return true;

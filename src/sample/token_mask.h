@@ -48,17 +48,16 @@ class GrammarMatcher {
   // tokens after which the text can still be completed, end token included, remain, so a
   // bounded generation ends in a whole sentence rather than being cut off.
   bool apply(float* logits, int32_t n_vocab, int64_t budget = -1);
-  // Moves past `token`; false (state unchanged) if the grammar does not admit it.
-  bool accept(int32_t token, const std::string& bytes);
+  // Moves past `token` (its bytes are the trie's); false (state unchanged) if the grammar
+  // does not admit it.
+  bool accept(int32_t token);
 
   bool accepting() const { return states_[size_t(current_)].state.accepting(); }
   // The text is complete and nothing may follow it.
   bool finished() const { return accepting() && !states_[size_t(current_)].state.can_continue(); }
 
-  // Time spent building masks that were not cached, and how many were built / looked up.
-  double mask_seconds() const { return mask_seconds_; }
+  // Masks built so far (a state's mask is built once, then looked up).
   int64_t masks_built() const { return masks_built_; }
-  int64_t masks_cached() const { return masks_cached_; }
 
  private:
   using Bits = std::vector<uint64_t>;
@@ -90,8 +89,7 @@ class GrammarMatcher {
   std::vector<std::unique_ptr<int32_t[]>> next_blocks_;
   std::unordered_map<std::string, int32_t> ids_;
   int32_t current_ = 0;
-  double mask_seconds_ = 0;
-  int64_t masks_built_ = 0, masks_cached_ = 0;
+  int64_t masks_built_ = 0;
 };
 
 }  // namespace autoglm

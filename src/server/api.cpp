@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
@@ -189,32 +190,6 @@ json tool_call_json(const ToolCall& c) {
   return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
-// Streamed calls: one chunk opens each call (id, name), the next carries its arguments.
-std::string tool_call_chunks(GenerationState& g, const std::vector<ToolCall>& calls, const json& envelope) {
-  std::string out;
-  for (const ToolCall& c : calls) {
-    const int index = int(g.tool_calls.size());
-    if (!g.parallel_tool_calls && index > 0) break;
-    g.tool_calls.push_back(tool_call_json(c));
-    json open = envelope, args = envelope;
-    json delta = {{"tool_calls", json::array({{{"index", index},
-                                               {"id", c.id},
-                                               {"type", "function"},
-                                               {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
-    if (!g.sent_role) delta["role"] = "assistant";
-    g.sent_role = true;
-    open["choices"] =
-        json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-    args["choices"] = json::array(
-        {{{"index", 0},
-          {"delta", {{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}}},
-          {"logprobs", nullptr},
-          {"finish_reason", nullptr}}});
-    out += sse(open) + sse(args);
-  }
-  return out;
-}
-
 // A function tool of the request: {"type": "function", "function": {"name", "parameters"...}}.
 void check_tools(const json& tools) {
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -298,6 +273,34 @@ json chunk_envelope(const GenerationState& g) {
 
 // Chat: {"content": [entries]}. Completions use the legacy shape: parallel lists of
 // tokens, their logprobs, {token: logprob} alternatives and text offsets.
+// Records the calls the parser completed (only the first without parallel_tool_calls); when
+// streaming, returns their chunks: one opens each call (id, name), the next carries its arguments.
+std::string take_tool_calls(GenerationState& g, const std::vector<ToolCall>& calls) {
+  std::string out;
+  for (const ToolCall& c : calls) {
+    const int index = int(g.tool_calls.size());
+    if (!g.parallel_tool_calls && index > 0) break;
+    g.tool_calls.push_back(tool_call_json(c));
+    if (!g.stream) continue;
+    json open = chunk_envelope(g), args = chunk_envelope(g);
+    json delta = {{"tool_calls", json::array({{{"index", index},
+                                               {"id", c.id},
+                                               {"type", "function"},
+                                               {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
+    if (!g.sent_role) delta["role"] = "assistant";
+    g.sent_role = true;
+    open["choices"] =
+        json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    args["choices"] = json::array(
+        {{{"index", 0},
+          {"delta", {{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}}},
+          {"logprobs", nullptr},
+          {"finish_reason", nullptr}}});
+    out += sse(open) + sse(args);
+  }
+  return out;
+}
+
 json logprobs_json(const GenerationState& g, const json& items, size_t text_offset = 0) {
   if (!g.logprobs) return nullptr;
   if (g.chat) return {{"content", items}};
@@ -356,13 +359,11 @@ Status ApiService::load() {
     if (builtin) {
       s->chat_template = std::move(builtin).value();
     } else {
-      std::ifstream in(config_.chat_template);
-      if (!in)
+      auto text = read_file(config_.chat_template);
+      if (!text)
         return invalid_argument("chat_template: '" + config_.chat_template +
                                 "' is neither a built-in name nor a readable file");
-      std::stringstream ss;
-      ss << in.rdbuf();
-      AUTOGLM_ASSIGN_OR_RETURN(s->chat_template, ChatTemplate::parse(ss.str()));
+      AUTOGLM_ASSIGN_OR_RETURN(s->chat_template, ChatTemplate::parse(*text));
     }
   } else if (!own.empty()) {
     auto parsed = ChatTemplate::parse(own);
@@ -404,6 +405,7 @@ Status ApiService::load() {
   s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
   AUTOGLM_ASSIGN_OR_RETURN(s->tools, ToolRegistry::build(config_.tools, config_.http_allowlist));
   s->tasks = std::make_shared<TaskPipeline>(*s->engine, *s->tokenizer, *s->chat_template, s->tools, config_.task);
+  s->tool_call_family = tool_call_family(s->chat_template->source());
   std::string path = config_.model;
   while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
   const size_t slash = path.find_last_of('/');
@@ -523,11 +525,8 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   }
   request->who =
       api_key.empty() ? "anonymous" : "key ..." + api_key.substr(api_key.size() - std::min<size_t>(4, api_key.size()));
-  auto access = std::make_shared<std::vector<std::string>>();
-  if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end()) {
-    *access = it->second;
-    request->allowed_tools = access.get();
-  }
+  if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end())
+    request->allowed_tools = &it->second;  // config_ outlives the task: the service waits for tasks
   auto handle = std::make_shared<StreamHandle>();
   auto tasks = service_->tasks;
   ServerMetrics* metrics = &metrics_;
@@ -540,7 +539,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
     }
     ++tasks_running_;
   }
-  std::thread([this, tasks, request, access, handle, metrics] {
+  std::thread([this, tasks, request, handle, metrics] {
     StreamEvent ev;
     ev.finished = true;
     auto result = tasks->run(*request);
@@ -678,7 +677,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
   g.stop = stop_param(j);
   g.ignore_eos = bool_param(j, "ignore_eos", false);
   g.grammar = grammar_param(j);
-  const ToolCallFamily family = tool_call_family(service_->chat_template->source());
+  const ToolCallFamily family = service_->tool_call_family;
   if (tool_mode == "required" || tool_mode == "named") {  // the call itself is constrained
     if (g.grammar) bad("tool_choice", "a forced tool call cannot be combined with response_format or grammar");
     auto text = tool_call_grammar(family, tools, tool_name);
@@ -767,12 +766,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
         state->sent_role = true;
         out = sse(chunk);
       }
-      if (state->stream)
-        out += tool_call_chunks(*state, calls, chunk_envelope(*state));
-      else
-        for (const ToolCall& c : calls)
-          if (state->parallel_tool_calls || state->tool_calls.empty()) state->tool_calls.push_back(tool_call_json(c));
-      return out;
+      return out + take_tool_calls(*state, calls);
     }
     // The last event: metrics, then the final chunk(s) or the whole body.
     complete = true;
@@ -780,12 +774,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     metrics->e2e_latency.observe(std::chrono::duration<double>(now - state->arrival).count());
     metrics->queue_time.observe(ev.queue_seconds);
     if (ev.completion_tokens > 0) metrics->prefill_time.observe(ev.prefill_seconds);
-    if (state->stream) {
-      out = tool_call_chunks(*state, calls, chunk_envelope(*state));
-    } else {
-      for (const ToolCall& c : calls)
-        if (state->parallel_tool_calls || state->tool_calls.empty()) state->tool_calls.push_back(tool_call_json(c));
-    }
+    out = take_tool_calls(*state, calls);
     const std::string finish =
         !state->tool_calls.empty() && ev.finish_reason == "stop" ? std::string("tool_calls") : ev.finish_reason;
     if (state->stream) {

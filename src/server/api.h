@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "tasks/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,6 +49,7 @@ struct LoadedService {
   std::string model_name;
   std::shared_ptr<ToolRegistry> tools;
   std::shared_ptr<TaskPipeline> tasks;
+  ToolCallFamily tool_call_family = ToolCallFamily::kHermes;  // from the chat template
 };
 
 class ApiService {

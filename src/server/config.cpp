@@ -1,5 +1,7 @@
 #include "server/config.h"
 
+#include "core/read_file.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include "model/kv_cache.h"
@@ -302,11 +304,9 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
 }
 
 Result<ServerConfig> load_server_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return io_error(path + ": cannot open the configuration file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_server_config(ss.str(), path);
+  auto text = read_file(path);
+  if (!text) return io_error(path + ": cannot open the configuration file");
+  return parse_server_config(*text, path);
 }
 
 }  // namespace autoglm

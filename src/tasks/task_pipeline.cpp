@@ -28,11 +28,6 @@ TaskPipeline::TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const Cha
                            std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
     : engine_(engine), tokenizer_(tokenizer), template_(chat_template), tools_(std::move(tools)), options_(options) {}
 
-int64_t TaskPipeline::sessions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return int64_t(sessions_.size());
-}
-
 bool TaskPipeline::has_session(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = sessions_.find(id);

@@ -50,7 +50,6 @@ class TaskPipeline {
   // The result object; errors only for a request that cannot run (unknown session: not_found).
   Result<nlohmann::json> run(const TaskRequest& request);
 
-  int64_t sessions() const;
   bool has_session(const std::string& id) const;
 
  private:

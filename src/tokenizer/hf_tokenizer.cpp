@@ -2,10 +2,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/read_file.h"
+#include "formats/json_file.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenize.h"
@@ -44,14 +44,6 @@ std::string token_text(const json& j) {
   if (j.is_string()) return j.get<std::string>();
   if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
   return "";
-}
-
-Result<json> parse_json(const std::string& text, const std::string& where) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return corrupt(where + ": not valid JSON: " + e.what());
-  }
 }
 
 Status grow_to(Vocab& v, int64_t id) {
@@ -183,22 +175,14 @@ Status read_config(const json& c, const std::string& where, Vocab& v, TextPipeli
   return Status::ok();
 }
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Reads a file, following a symbolic link stored as a text file that holds only the
 // relative path of its target (git does that where links cannot be made).
 Result<std::string> read_following_link_file(const std::string& path) {
-  AUTOGLM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  AUTOGLM_ASSIGN_OR_RETURN(std::string text, read_file(path));
   if (text.size() < 1024 && text.find_first_of("{\n") == std::string::npos && !text.empty()) {
     const auto target = std::filesystem::path(path).parent_path() / text;
     std::error_code ec;
-    if (std::filesystem::is_regular_file(target, ec)) return read_text_file(target.string());
+    if (std::filesystem::is_regular_file(target, ec)) return read_file(target.string());
   }
   return text;
 }

@@ -56,6 +56,13 @@ struct Vocab {
     return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined;
   }
   // End of generation: EOS, EOT or EOM.
+  // Every end-of-generation id.
+  std::vector<int32_t> eog_ids() const {
+    std::vector<int32_t> ids = extra_eog;
+    for (int32_t id : {eos, eot, eom})
+      if (id >= 0) ids.push_back(id);
+    return ids;
+  }
   bool is_eog(int32_t id) const {
     if (id < 0) return false;
     if (id == eos || id == eot || id == eom) return true;
