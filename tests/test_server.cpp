@@ -101,6 +101,42 @@ void expect_error(const Response& r, int status, const std::string& param) {
   }
 }
 
+// Sends `bytes` as they are and returns the status of the reply, or 0 when the server
+// closed the connection without one.
+int raw_exchange(int port, const std::string& bytes) {
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  beast::error_code ec;
+  net::write(socket, net::buffer(bytes), ec);  // the server may stop reading early
+  std::string reply;
+  std::array<char, 4096> buf;
+  for (size_t n; (n = socket.read_some(net::buffer(buf), ec)) > 0 || !ec;) reply.append(buf.data(), n);
+  if (reply.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
+  return std::atoi(reply.c_str() + 9);
+}
+
+std::string chunked_tokenize(const std::string& size_line, const std::string& trailer, const std::string& extra = "") {
+  return "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra + "Transfer-Encoding: chunked\r\n\r\n" +
+         size_line + "\r\n{\"content\":\"hello\"}\r\n0\r\n" + trailer + "\r\n";
+}
+
+TEST_F(Server, MalformedFramingEndsOnlyThatConnection) {
+  start(ServerConfig());
+  const std::string big(70000, 't');
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("13", "")), 200);                      // the well-formed request
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("13", "X-T: " + big + "\r\n")), 431);  // trailer field
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("13", "X-T: " + big.substr(0, 40000) + "\r\n")), 431);
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("13;ext=" + big, "")), 431);                 // chunk extension
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("zz", "")), 400);                            // chunk size
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("fffffffffffffffffffff", "")), 400);         // size overflow
+  EXPECT_EQ(raw_exchange(port, chunked_tokenize("13", "", "Content-Length: 19\r\n")), 400);  // TE and CL
+  EXPECT_EQ(raw_exchange(port, "GET /health HTTP/1.1\r\nX-H: " + std::string(20000, 'h') + "\r\n\r\n"), 431);
+  // A healthy client is still served, and so is /tokenize.
+  EXPECT_EQ(request(port, "GET", "/health").status, 200);
+  EXPECT_EQ(request(port, "POST", "/tokenize", R"({"content": "hello"})").status, 200);
+}
+
 TEST_F(Server, LoadingAnswers503) {
   start(ServerConfig(), /*load=*/false);
   expect_error(request(port, "GET", "/health"), 503, "");
@@ -315,6 +351,27 @@ TEST_F(Server, TasksRunConfiguredTools) {
   expect_error(task({{"input", "x"}, {"force_action", "dance"}}, "key-all"), 400, "force_action");
   EXPECT_GE(metric(port, "autoglm_tasks_total\\{status=\"done\"\\}"), 1);
   EXPECT_GE(metric(port, "autoglm_tool_calls_total\\{tool=\"echo\",status=\"ok\"\\}"), 1);
+}
+
+// A tool run through the server sees none of its sockets: not the listening one, not the
+// connection of the client that asked, not another client's.
+TEST_F(Server, ToolProcessesInheritNoServerSocket) {
+  ServerConfig cfg;
+  ToolConfig fds;
+  fds.name = "fds";
+  fds.description = "List open descriptors";
+  fds.triggers = {"^fds\\b"};
+  fds.exec.command = {"/bin/ls", "/proc/self/fd"};
+  cfg.tools = {fds};
+  start(cfg);
+  net::io_context ioc;
+  tcp::socket idle(ioc);  // another client's open connection
+  idle.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  const Response r = request(port, "POST", "/v1/tasks", json{{"input", "fds now"}, {"max_steps", 1}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = r.j();
+  ASSERT_EQ(out["steps"].size(), 1u) << r.body;
+  EXPECT_EQ(out["steps"][0]["result"], "0\n1\n2\n3\n") << r.body;
 }
 
 }  // namespace

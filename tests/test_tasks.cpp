@@ -2,12 +2,17 @@
 // shell, timeouts, output caps, HTTP to allowlisted hosts, builtins), registry errors with
 // key paths, and the pipeline's trigger, clarify / follow-up and failure paths on a real
 // (tiny) model.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <thread>
 
 #include "engine/engine.h"
@@ -94,6 +99,100 @@ TEST(ToolExecutors, CommandGetsOnlyAllowlistedEnvironmentAndItsDirectory) {
   EXPECT_EQ(o.output, "AUTOGLM_TEST_OPEN=visible\n");
   o = execute_tool(*reg, *reg->find("pwd"), json{{"message", "x"}}, "test");
   EXPECT_EQ(o.output, "/tmp\n");
+}
+
+// True while a live process has `arg` as one of its argv elements (zombies have none).
+bool process_with_argument(const std::string& arg) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(std::string(1, '\0') + arg + std::string(1, '\0')) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Polls `done` every 20 ms for up to 10 s.
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 500; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// A listening loopback socket opened without O_CLOEXEC, as a careless library would.
+int inheritable_listener(int port = 0) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 4) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int port_of(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+TEST(ToolExecutors, CommandInheritsOnlyStandardDescriptors) {
+  const int listener = inheritable_listener();
+  ASSERT_GE(listener, 0);
+  const int file = open("/proc/self/status", O_RDONLY);  // no O_CLOEXEC either
+  auto reg = registry({command_tool("fds", {"/bin/ls", "/proc/self/fd"})});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
+  EXPECT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.output, "0\n1\n2\n3\n");  // stdin, stdout, stderr and the listing's own directory
+  close(file);
+  close(listener);
+}
+
+TEST(ToolExecutors, EscapedProcessDiesAtTheTimeoutAndThePortIsFree) {
+  const int listener = inheritable_listener();
+  ASSERT_GE(listener, 0);
+  const int port = port_of(listener);
+  // setsid leaves the tool's process group and session; the sleep keeps the output pipe open.
+  auto reg = registry({command_tool("escape", {"/usr/bin/setsid", "/bin/sleep", "4242.25"}, 300)});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
+  EXPECT_NE(o.error.find("timed out after 300 ms"), std::string::npos) << o.error;
+  EXPECT_FALSE(process_with_argument("4242.25")) << "the escaped sleep outlived its tool's timeout";
+  close(listener);
+  const int again = inheritable_listener(port);
+  EXPECT_GE(again, 0) << "port " << port << " is still held";
+  if (again >= 0) close(again);
+}
+
+TEST(ToolExecutors, WhatACommandLeavesRunningEndsWithIt) {
+  auto reg = registry({command_tool(
+      "daemon", {"/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 4243.25 >/dev/null 2>&1 & echo started"}, 5000)});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
+  EXPECT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.output, "started\n");
+  EXPECT_FALSE(process_with_argument("4243.25")) << "the tool's daemon outlived it";
+}
+
+TEST(ToolExecutors, ServerDeathEndsTheCommandsItStarted) {
+  auto reg = registry({command_tool("escape", {"/usr/bin/setsid", "/bin/sleep", "4244.25"}, 60000)});
+  ASSERT_TRUE(reg);
+  const pid_t server = fork();  // stands in for a server that crashes while a tool runs
+  if (server == 0) {
+    execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
+    _exit(0);
+  }
+  ASSERT_GT(server, 0);
+  ASSERT_TRUE(eventually([] { return process_with_argument("4244.25"); })) << "the tool never started";
+  kill(server, SIGKILL);
+  waitpid(server, nullptr, 0);
+  EXPECT_TRUE(eventually([] { return !process_with_argument("4244.25"); })) << "the tool outlived the server";
 }
 
 // A one-shot HTTP server on loopback: answers each connection with `reply`, keeps the request.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/last_resort.h"
 #include "engine/constrained.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
@@ -159,7 +160,11 @@ void Engine::loop() {
         submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty(); });
       if (stopping_) break;
     }
-    if (!step()) {
+    bool progressed = true;
+    run_guarded(
+        "engine", [&] { progressed = step(); },
+        [this](const std::string& what) { fail_running("internal error: " + what); });
+    if (!progressed) {
       // Nothing could run (e.g. waiting for blocks): avoid spinning.
       std::unique_lock<std::mutex> lock(submit_mutex_);
       submit_ready_.wait_for(lock, std::chrono::milliseconds(5));
@@ -171,6 +176,14 @@ void Engine::loop() {
       list->pop_front();
     }
   for (auto& seq : submitted_) finish(*seq, "cancelled", "the engine stopped");
+}
+
+// After an exception out of a step: the sequences it was working on end with an error
+// (their KV goes back to the pool); waiting ones are untouched.
+void Engine::fail_running(const std::string& error) {
+  for (auto& s : running_) finish(*s, "error", error);
+  running_.clear();
+  update_gauges();
 }
 
 void Engine::take_submissions() {

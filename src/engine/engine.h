@@ -73,6 +73,7 @@ class Engine {
   bool make_room(Sequence& seq, int64_t n_positions);
   void preempt(Sequence& victim);
   void finish(Sequence& seq, const std::string& reason, const std::string& error = "");
+  void fail_running(const std::string& error);
   void after_forward(Sequence& seq, int64_t n_computed_now, const float* logits);
   void publish_full_blocks(Sequence& seq);
   void update_gauges();

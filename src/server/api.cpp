@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/last_resort.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "sample/grammar.h"
@@ -542,15 +543,20 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   std::thread([this, tasks, request, handle, metrics] {
     StreamEvent ev;
     ev.finished = true;
-    auto result = tasks->run(*request);
-    if (result) {
-      metrics->count_task((*result)["status"]);
-      ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
-    } else {
+    const auto fail = [&](const std::string& message) {
       metrics->count_task("error");
       ev.finish_reason = "error";
-      ev.error = result.status().message();
-    }
+      ev.error = message;
+    };
+    run_guarded(
+        "task",
+        [&] {
+          auto result = tasks->run(*request);
+          if (!result) return fail(result.status().message());
+          metrics->count_task((*result)["status"]);
+          ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
+        },
+        [&](const std::string& what) { fail("internal error: " + what); });
     handle->push(std::move(ev));
     std::lock_guard<std::mutex> lock(tasks_mutex_);
     if (--tasks_running_ == 0) tasks_done_.notify_all();

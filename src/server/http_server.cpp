@@ -1,8 +1,12 @@
 #include "server/http_server.h"
 
+#include <fcntl.h>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+
 #include <cstdio>
+
+#include "core/last_resort.h"
 
 namespace autoglm {
 
@@ -14,6 +18,31 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
+// The request line and headers together.
+constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
+// Bytes read but not yet parsed: a header block, a chunk header with its extensions, or the
+// trailer of a chunked body (which Beast does not count against the header limit). Below
+// Beast's 64 KiB field size, so no field can make it throw.
+constexpr size_t kMaxUnparsedBytes = 32 * 1024;
+
+// Asio opens sockets without O_CLOEXEC; a tool started later must not inherit them.
+void set_close_on_exec(int fd) {
+  const int flags = fcntl(fd, F_GETFD);
+  if (flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+// The reply to a request that could not be read, or none when the connection just ends.
+std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_bytes) {
+  if (ec == http::error::body_limit)
+    return error_reply(413, "the request body is larger than " + std::to_string(max_body_bytes) + " bytes");
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
+    return error_reply(431, "the request's header fields, chunk extensions or trailer exceed " +
+                                std::to_string(ec == http::error::header_limit ? kMaxHeaderBytes : kMaxUnparsedBytes) +
+                                " bytes");
+  if (ec.category() == http::make_error_code(http::error::bad_target).category())
+    return error_reply(400, "malformed HTTP request: " + ec.message());
+  return std::nullopt;
+}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -27,6 +56,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_request() {
     parser_.emplace();
     parser_->body_limit(uint64_t(api_.config().max_body_bytes));
+    parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
@@ -35,13 +65,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_request(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted)
       return close();
-    if (ec == http::error::body_limit)
-      return send(error_reply(413, "the request body is larger than " + std::to_string(api_.config().max_body_bytes) +
-                                       " bytes"),
-                  false);
     if (ec) {
-      if (ec.category() == http::make_error_code(http::error::bad_target).category())
-        return send(error_reply(400, "malformed HTTP request: " + ec.message()), false);
+      if (auto reply = read_error_reply(ec, api_.config().max_body_bytes)) return send(std::move(*reply), false);
       return close();
     }
     auto& req = parser_->get();
@@ -155,7 +180,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   ApiService& api_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
   std::shared_ptr<StreamHandle> handle_;
@@ -176,6 +201,15 @@ struct HttpServer::Impl {
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work;
   net::steady_timer retry{ioc};
 
+  // An exception out of a handler unwinds only that handler (its connection closes as the
+  // session is released); the thread logs it and goes on serving.
+  void run() {
+    bool stopped = false;
+    while (!stopped)
+      stopped = run_guarded(
+          "http", [this] { ioc.run(); }, [](const std::string&) {});
+  }
+
   void accept(ApiService& api) {
     acceptor.async_accept(net::make_strand(ioc), [this, &api](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted) return;
@@ -185,6 +219,7 @@ struct HttpServer::Impl {
         retry.async_wait([this, &api](beast::error_code) { accept(api); });
         return;
       }
+      set_close_on_exec(socket.native_handle());
       std::make_shared<Session>(std::move(socket), api)->start();
       accept(api);
     });
@@ -204,6 +239,7 @@ Status HttpServer::start(const std::string& host, int port) {
   if (ec) return invalid_argument("host: '" + host + "' is not an IP address");
   tcp::endpoint endpoint(address, uint16_t(port));
   impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) set_close_on_exec(impl_->acceptor.native_handle());
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
@@ -211,7 +247,7 @@ Status HttpServer::start(const std::string& host, int port) {
   port_ = impl_->acceptor.local_endpoint().port();
   impl_->work = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(impl_->ioc.get_executor());
   impl_->accept(api_);
-  for (int i = 0; i < std::max(1, io_threads_); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  for (int i = 0; i < std::max(1, io_threads_); ++i) impl_->threads.emplace_back([this] { impl_->run(); });
   return Status::ok();
 }
 

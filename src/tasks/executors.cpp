@@ -1,11 +1,8 @@
 #include "tasks/executors.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +10,8 @@
 #include <ctime>
 
 #include "tasks/calculator.h"
+#include "tasks/fd_read.h"
+#include "tasks/subprocess.h"
 
 namespace autoglm {
 namespace {
@@ -41,88 +40,25 @@ std::string percent_encode(const std::string& s) {
   return out;
 }
 
-int64_t ms_left(Clock::time_point deadline) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-}
-
 ToolOutcome failure(std::string error) {
   ToolOutcome o;
   o.error = std::move(error);
   return o;
 }
 
-// Reads `fd` until end of file, the deadline or the byte cap; returns the error, if any.
-std::string read_all(int fd, Clock::time_point deadline, int64_t max_bytes, std::string& out, int64_t timeout_ms) {
-  char buf[4096];
-  for (;;) {
-    const int64_t left = ms_left(deadline);
-    if (left <= 0) return "timed out after " + std::to_string(timeout_ms) + " ms";
-    pollfd p{fd, POLLIN, 0};
-    const int r = poll(&p, 1, int(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno != EINTR) return std::string("poll: ") + std::strerror(errno);
-    if (r <= 0) continue;
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return "";
-    if (int64_t(out.size()) + n > max_bytes) {
-      out.append(buf, size_t(max_bytes - int64_t(out.size())));
-      return "output exceeds " + std::to_string(max_bytes) + " bytes";
-    }
-    out.append(buf, size_t(n));
-  }
-}
-
 // argv runs as given (execve, no shell): a value with ';', '$(...)' or newlines is one argument.
 ToolOutcome run_command(const ToolExec& e, const json& args) {
-  std::vector<std::string> argv;
-  for (const std::string& a : e.command) argv.push_back(fill_placeholders(a, args, false));
-  std::vector<std::string> env;
+  CommandSpec spec;
+  for (const std::string& a : e.command) spec.argv.push_back(fill_placeholders(a, args, false));
   for (const std::string& name : e.env)
-    if (const char* v = std::getenv(name.c_str())) env.push_back(name + "=" + v);
-  std::vector<char*> argv_c, env_c;
-  for (auto& a : argv) argv_c.push_back(a.data());
-  argv_c.push_back(nullptr);
-  for (auto& v : env) env_c.push_back(v.data());
-  env_c.push_back(nullptr);
-
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return failure(std::string("pipe: ") + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(out[0]);
-    close(out[1]);
-    return failure(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {  // child: only async-signal-safe calls until execve
-    setpgid(0, 0);
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, 0);
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    if (!e.cwd.empty() && chdir(e.cwd.c_str()) != 0) _exit(126);
-    execve(argv_c[0], argv_c.data(), env_c.data());
-    _exit(127);
-  }
-  close(out[1]);
-  setpgid(pid, pid);  // also here: no race with the child's own call
+    if (const char* v = std::getenv(name.c_str())) spec.env.push_back(name + "=" + v);
+  spec.cwd = e.cwd;
+  spec.timeout_ms = e.timeout_ms;
+  spec.max_output_bytes = e.max_output_bytes;
+  CommandResult r = run_confined(spec);
   ToolOutcome o;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(e.timeout_ms);
-  o.error = read_all(out[0], deadline, e.max_output_bytes, o.output, e.timeout_ms);
-  close(out[0]);
-  if (!o.error.empty()) kill(-pid, SIGKILL);  // the whole process group
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (o.error.empty()) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-      o.error = "could not run " + argv[0];
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == 126)
-      o.error = "could not enter " + e.cwd;
-    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-      o.error = "exited with status " + std::to_string(WEXITSTATUS(status));
-    else if (WIFSIGNALED(status))
-      o.error = "killed by signal " + std::to_string(WTERMSIG(status));
-  }
+  o.output = std::move(r.output);
+  o.error = std::move(r.error);
   o.ok = o.error.empty();
   return o;
 }
