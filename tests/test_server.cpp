@@ -374,5 +374,126 @@ TEST_F(Server, ToolProcessesInheritNoServerSocket) {
   EXPECT_EQ(out["steps"][0]["result"], "0\n1\n2\n3\n") << r.body;
 }
 
+ToolConfig echo_tool() {
+  ToolConfig echo;
+  echo.name = "echo";
+  echo.description = "Repeat a message back";
+  echo.parameters_json =
+      R"({"type": "object", "properties": {"message": {"type": "string", "maxLength": 16}}, "required": ["message"]})";
+  echo.triggers = {"^echo\\b"};
+  echo.exec.command = {"/bin/echo", "{message}"};
+  return echo;
+}
+
+// A session answers only to the key that created it; another key gets exactly the reply an
+// unknown id gets. Ids are 128-bit random, not counters.
+TEST_F(Server, TaskSessionsBelongToTheirKey) {
+  ServerConfig cfg;
+  cfg.tools = {echo_tool()};
+  cfg.api_keys = {"key-a", "key-b"};
+  start(cfg);
+  auto task = [&](const json& body, const std::string& key) {
+    return request(port, "POST", "/v1/tasks", body.dump(), "Bearer " + key);
+  };
+  const Response first = task({{"input", "echo hi"}, {"seed", 1}, {"max_steps", 1}}, "key-a");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const std::string id = first.j()["session"];
+  EXPECT_TRUE(std::regex_match(id, std::regex("task_[A-Za-z0-9_-]{22}"))) << id;
+  const std::string unknown = "task_" + std::string(22, 'A');
+  const Response foreign = task({{"input", "echo again"}, {"session", id}, {"max_steps", 1}}, "key-b");
+  const Response missing = task({{"input", "echo again"}, {"session", unknown}, {"max_steps", 1}}, "key-b");
+  expect_error(foreign, 404, "session");
+  expect_error(missing, 404, "session");
+  std::string foreign_text = foreign.body, missing_text = missing.body;
+  foreign_text.replace(foreign_text.find(id), id.size(), "ID");
+  missing_text.replace(missing_text.find(unknown), unknown.size(), "ID");
+  EXPECT_EQ(foreign_text, missing_text);
+  const Response own = task({{"input", "echo again"}, {"session", id}, {"seed", 1}, {"max_steps", 1}}, "key-a");
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_EQ(own.j()["session"], id);
+  // Ids share nothing a counter would: a second session's id differs in most characters.
+  const std::string second = task({{"input", "echo x"}, {"seed", 1}, {"max_steps", 1}}, "key-a").j()["session"];
+  int same = 0;
+  for (size_t i = 0; i < id.size(); ++i) same += id[i] == second[i];
+  EXPECT_LT(same, 12) << id << " " << second;
+}
+
+TEST(ServerConfigRules, ToolAccessWithoutApiKeysIsRefusedAtStartUp) {
+  ServerConfig cfg;
+  cfg.model = test::shared_path("models/stories260K.gguf");
+  cfg.tools = {echo_tool()};
+  cfg.tool_access = {{"sk-reports", {"echo"}}};
+  Status st = ApiService(cfg).load();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("tool_access"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("api_keys is empty"), std::string::npos) << st.message();
+  cfg.api_keys = {"sk-other"};  // a limited key that is not a key at all
+  st = ApiService(cfg).load();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("not one of api_keys"), std::string::npos) << st.message();
+  cfg.api_keys = {"sk-other", "sk-reports"};
+  EXPECT_TRUE(check_access_rules(cfg).is_ok());
+}
+
+TEST_F(Server, MetricsNeedAKeyOnlyWhenConfigured) {
+  ServerConfig cfg;
+  cfg.api_keys = {"sk-1"};
+  start(cfg);
+  EXPECT_EQ(request(port, "GET", "/metrics").status, 200);
+  server->stop();
+  cfg.metrics_require_key = true;
+  start(cfg);
+  EXPECT_EQ(request(port, "GET", "/metrics").status, 401);
+  EXPECT_EQ(request(port, "GET", "/metrics", "", "Bearer wrong").status, 401);
+  EXPECT_EQ(request(port, "GET", "/metrics", "", "Bearer sk-1").status, 200);
+}
+
+std::string template_file(const std::string& name, const std::string& source) {
+  const std::string path = test::temp_path(name);
+  std::ofstream(path) << source;
+  return path;
+}
+
+TEST_F(Server, HostileTemplateOfTheModelIsAStartUpError) {
+  ServerConfig cfg;
+  cfg.chat_template = template_file("recursive.jinja", "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}");
+  start(cfg, /*load=*/false);
+  const Status st = api->load();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("fails a dry render"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("nest deeper than"), std::string::npos) << st.message();
+}
+
+// A template that turns hostile on a request's chat_template_kwargs: that request gets a 400
+// naming the limit, other clients are served meanwhile, and once shutdown begins a render
+// stops at its next step.
+TEST_F(Server, HostileRenderIsA400AndOthersAreServed) {
+  ServerConfig cfg;
+  cfg.chat_template = template_file(
+      "bomb.jinja",
+      "{% if bomb %}{% for a in range(1000000) %}{% for b in range(1000000) %}x{% endfor %}{% endfor %}{% endif %}"
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n");
+  start(cfg);
+  json bomb = json::parse(chat("hi", 2));
+  bomb["chat_template_kwargs"] = {{"bomb", true}};
+  std::thread attacker([&] {
+    for (int i = 0; i < 3; ++i) {
+      const Response r = request(port, "POST", "/v1/chat/completions", bomb.dump());
+      expect_error(r, 400, "messages");
+      EXPECT_NE(r.body.find("steps"), std::string::npos) << r.body;
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(request(port, "GET", "/health").status, 200);
+    EXPECT_EQ(request(port, "POST", "/v1/chat/completions", chat("hello", 2)).status, 200);
+  }
+  attacker.join();
+  api->begin_stop();
+  const Response cancelled = request(port, "POST", "/v1/chat/completions", bomb.dump());
+  expect_error(cancelled, 400, "messages");
+  EXPECT_NE(cancelled.body.find("cancelled"), std::string::npos) << cancelled.body;
+}
+
 }  // namespace
 }  // namespace autoglm

@@ -376,7 +376,7 @@ TEST_F(Pipeline, ClarifyThenTheFollowUpCompletes) {
   EXPECT_EQ(q["status"], "needs_clarification") << q.dump();
   EXPECT_TRUE(q["question"].is_string());
   ASSERT_TRUE(q["session"].is_string());
-  EXPECT_TRUE(pipeline->has_session(q["session"]));
+  EXPECT_TRUE(pipeline->has_session(q["session"], ""));
   TaskRequest follow;
   follow.input = "repeat after me: hello";
   follow.session = q["session"];

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/last_resort.h"
+#include "core/random_id.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "sample/grammar.h"
@@ -342,7 +343,33 @@ ApiService::~ApiService() {
   tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
 }
 
+namespace {
+
+// The special-token variables every render gets.
+json special_token_variables(const Tokenizer& tok) {
+  const Vocab& v = tok.vocab();
+  return {{"bos_token", v.bos >= 0 ? v.pieces[size_t(v.bos)] : ""},
+          {"eos_token", v.eos >= 0 ? v.pieces[size_t(v.eos)] : ""}};
+}
+
+// A template that cannot render one user message (or is hostile) is refused at start-up, not
+// discovered by the first request.
+Status dry_render(const ChatTemplate& chat_template, const Tokenizer& tok, const std::string& origin) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Hello"}}});
+  auto rendered = chat_template.render(messages, json(), true, special_token_variables(tok));
+  if (!rendered)
+    return invalid_argument(origin + ": fails a dry render of one user message: " + rendered.status().message());
+  return Status::ok();
+}
+
+}  // namespace
+
+void ApiService::begin_stop() {
+  stopping_ = true;
+}
+
 Status ApiService::load() {
+  AUTOGLM_RETURN_IF_ERROR(check_access_rules(config_));
   auto s = std::make_unique<LoadedService>();
   ModelLoadOptions options;
   options.arch_override = config_.architecture;
@@ -374,6 +401,11 @@ Status ApiService::load() {
   } else {
     s->chat_template = std::move(ChatTemplate::builtin("chatml")).value();
   }
+  s->chat_template->set_cancel_flag(&stopping_);
+  AUTOGLM_RETURN_IF_ERROR(dry_render(*s->chat_template, *s->tokenizer,
+                                     !config_.chat_template.empty() ? "chat_template '" + config_.chat_template + "'"
+                                     : !own.empty()                 ? config_.model + ": tokenizer.chat_template"
+                                                                    : "the built-in chatml template"));
   const ModelSpec& spec = s->model->spec();
   EngineConfig ec;
   ec.n_ctx = std::min<int64_t>(config_.context_window, spec.n_ctx_train > 0
@@ -438,13 +470,9 @@ Reply ApiService::route(const HttpRequest& req) {
     r.body = R"({"status":"ok"})";
     return r;
   }
-  if (path == "/metrics") {
-    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
-    return metrics_text();
-  }
   static const std::vector<std::pair<std::string, std::string>> routes = {
       {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
-      {"POST", "/detokenize"},          {"POST", "/v1/tasks"}};
+      {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path) {
@@ -456,12 +484,15 @@ Reply ApiService::route(const HttpRequest& req) {
   const std::string bearer = "Bearer ";
   const bool has = req.authorization.compare(0, bearer.size(), bearer) == 0;
   const std::string key = has ? req.authorization.substr(bearer.size()) : "";
-  if (!config_.api_keys.empty()) {
-    if (std::find(config_.api_keys.begin(), config_.api_keys.end(), key) == config_.api_keys.end())
+  const bool open_route = path == "/metrics" && !config_.metrics_require_key;
+  if (!config_.api_keys.empty() && !open_route) {
+    if (std::none_of(config_.api_keys.begin(), config_.api_keys.end(),
+                     [&](const std::string& k) { return constant_time_equal(k, key); }))
       return error_reply(401, has ? "invalid API key" : "missing API key (Authorization: Bearer ...)", "",
                          "authentication_error");
   }
   if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+  if (path == "/metrics") return metrics_text();
   if (path == "/v1/models") return models();
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
@@ -510,10 +541,11 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
     bad("input", "'input' must be a non-empty string");
   auto request = std::make_shared<TaskRequest>();
   request->input = check_utf8(j["input"].get<std::string>(), "input");
+  request->owner = config_.api_keys.empty() ? "" : api_key;
   if (j.contains("session") && !j["session"].is_null()) {
     if (!j["session"].is_string()) bad("session", "'session' must be a string");
     request->session = j["session"];
-    if (!service_->tasks->has_session(request->session))
+    if (!service_->tasks->has_session(request->session, request->owner))
       return error_reply(404, "session '" + request->session + "' does not exist or has expired", "session");
   }
   request->max_steps = int(integer_param(j, "max_steps", 1, 32, 0));
@@ -635,8 +667,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
         copy["tool_calls"] = template_tool_calls(m["tool_calls"], where + ".tool_calls");
       messages.push_back(copy);
     }
-    json vars = {{"bos_token", tok.vocab().bos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().bos)] : ""},
-                 {"eos_token", tok.vocab().eos >= 0 ? tok.vocab().pieces[size_t(tok.vocab().eos)] : ""}};
+    json vars = special_token_variables(tok);
     if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
       for (const auto& [k, v] : j["chat_template_kwargs"].items()) vars[k] = v;
     tools = j.contains("tools") ? j["tools"] : json();

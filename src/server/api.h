@@ -60,6 +60,8 @@ class ApiService {
   // Loads the model (GGUF), tokenizer, template and starts the engine.
   Status load();
   bool ready() const { return ready_.load(); }
+  // Shutdown has begun: chat template renders in progress stop at their next step.
+  void begin_stop();
 
   Reply handle(const HttpRequest& request);
   ServerMetrics& metrics() { return metrics_; }
@@ -78,6 +80,7 @@ class ApiService {
   ServerMetrics metrics_;
   std::unique_ptr<LoadedService> service_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_id_{1};
   // Tasks run on their own threads; the service waits for them before it goes away.
   std::mutex tasks_mutex_;

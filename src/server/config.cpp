@@ -1,5 +1,7 @@
 #include "server/config.h"
 
+#include <algorithm>
+
 #include "core/read_file.h"
 
 #include <yaml-cpp/yaml.h>
@@ -247,6 +249,19 @@ Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig
 
 }  // namespace
 
+Status check_access_rules(const ServerConfig& c) {
+  for (const auto& [key, tools] : c.tool_access) {
+    const std::string shown = "'..." + key.substr(key.size() - std::min<size_t>(4, key.size())) + "'";
+    if (c.api_keys.empty())
+      return invalid_argument("tool_access limits key " + shown +
+                              " but api_keys is empty: without api_keys every caller is anonymous and could run "
+                              "every tool; list the keys in api_keys (or remove tool_access)");
+    if (std::find(c.api_keys.begin(), c.api_keys.end(), key) == c.api_keys.end())
+      return invalid_argument("tool_access names key " + shown + ", which is not one of api_keys");
+  }
+  return Status::ok();
+}
+
 Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin) {
   ConfigReader r(origin);
   YAML::Node root;
@@ -279,6 +294,8 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
+      {"metrics_require_key",
+       [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},
       {"task", [&](const YAML::Node& n) { return read_task(r, n, c.task); }},
       {"http_allowlist", [&](const YAML::Node& n) { return r.strings(n, "http_allowlist", c.http_allowlist); }},

@@ -34,11 +34,17 @@ struct ServerConfig {
   int64_t max_body_bytes = 8 << 20;
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
+  bool metrics_require_key = false;  // /metrics needs a key too (off: scrapers expect an open endpoint)
   std::vector<ToolConfig> tools;
   std::vector<std::string> http_allowlist;                      // hosts http tools may reach; empty: loopback
   std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all
   TaskOptions task;
 };
+
+// Rules across keys that command-line flags can still change (--api-key), checked when the
+// service loads: tool_access needs api_keys, and names only keys among them (else any caller
+// could claim a key, or go without one, and run every tool).
+Status check_access_rules(const ServerConfig& config);
 
 // Parses YAML text; `origin` names the file in messages.
 Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin);

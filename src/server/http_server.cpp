@@ -253,6 +253,7 @@ Status HttpServer::start(const std::string& host, int port) {
 
 void HttpServer::stop() {
   if (impl_->threads.empty()) return;
+  api_.begin_stop();
   net::post(impl_->ioc, [this] {
     beast::error_code ec;
     impl_->acceptor.close(ec);

@@ -1,7 +1,6 @@
 #include "tasks/task_pipeline.h"
 
-#include <random>
-
+#include "core/random_id.h"
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
 #include "tasks/executors.h"
@@ -28,11 +27,17 @@ TaskPipeline::TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const Cha
                            std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
     : engine_(engine), tokenizer_(tokenizer), template_(chat_template), tools_(std::move(tools)), options_(options) {}
 
-bool TaskPipeline::has_session(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+const TaskPipeline::Session* TaskPipeline::find_session(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
-  return it != sessions_.end() &&
-         std::chrono::duration<double>(Clock::now() - it->second.last_used).count() <= options_.session_ttl_seconds;
+  if (it == sessions_.end()) return nullptr;
+  const bool live =
+      std::chrono::duration<double>(Clock::now() - it->second.last_used).count() <= options_.session_ttl_seconds;
+  return constant_time_equal(it->second.owner, owner) && live ? &it->second : nullptr;
+}
+
+bool TaskPipeline::has_session(const std::string& id, const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find_session(id, owner) != nullptr;
 }
 
 std::vector<const Tool*> TaskPipeline::allowed(const TaskRequest& r) const {
@@ -100,21 +105,21 @@ Result<std::string> TaskPipeline::generate(const ordered_json& messages, const j
   return Status(StatusCode::kInternal, "generation timed out");
 }
 
-Result<std::string> TaskPipeline::open_session(const std::string& id, Session& out) {
+Result<std::string> TaskPipeline::open_session(const TaskRequest& request, Session& out) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = Clock::now();
   for (auto it = sessions_.begin(); it != sessions_.end();)  // drop expired sessions
     it = std::chrono::duration<double>(now - it->second.last_used).count() > options_.session_ttl_seconds
              ? sessions_.erase(it)
              : std::next(it);
-  if (id.empty()) {
-    std::random_device rd;
-    return "task-" + std::to_string(next_session_++) + "-" + std::to_string(rd() % 1000000);
+  if (request.session.empty()) {
+    out.owner = request.owner;
+    return random_id("task_");
   }
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return not_found("session '" + id + "' does not exist or has expired");
-  out = it->second;
-  return id;
+  const Session* found = find_session(request.session, request.owner);
+  if (!found) return not_found("session '" + request.session + "' does not exist or has expired");
+  out = *found;
+  return request.session;
 }
 
 void TaskPipeline::save_session(const std::string& id, Session session) {
@@ -125,7 +130,7 @@ void TaskPipeline::save_session(const std::string& id, Session session) {
 
 Result<json> TaskPipeline::run(const TaskRequest& request) {
   Session session;
-  AUTOGLM_ASSIGN_OR_RETURN(const std::string id, open_session(request.session, session));
+  AUTOGLM_ASSIGN_OR_RETURN(const std::string id, open_session(request, session));
   session.messages.push_back({{"role", "user"}, {"content", request.input}});
   const std::vector<const Tool*> tools = allowed(request);
   json tool_defs = json::array();

@@ -34,8 +34,9 @@ struct TaskOptions {
 
 struct TaskRequest {
   std::string input;
-  std::string session;                                      // empty: a new one
-  std::string force_action;                                 // "", "call", "clarify", "finish": restricts the choice
+  std::string session;       // empty: a new one
+  std::string owner;         // the caller's API key ("" when keys are off): only it may continue the session
+  std::string force_action;  // "", "call", "clarify", "finish": restricts the choice
   const std::vector<std::string>* allowed_tools = nullptr;  // the caller's allow-list; null: all
   std::string who;                                          // for the execution log
   std::optional<uint64_t> seed;
@@ -50,11 +51,13 @@ class TaskPipeline {
   // The result object; errors only for a request that cannot run (unknown session: not_found).
   Result<nlohmann::json> run(const TaskRequest& request);
 
-  bool has_session(const std::string& id) const;
+  // True while `id` is a live session of `owner`; another owner's session looks like no session.
+  bool has_session(const std::string& id, const std::string& owner) const;
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Session {
+    std::string owner;
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     Clock::time_point last_used;
   };
@@ -65,7 +68,9 @@ class TaskPipeline {
   nlohmann::json decision_schema(const std::vector<const Tool*>& tools, bool may_finish,
                                  const std::string& force) const;
   std::vector<const Tool*> allowed(const TaskRequest& request) const;
-  Result<std::string> open_session(const std::string& id, Session& out);
+  Result<std::string> open_session(const TaskRequest& request, Session& out);
+  // The live session `id` of `owner`, or null; with mutex_ held.
+  const Session* find_session(const std::string& id, const std::string& owner) const;
   void save_session(const std::string& id, Session session);
 
   Engine& engine_;
@@ -75,7 +80,6 @@ class TaskPipeline {
   TaskOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, Session> sessions_;
-  uint64_t next_session_ = 1;
 };
 
 }  // namespace autoglm

@@ -76,7 +76,9 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   vars.set("documents", jinja::Value::none());
   vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   try {
-    return jinja::render(*body_, vars);
+    jinja::RenderLimits limits;
+    limits.cancel = cancel_;
+    return jinja::render(*body_, vars, limits);
   } catch (const jinja::Error& e) {
     return invalid_argument(std::string("chat template: ") + e.what());
   }

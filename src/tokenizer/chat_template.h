@@ -2,6 +2,7 @@
 // built-in one by name, rendered the way Hugging Face's apply_chat_template does.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,14 +26,19 @@ class ChatTemplate {
 
   // messages: [{"role", "content", ...}]; tools: array or null; variables: special tokens
   // (bos_token, eos_token...) and extra context (enable_thinking...), all top-level.
+  // Templates are untrusted: a render that nests, loops or grows strings past the limits of
+  // jinja/limits.h ends with an error naming the limit.
   Result<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                              bool add_generation_prompt, const nlohmann::ordered_json& variables) const;
 
   const std::string& source() const { return source_; }
+  // Renders stop at their next step, with an error, once *flag is true (server shutdown).
+  void set_cancel_flag(const std::atomic<bool>* flag) { cancel_ = flag; }
 
  private:
   std::string source_;
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Node>>> body_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace autoglm

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+
+#include "tokenizer/jinja/limits.h"
 
 namespace autoglm::jinja {
 namespace {
@@ -52,6 +55,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   for (int64_t n = 0; count < 0 || n < count; ++n) {
     const size_t hit = s.find(from, pos);
     if (hit == std::string::npos) break;
+    check_string_size(out.size() + (hit - pos) + to.size(), "replace");
     out.append(s, pos, hit - pos);
     out += to;
     pos = hit + from.size();
@@ -159,7 +163,10 @@ Value string_method(const std::string& s, const std::string& name) {
       std::string out;
       const Value& items = require(a, 0, "iterable", "join");
       if (items.is_array())
-        for (size_t i = 0; i < items.as_array().size(); ++i) out += (i ? s : "") + items.as_array()[i].str();
+        for (size_t i = 0; i < items.as_array().size(); ++i) {
+          out += (i ? s : "") + items.as_array()[i].str();
+          check_string_size(out.size(), "join");
+        }
       return Value(out);
     });
   return Value();
@@ -236,6 +243,7 @@ std::string indent_text(const std::string& s, const std::string& pad, bool first
     const bool indent = (first_line ? first : true) && (blank || !line.empty());
     if (!first_line) out += '\n';
     out += (indent ? pad : "") + line;
+    check_string_size(out.size(), "indent");
     first_line = false;
     if (nl == std::string::npos) break;
     pos = nl + 1;
@@ -298,7 +306,9 @@ bool run_test(const std::string& name, const Value& v, const CallArgs& a) {
 Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "tojson") {
     const Value* indent = a.get(0, "indent");
-    return Value(to_json(v, indent && indent->is_number() ? int(indent->as_int()) : -1));
+    const int64_t spaces = indent && indent->is_number() ? indent->as_int() : -1;
+    if (spaces > 1024) throw Error("tojson: indent must be at most 1024");
+    return Value(to_json(v, int(spaces)));
   }
   if (name == "length" || name == "count") {
     if (v.is_string()) return Value(int64_t(v.as_string().size()));
@@ -358,8 +368,10 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const Value* attr = a.get(1, "attribute");
     std::string out;
     const Array items = iterate(v, "join");
-    for (size_t i = 0; i < items.size(); ++i)
+    for (size_t i = 0; i < items.size(); ++i) {
       out += (i && sep ? sep->str() : "") + (attr ? attribute_path(items[i], attr->str()) : items[i]).str();
+      check_string_size(out.size(), "join");
+    }
     return Value(out);
   }
   if (name == "replace") {
@@ -371,8 +383,9 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const Value* width = a.get(0, "width");
     const Value* first = a.get(1, "first");
     const Value* blank = a.get(2, "blank");
-    const std::string pad =
-        width && width->is_string() ? width->as_string() : std::string(size_t(width ? width->as_int() : 4), ' ');
+    const int64_t spaces = width && !width->is_string() ? width->as_int() : 4;
+    if (spaces < 0 || spaces > 1024) throw Error("indent: width must be between 0 and 1024");
+    const std::string pad = width && width->is_string() ? width->as_string() : std::string(size_t(spaces), ' ');
     return Value(indent_text(v.str(), pad, first && first->truthy(), blank && blank->truthy()));
   }
   if (name == "select") return filter_items(v, a, false, true, "select");
@@ -465,6 +478,10 @@ void add_globals(Object& scope) {
                 if (a.positional.size() > 2) step = a.positional[2].as_int();
               }
               if (step == 0) throw Error("range: step cannot be zero");
+              const double items = std::ceil((double(stop) - double(start)) / double(step));
+              if (items > double(kMaxListItems))
+                throw Error("range: " + std::to_string(int64_t(items)) + " items exceed the limit of " +
+                            std::to_string(kMaxListItems));
               Array out;
               for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
               return Value::array(std::move(out));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/limits.h"
 
 namespace autoglm::jinja {
 namespace {
@@ -27,7 +28,7 @@ class Scope {
 
 class Renderer {
  public:
-  explicit Renderer(const Object& variables) : root_(nullptr) {
+  Renderer(const Object& variables, const RenderLimits& limits) : root_(nullptr), limits_(limits) {
     root_.vars = variables;
     add_globals(root_.vars);
   }
@@ -39,7 +40,31 @@ class Renderer {
   }
 
  private:
+  // One unit of work: every statement, expression and loop item, and per 4 KiB of strings or
+  // item of lists that a call or filter returns.
+  void step(int64_t units = 1) {
+    const int64_t before = steps_;
+    steps_ += units;
+    if (steps_ > limits_.max_steps)
+      throw Error("the template takes more than " + std::to_string(limits_.max_steps) + " steps");
+    const bool new_thousand = (before >> 10) != (steps_ >> 10);
+    if (new_thousand && limits_.cancel && limits_.cancel->load(std::memory_order_relaxed))
+      throw Error("rendering was cancelled (the server is stopping)");
+  }
+
+  Value charged(Value v) {
+    if (v.is_string()) {
+      check_string_size(v.as_string().size(), "a string");
+      step(int64_t(v.as_string().size() / 4096));
+    } else if (v.is_array()) {
+      step(int64_t(v.as_array().size()));
+    }
+    return v;
+  }
+
   Value eval(const Expr& e, Scope& s) {
+    NestingGuard guard(depth_, limits_.max_depth, "statements, expressions and macro calls");
+    step();
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.value;
       case Expr::Kind::kName: {
@@ -62,9 +87,9 @@ class Renderer {
       case Expr::Kind::kCall: {
         const Value f = eval(*e.args[0], s);
         if (!f.is_function()) throw Error("'" + describe(*e.args[0]) + "' is not callable");
-        return f.as_function()(arguments(e, 1, s));
+        return charged(f.as_function()(arguments(e, 1, s)));
       }
-      case Expr::Kind::kFilter: return run_filter(e.name, eval(*e.args[0], s), arguments(e, 1, s));
+      case Expr::Kind::kFilter: return charged(run_filter(e.name, eval(*e.args[0], s), arguments(e, 1, s)));
       case Expr::Kind::kTest: {
         const bool r = run_test(e.name, eval(*e.args[0], s), arguments(e, 1, s));
         return Value(e.negated ? !r : r);
@@ -156,19 +181,25 @@ class Renderer {
     if (op == ">=") return Value(compare(a, b) >= 0);
     if (op == "in") return Value(contains(b, a));
     if (op == "not in") return Value(!contains(b, a));
-    if (op == "~") return Value(a.str() + b.str());
+    if (op == "~") return charged(Value(a.str() + b.str()));
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+      if (a.is_string() && b.is_string()) {
+        check_string_size(a.as_string().size() + b.as_string().size(), "+");
+        return charged(Value(a.as_string() + b.as_string()));
+      }
       if (a.is_array() && b.is_array()) {
         Array c = a.as_array();
         c.insert(c.end(), b.as_array().begin(), b.as_array().end());
-        return Value::array(std::move(c));
+        return charged(Value::array(std::move(c)));
       }
     }
     if (op == "*" && a.is_string() && b.is_number()) {
+      const int64_t times = std::max<int64_t>(0, b.as_int());
+      if (!a.as_string().empty() && uint64_t(times) > kMaxStringBytes / a.as_string().size())
+        check_string_size(kMaxStringBytes + 1, "*");
       std::string r;
-      for (int64_t i = 0; i < b.as_int(); ++i) r += a.as_string();
-      return Value(r);
+      for (int64_t i = 0; i < times; ++i) r += a.as_string();
+      return charged(Value(r));
     }
     return arithmetic(op, a, b);
   }
@@ -214,9 +245,11 @@ class Renderer {
   }
 
   void exec_node(const Node& n, Scope& s, std::string& out) {
+    NestingGuard guard(depth_, limits_.max_depth, "statements, expressions and macro calls");
+    step();
     switch (n.kind) {
-      case Node::Kind::kText: out += n.text; return;
-      case Node::Kind::kOutput: out += eval(*n.expr, s).str(); return;
+      case Node::Kind::kText: return append(out, n.text);
+      case Node::Kind::kOutput: return append(out, eval(*n.expr, s).str());
       case Node::Kind::kIf:
         for (const auto& [cond, body] : n.branches)
           if (!cond || eval(*cond, s).truthy()) {
@@ -237,10 +270,14 @@ class Renderer {
       case Node::Kind::kFilterBlock: {
         std::string captured;
         exec(n.body, s, captured);
-        out += run_filter(n.expr->name, Value(captured), CallArgs{}).str();
-        return;
+        return append(out, charged(run_filter(n.expr->name, Value(captured), CallArgs{})).str());
       }
     }
+  }
+
+  static void append(std::string& out, const std::string& text) {
+    check_string_size(out.size() + text.size(), "the output");
+    out += text;
   }
 
   void assign(const Node& n, const Value& v, Scope& s) {
@@ -279,6 +316,7 @@ class Renderer {
     }
     const int64_t len = int64_t(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      step();
       Scope frame(&s);
       bind_targets(n, items[size_t(i)], frame);
       Object loop;
@@ -317,12 +355,15 @@ class Renderer {
   }
 
   Scope root_;
+  RenderLimits limits_;
+  int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
 
-std::string render(const Body& body, const Object& variables) {
-  return Renderer(variables).run(body);
+std::string render(const Body& body, const Object& variables, const RenderLimits& limits) {
+  return Renderer(variables, limits).run(body);
 }
 
 }  // namespace autoglm::jinja

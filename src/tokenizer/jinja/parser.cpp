@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "tokenizer/jinja/limits.h"
+
 namespace autoglm::jinja {
 namespace {
 
@@ -242,6 +244,7 @@ class ExprParser {
   }
 
   ExprPtr logical_not() {
+    NestingGuard guard(depth_, kMaxParseDepth, "line " + std::to_string(line_) + ": expressions");
     if (accept_name("not")) {
       auto e = make(Expr::Kind::kNot);
       e->args.push_back(logical_not());
@@ -313,6 +316,7 @@ class ExprParser {
   }
 
   ExprPtr unary() {
+    NestingGuard guard(depth_, kMaxParseDepth, "line " + std::to_string(line_) + ": expressions");
     if (accept_op("-")) {
       auto e = make(Expr::Kind::kNeg);
       e->args.push_back(unary());
@@ -483,6 +487,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t p_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // ---- Statements ----
@@ -512,6 +517,7 @@ class TemplateParser {
 
   // Parses nodes until a statement whose keyword is in `stops` (left unconsumed).
   Body parse_body(const std::vector<std::string>& stops) {
+    NestingGuard guard(depth_, kMaxParseDepth, "blocks");
     Body body;
     while (pos_ < segs_.size()) {
       const Segment& s = segs_[pos_];
@@ -655,6 +661,7 @@ class TemplateParser {
 
   std::vector<Segment> segs_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "tokenizer/jinja/limits.h"
+
 namespace autoglm::jinja {
 
 const Value* Object::find(const std::string& key) const {
@@ -76,6 +78,15 @@ const char* Value::type_name() const {
 
 namespace {
 
+// A list or dict may contain itself (`x.append(x)`): walks over values stop at this depth.
+constexpr int kMaxValueDepth = 256;
+
+void check_value_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw Error("a value nests deeper than " + std::to_string(kMaxValueDepth) +
+                " levels (a list or dict that contains itself?)");
+}
+
 std::string float_text(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
@@ -125,6 +136,8 @@ void json_string(const std::string& s, std::string& out) {
 }
 
 void json_value(const Value& v, int indent, int depth, std::string& out) {
+  check_value_depth(depth);
+  check_string_size(out.size(), "tojson");
   const bool pretty = indent >= 0;
   auto newline = [&](int d) {
     if (!pretty) return;
@@ -190,7 +203,8 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr(int depth) const {
+  check_value_depth(depth);
   switch (kind_) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
@@ -201,20 +215,26 @@ std::string Value::repr() const {
     case Kind::kFunction: return "<function>";
     case Kind::kArray: {
       std::string s = "[";
-      for (size_t i = 0; i < arr_->size(); ++i) s += (i ? ", " : "") + (*arr_)[i].repr();
+      for (size_t i = 0; i < arr_->size(); ++i) {
+        s += (i ? ", " : "") + (*arr_)[i].repr(depth + 1);
+        check_string_size(s.size(), "printing a list");
+      }
       return s + "]";
     }
     case Kind::kObject: {
       std::string s = "{";
-      for (size_t i = 0; i < obj_->items.size(); ++i)
-        s += (i ? ", " : "") + quote_python(obj_->items[i].first) + ": " + obj_->items[i].second.repr();
+      for (size_t i = 0; i < obj_->items.size(); ++i) {
+        s += (i ? ", " : "") + quote_python(obj_->items[i].first) + ": " + obj_->items[i].second.repr(depth + 1);
+        check_string_size(s.size(), "printing a dict");
+      }
       return s + "}";
     }
   }
   return "";
 }
 
-bool equal(const Value& a, const Value& b) {
+bool equal(const Value& a, const Value& b, int depth) {
+  check_value_depth(depth);
   if (a.is_number() && b.is_number()) return a.as_float() == b.as_float();
   if ((a.kind() == Value::Kind::kBool || b.kind() == Value::Kind::kBool) && a.kind() != b.kind()) {
     if (a.is_number() || b.is_number()) return a.as_float() == b.as_float();
@@ -230,7 +250,7 @@ bool equal(const Value& a, const Value& b) {
       const Array &x = a.as_array(), &y = b.as_array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!equal(x[i], y[i])) return false;
+        if (!equal(x[i], y[i], depth + 1)) return false;
       return true;
     }
     case Value::Kind::kObject: {
@@ -238,7 +258,7 @@ bool equal(const Value& a, const Value& b) {
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* other = y.find(k);
-        if (!other || !equal(v, *other)) return false;
+        if (!other || !equal(v, *other, depth + 1)) return false;
       }
       return true;
     }

@@ -70,8 +70,8 @@ class Value {
   const Function& as_function() const { return *fn_; }
 
   bool truthy() const;
-  std::string str() const;   // Python str()
-  std::string repr() const;  // Python repr(), used inside printed containers
+  std::string str() const;                // Python str()
+  std::string repr(int depth = 0) const;  // Python repr(), used inside printed containers
   const char* type_name() const;
 
  private:
@@ -84,7 +84,7 @@ class Value {
   std::shared_ptr<Function> fn_;
 };
 
-bool equal(const Value& a, const Value& b);
+bool equal(const Value& a, const Value& b, int depth = 0);
 // -1, 0, 1; throws for values that do not order.
 int compare(const Value& a, const Value& b);
 

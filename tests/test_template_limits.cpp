@@ -1,0 +1,109 @@
+// Hostile chat templates (a model file from anywhere, or --chat-template) end with an error
+// that names the limit, in bounded time and memory: recursion, huge ranges, string bombs,
+// nested loops, self-containing values, deep nesting in the source, and cancellation.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tokenizer/chat_template.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::ordered_json;
+
+const ordered_json kMessages = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+
+// The render's error message ("" when it rendered).
+std::string render_error(const std::string& source, const std::atomic<bool>* cancel = nullptr) {
+  auto t = ChatTemplate::parse(source);
+  if (!t) return t.status().message();
+  t->set_cancel_flag(cancel);
+  auto r = t->render(kMessages, ordered_json(), true, ordered_json::object());
+  return r ? "" : r.status().message();
+}
+
+void expect_error_containing(const std::string& source, const std::string& expected) {
+  const std::string error = render_error(source);
+  EXPECT_NE(error.find(expected), std::string::npos) << "template: " << source.substr(0, 120) << "\nerror: " << error;
+}
+
+TEST(TemplateLimits, RecursiveMacroStopsAtTheDepthLimit) {
+  expect_error_containing("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nest deeper than");
+}
+
+TEST(TemplateLimits, HugeRangeIsRefusedBeforeItIsBuilt) {
+  expect_error_containing("{% for i in range(10**9) %}x{% endfor %}", "range: 1000000000 items exceed");
+  expect_error_containing("{{ range(0, 10**12, 3) | length }}", "exceed the limit");
+}
+
+TEST(TemplateLimits, StringBombsAreRefused) {
+  expect_error_containing("{{ 'ab' * 10**12 }}", "would exceed");
+  expect_error_containing(
+      "{% set ns = namespace(s='abcd') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+      "would exceed");
+  expect_error_containing(
+      "{% set ns = namespace(s='abcd') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+      "would exceed");
+  expect_error_containing("{{ ('a' * 100000) | replace('a', 'b' * 100000) }}", "replace: the result would exceed");
+  expect_error_containing("{{ 'x' | indent(10**12) }}", "indent: width");
+}
+
+TEST(TemplateLimits, NestedLoopsRunOutOfSteps) {
+  expect_error_containing(
+      "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}x{% endfor %}{% endfor %}"
+      "{% endfor %}",
+      "more than 4000000 steps");
+}
+
+TEST(TemplateLimits, AValueThatContainsItselfCannotBePrinted) {
+  expect_error_containing("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}", "nests deeper than");
+  expect_error_containing("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns | tojson }}", "nests deeper than");
+}
+
+TEST(TemplateLimits, DeepNestingInTheSourceIsAParseError) {
+  expect_error_containing("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}",
+                          "expressions nest deeper than 200");
+  expect_error_containing(
+      "{{ " +
+          [] {
+            std::string s;
+            for (int i = 0; i < 100000; ++i) s += "not ";
+            return s;
+          }() +
+          "x }}",
+      "nest deeper than 200");
+  std::string blocks;
+  for (int i = 0; i < 100000; ++i) blocks += "{% if true %}";
+  expect_error_containing(blocks, "blocks nest deeper than 200");
+}
+
+TEST(TemplateLimits, ACancelledRenderStopsAtItsNextStep) {
+  std::atomic<bool> cancel{true};
+  const std::string error =
+      render_error("{% for a in range(1000) %}{% for b in range(1000) %}x{% endfor %}{% endfor %}", &cancel);
+  EXPECT_NE(error.find("cancelled"), std::string::npos) << error;
+  cancel = false;
+  EXPECT_EQ(render_error("{% for a in range(100) %}{{ a }}{% endfor %}", &cancel), "");
+}
+
+TEST(TemplateLimits, OrdinaryTemplatesStayWellInsideTheLimits) {
+  // A long conversation through a template with a macro and nested loops renders.
+  ordered_json messages = ordered_json::array();
+  for (int i = 0; i < 2000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", std::string(200, 'w')}});
+  auto t = ChatTemplate::parse(
+      "{% macro turn(m) %}<|{{ m.role }}|>{% for part in m.content.split('w') %}{{ part }}{% endfor %}"
+      "{{ m.content }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  auto r = t->render(messages, ordered_json(), true, ordered_json::object());
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->size(),
+            2000u * (4 + 200) + 1000u * std::string("user").size() + 1000u * std::string("assistant").size());
+}
+
+}  // namespace
+}  // namespace autoglm
