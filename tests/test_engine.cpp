@@ -18,6 +18,11 @@ SamplingParams greedy() {
   return p;
 }
 
+GenerationRequest with_prompt(GenerationRequest r, std::vector<int32_t> prompt) {
+  r.prompt = std::move(prompt);
+  return r;
+}
+
 TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
   Sampler s(greedy());
   std::vector<float> logits = {0.1f, 3.0f, 3.0f, -1.0f};
@@ -157,47 +162,50 @@ struct Stories : public ::testing::Test {
 TEST_F(Stories, GreedyGenerationIsTheReferenceText) {
   const auto c = nlohmann::json::parse(test::read_file(test::shared_path("golden/stories260k-once/case.json")));
   Generator gen(*model, *tok, pool, 256);
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_tokens = 64;
   o.sampling = greedy();
-  o.prefill_chunk = 2;  // chunked prefill gives the same result
   std::string streamed;
-  auto r = gen.generate(tok->encode("Once upon a time", true), o, [&](const std::string& t) {
-    streamed += t;
-    return true;
-  });
+  auto r = gen.generate(
+      with_prompt(o, tok->encode("Once upon a time", true)),
+      [&](const std::string& t) {
+        streamed += t;
+        return true;
+      },
+      /*prefill_chunk=*/2);  // chunked prefill gives the same result
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->text, c["greedy"]["output_text"].get<std::string>());
   EXPECT_EQ(streamed, r->text);
-  EXPECT_EQ(r->finish_reason, "length");
+  EXPECT_EQ(r->finish_reason, FinishReason::kLength);
   EXPECT_EQ(r->tokens.size(), 64u);
   EXPECT_EQ(r->prompt_tokens, 5);
 }
 
 TEST_F(Stories, StopStringEndsGenerationAndIsNotShown) {
   Generator gen(*model, *tok, pool, 256);
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_tokens = 64;
   o.sampling = greedy();
   o.stop = {"Lily"};
-  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  auto r = gen.generate(with_prompt(o, tok->encode("Once upon a time", true)));
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->text, ", there was a little girl named ");
-  EXPECT_EQ(r->finish_reason, "stop");
+  EXPECT_EQ(r->finish_reason, FinishReason::kStop);
 }
 
 TEST_F(Stories, SeededSamplingIsReproducible) {
   Generator gen(*model, *tok, pool, 256);
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_tokens = 32;
   o.sampling.temperature = 1.0f;
   o.sampling.seed = 1234;
   const auto prompt = tok->encode("Lily", true);
-  auto a = gen.generate(prompt, o), b = gen.generate(prompt, o);
+  o.prompt = prompt;
+  auto a = gen.generate(o), b = gen.generate(o);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_EQ(a->tokens, b->tokens);
   o.sampling.seed = 99;
-  auto c = gen.generate(prompt, o);
+  auto c = gen.generate(o);
   EXPECT_NE(a->tokens, c->tokens);
 }
 
@@ -207,33 +215,35 @@ TEST_F(Stories, EndOfGenerationTokenEndsGeneration) {
   v.eos = 383;
   Tokenizer eos_tok(v, TextPipeline{});
   Generator gen(*model, eos_tok, pool, 256);
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_tokens = 64;
   o.sampling = greedy();
-  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  auto r = gen.generate(with_prompt(o, tok->encode("Once upon a time", true)));
   ASSERT_TRUE(r.is_ok());
-  EXPECT_EQ(r->finish_reason, "stop");
+  EXPECT_EQ(r->finish_reason, FinishReason::kStop);
   EXPECT_EQ(r->tokens, (std::vector<int32_t>{432, 383}));
   EXPECT_EQ(r->text, ",");
-  o.stop_at_eog = false;
-  r = gen.generate(tok->encode("Once upon a time", true), o);
+  o.ignore_eos = true;
+  r = gen.generate(with_prompt(o, tok->encode("Once upon a time", true)));
   EXPECT_EQ(r->tokens.size(), 64u);
 }
 
 TEST_F(Stories, FullContextEndsAsLength) {
   Generator gen(*model, *tok, pool, 16);
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_tokens = 100;
   o.sampling = greedy();
-  auto r = gen.generate(tok->encode("Once upon a time", true), o);
+  auto r = gen.generate(with_prompt(o, tok->encode("Once upon a time", true)));
   ASSERT_TRUE(r.is_ok());
-  EXPECT_EQ(r->finish_reason, "length");
+  EXPECT_EQ(r->finish_reason, FinishReason::kLength);
   EXPECT_EQ(r->tokens.size(), 12u);  // positions 5..15 decoded, the 12th token sampled from the last
 }
 
 TEST_F(Stories, PromptLongerThanContextIsAnError) {
   Generator gen(*model, *tok, pool, 8);
-  auto r = gen.generate(std::vector<int32_t>(8, 1), GenerationOptions());
+  GenerationRequest eight;
+  eight.prompt = std::vector<int32_t>(8, 1);
+  auto r = gen.generate(eight);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("does not fit the context"), std::string::npos);
 }

@@ -49,10 +49,11 @@ class ServingEngine : public ::testing::Test {
   // The same request generated alone by the single-sequence generator.
   std::vector<int32_t> alone(const GenerationRequest& r) {
     Generator gen(*model, *tok, pool, 512);
-    GenerationOptions o;
+    GenerationRequest o;
+    o.prompt = r.prompt;
     o.max_tokens = r.max_tokens;
     o.sampling = r.sampling;
-    return gen.generate(r.prompt, o)->tokens;
+    return gen.generate(o)->tokens;
   }
 
   std::unique_ptr<Model> model;
@@ -81,7 +82,7 @@ TEST_F(ServingEngine, SixteenConcurrentRequestsEqualEachAlone) {
   for (size_t i = 0; i < handles.size(); ++i) {
     const Collected c = collect(handles[i]);
     EXPECT_EQ(c.tokens, alone(requests[i])) << kPrompts[i];
-    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.finish_reason, FinishReason::kLength);
     EXPECT_EQ(c.last.completion_tokens, 48);
   }
   EXPECT_GT(engine.stats().steps.load(), 48);
@@ -110,10 +111,11 @@ TEST_F(ServingEngine, QuantizedModelIsBatchInvariantToo) {
   }
   for (size_t i = 0; i < handles.size(); ++i) {
     Generator gen(*qmodel, *qtok, pool, 256);
-    GenerationOptions opt;
+    GenerationRequest opt;
+    opt.prompt = requests[i].prompt;
     opt.max_tokens = 24;
     opt.sampling.temperature = 0;
-    EXPECT_EQ(collect(handles[i]).tokens, gen.generate(requests[i].prompt, opt)->tokens) << kPrompts[i];
+    EXPECT_EQ(collect(handles[i]).tokens, gen.generate(opt)->tokens) << kPrompts[i];
   }
   std::remove(path.c_str());
 }
@@ -173,7 +175,7 @@ TEST_F(ServingEngine, CancelledRequestFreesItsBlocks) {
   ASSERT_TRUE(h->next(ev, std::chrono::seconds(30)));
   h->cancel();
   const Collected rest = collect(h);
-  EXPECT_EQ(rest.last.finish_reason, "cancelled");
+  EXPECT_EQ(rest.last.finish_reason, FinishReason::kCancelled);
   for (int i = 0; i < 100 && engine.stats().kv_blocks_used.load() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(engine.stats().kv_blocks_used.load(), 0);
@@ -212,11 +214,11 @@ TEST_F(ServingEngine, WaitingPastTheDeadlineTimesOut) {
   GenerationRequest late = greedy("Lily", 5);
   late.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   const Collected c = collect(*engine.submit(late));
-  EXPECT_EQ(c.last.finish_reason, "timeout");
+  EXPECT_EQ(c.last.finish_reason, FinishReason::kTimeout);
   EXPECT_TRUE(c.tokens.empty());
   busy->cancel();
   collect(busy);
-  EXPECT_EQ(engine.stats().finished_timeout.load(), 1);
+  EXPECT_EQ(engine.stats().finished_with(FinishReason::kTimeout), 1);
 }
 
 TEST_F(ServingEngine, HigherPriorityWaitingRequestRunsFirst) {
@@ -233,8 +235,8 @@ TEST_F(ServingEngine, HigherPriorityWaitingRequestRunsFirst) {
   // (Queue times come from the engine, so thread scheduling in this test cannot reorder them.)
   const Collected l = collect(low_h), h = collect(high_h);
   EXPECT_LT(h.last.queue_seconds, l.last.queue_seconds);
-  EXPECT_EQ(l.last.finish_reason, "length");
-  EXPECT_EQ(h.last.finish_reason, "length");
+  EXPECT_EQ(l.last.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(h.last.finish_reason, FinishReason::kLength);
 }
 
 // A sliding-window model (stories260K given a 24-token window): the engine hands back the
@@ -271,10 +273,11 @@ TEST_F(ServingEngine, SlidingWindowReleasesBlocksBehindTheWindow) {
   EXPECT_LE(most_blocks, 4) << "a 24-token window needs at most 3 blocks of 16, plus the one being filled";
 
   Generator gen(**swa, *tok, pool, 512);
-  GenerationOptions o;
+  GenerationRequest o;
+  o.prompt = r.prompt;
   o.max_tokens = r.max_tokens;
   o.sampling = r.sampling;
-  EXPECT_EQ(tokens, gen.generate(r.prompt, o)->tokens);
+  EXPECT_EQ(tokens, gen.generate(o)->tokens);
   EXPECT_NE(tokens, alone(r)) << "the window made no difference: is it applied?";
 }
 

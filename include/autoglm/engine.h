@@ -22,6 +22,20 @@ namespace autoglm {
 
 class Grammar;
 
+// Why a generation ended. The wire names ("stop", "length", "tool_calls", "cancelled",
+// "timeout", "error") come from finish_reason_name alone.
+enum class FinishReason {
+  kNone,       // not finished
+  kStop,       // an end-of-generation token or a stop string (or the grammar is complete)
+  kLength,     // max_tokens or the context window
+  kToolCalls,  // the API found tool calls in the text (set above the engine)
+  kCancelled,  // the caller cancelled, or the engine stopped
+  kTimeout,    // waited past its deadline before it started
+  kError,      // a failure; `error` says which
+};
+inline constexpr int kFinishReasonCount = int(FinishReason::kError) + 1;
+const char* finish_reason_name(FinishReason reason);
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   int32_t max_tokens = 256;
@@ -46,7 +60,7 @@ struct StreamEvent {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
   bool finished = false;
-  std::string finish_reason;  // "stop", "length", "cancelled", "timeout", "error"
+  FinishReason finish_reason = FinishReason::kNone;
   std::string error;
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache

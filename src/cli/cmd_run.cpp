@@ -18,7 +18,7 @@ struct RunArgs {
   bool profile = false;
   int64_t seed = -1;
   std::string grammar_file, schema_file;
-  GenerationOptions gen;
+  GenerationRequest gen;
 };
 
 int run(const RunArgs& a) {
@@ -27,7 +27,7 @@ int run(const RunArgs& a) {
   const Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;
   const int64_t n_ctx = a.ctx > 0 ? a.ctx : std::min<int64_t>(model.spec().n_ctx_train, 4096);
-  GenerationOptions gen = a.gen;
+  GenerationRequest gen = a.gen;
   gen.max_tokens = a.n_predict;
   auto grammar = load_output_grammar(a.grammar_file, a.schema_file);
   if (!grammar) return fail(grammar.status());
@@ -42,7 +42,8 @@ int run(const RunArgs& a) {
   generator.profile().set_enabled(a.profile);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
-  auto result = generator.generate(prompt, gen, [](const std::string& text) {
+  gen.prompt = prompt;
+  auto result = generator.generate(gen, [](const std::string& text) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     return true;

@@ -172,16 +172,16 @@ void Engine::loop() {
   }
   for (auto* list : {&running_, &waiting_})
     while (!list->empty()) {
-      finish(*list->front(), "cancelled", "the engine stopped");
+      finish(*list->front(), FinishReason::kCancelled, "the engine stopped");
       list->pop_front();
     }
-  for (auto& seq : submitted_) finish(*seq, "cancelled", "the engine stopped");
+  for (auto& seq : submitted_) finish(*seq, FinishReason::kCancelled, "the engine stopped");
 }
 
 // After an exception out of a step: the sequences it was working on end with an error
 // (their KV goes back to the pool); waiting ones are untouched.
 void Engine::fail_running(const std::string& error) {
-  for (auto& s : running_) finish(*s, "error", error);
+  for (auto& s : running_) finish(*s, FinishReason::kError, error);
   running_.clear();
   update_gauges();
 }
@@ -195,17 +195,12 @@ void Engine::take_submissions() {
   for (auto& seq : fresh) insert_sorted(waiting_, std::move(seq));
 }
 
-void Engine::finish(Sequence& seq, const std::string& reason, const std::string& error) {
+void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   if (seq.finished) return;
   seq.finished = true;
-  auto& counter = reason == "stop"        ? stats_.finished_stop
-                  : reason == "length"    ? stats_.finished_length
-                  : reason == "cancelled" ? stats_.finished_cancelled
-                  : reason == "timeout"   ? stats_.finished_timeout
-                                          : stats_.finished_error;
-  ++counter;
+  ++stats_.finished[size_t(reason)];
   StreamEvent ev;
-  if (reason == "stop" || reason == "length") {
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     ev.text = seq.text.flush();
   }
   ev.finished = true;
@@ -232,7 +227,7 @@ void Engine::drop_cancelled_and_expired() {
       Sequence& s = **it;
       const bool expired = list == &waiting_ && s.request.deadline && now > *s.request.deadline;
       if (s.handle->cancelled() || expired) {
-        finish(s, expired ? "timeout" : "cancelled");
+        finish(s, expired ? FinishReason::kTimeout : FinishReason::kCancelled);
         it = list->erase(it);
       } else {
         ++it;
@@ -287,7 +282,7 @@ bool Engine::make_room(Sequence& seq, int64_t n_positions) {
     const bool others_hold_blocks = std::any_of(running_.begin(), running_.end(),
                                                 [&](const auto& r) { return r.get() != &seq && r->kv.n_held() > 0; });
     if (!others_hold_blocks) {  // the whole pool cannot hold this sequence
-      finish(seq, "length");
+      finish(seq, FinishReason::kLength);
       return false;
     }
     auto victim = running_.end();
@@ -385,7 +380,7 @@ bool Engine::step() {
     after_forward(s, w.n, completes ? logits_.data() + (row++) * size_t(n_vocab) : nullptr);
   }
   if (!st)
-    for (auto& s : running_) finish(*s, "error", st.message());
+    for (auto& s : running_) finish(*s, FinishReason::kError, st.message());
   std::erase_if(running_, [](const auto& s) { return s->finished; });
   update_gauges();
   return true;
@@ -406,7 +401,7 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   const int32_t token = sample_next(s.sampler, s.matcher.get(), sample_row_.data(), n_vocab, s.tokens, budget);
   timer.mark(Op::kOther);
   if (token < 0) {  // the grammar admits nothing more and the vocabulary has no end token
-    finish(s, "stop");
+    finish(s, FinishReason::kStop);
     return;
   }
   StreamEvent ev;
@@ -423,11 +418,11 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   ev.tokens.push_back(token);
 
   ev.text = s.text.push(token);
-  std::string reason = s.text.ended() ? "stop" : "";
-  if (reason.empty() && s.n_generated >= s.request.max_tokens) reason = "length";
-  if (reason.empty() && int64_t(s.tokens.size()) >= config_.n_ctx) reason = "length";
+  FinishReason reason = s.text.ended() ? FinishReason::kStop : FinishReason::kNone;
+  if (reason == FinishReason::kNone && s.n_generated >= s.request.max_tokens) reason = FinishReason::kLength;
+  if (reason == FinishReason::kNone && int64_t(s.tokens.size()) >= config_.n_ctx) reason = FinishReason::kLength;
   s.handle->push(std::move(ev));
-  if (!reason.empty()) finish(s, reason);
+  if (reason != FinishReason::kNone) finish(s, reason);
 }
 
 void Engine::update_gauges() {

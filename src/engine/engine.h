@@ -3,6 +3,7 @@
 // budget, over the paged KV cache with prefix reuse and preemption.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <list>
 #include <memory>
@@ -44,8 +45,8 @@ struct EngineStats {
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
   // Finished requests by finish reason.
-  std::atomic<int64_t> finished_stop{0}, finished_length{0}, finished_cancelled{0}, finished_timeout{0},
-      finished_error{0};
+  std::array<std::atomic<int64_t>, kFinishReasonCount> finished{};
+  int64_t finished_with(FinishReason r) const { return finished[size_t(r)].load(); }
 };
 
 struct Sequence;
@@ -72,7 +73,7 @@ class Engine {
   void admit(Sequence& seq);
   bool make_room(Sequence& seq, int64_t n_positions);
   void preempt(Sequence& victim);
-  void finish(Sequence& seq, const std::string& reason, const std::string& error = "");
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void fail_running(const std::string& error);
   void after_forward(Sequence& seq, int64_t n_computed_now, const float* logits);
   void publish_full_blocks(Sequence& seq);

@@ -43,8 +43,10 @@ Result<std::vector<float>> Generator::evaluate(const std::vector<int32_t>& token
   return logits;
 }
 
-Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt, const GenerationOptions& options,
-                                             const std::function<bool(const std::string&)>& on_text) {
+Result<GenerationResult> Generator::generate(const GenerationRequest& options,
+                                             const std::function<bool(const std::string&)>& on_text,
+                                             int32_t prefill_chunk) {
+  const std::vector<int32_t>& prompt = options.prompt;
   AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(options.sampling));
   if (prompt.empty()) return invalid_argument("prompt: no tokens (empty prompt and no BOS)");
   if (options.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
@@ -57,18 +59,18 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
-  AUTOGLM_RETURN_IF_ERROR(prefill(prompt, options.prefill_chunk, logits));
+  AUTOGLM_RETURN_IF_ERROR(prefill(prompt, prefill_chunk, logits));
   result.prefill_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);
   auto matcher = make_matcher(tokenizer_, options.grammar);
-  TextStream stream(tokenizer_, options.stop, options.stop_at_eog);
+  TextStream stream(tokenizer_, options.stop, /*stop_at_eog=*/!options.ignore_eos);
   std::vector<int32_t> history = prompt;
   auto emit = [&](const std::string& text) {
     result.text += text;
     return text.empty() || !on_text || on_text(text);
   };
-  result.finish_reason = "length";
+  result.finish_reason = FinishReason::kLength;
   t0 = std::chrono::steady_clock::now();
   int32_t pos = int32_t(prompt.size());
   for (int32_t step = 0; step < options.max_tokens; ++step) {
@@ -79,14 +81,14 @@ Result<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt,
       token = sample_next(sampler, matcher.get(), logits.data(), n_vocab, history, budget);
     }
     if (token < 0) {  // the grammar admits nothing more and there is no end token
-      result.finish_reason = "stop";
+      result.finish_reason = FinishReason::kStop;
       break;
     }
     result.tokens.push_back(token);
     history.push_back(token);
     if (!emit(stream.push(token))) break;
     if (stream.ended()) {
-      result.finish_reason = "stop";
+      result.finish_reason = FinishReason::kStop;
       break;
     }
     if (step + 1 == options.max_tokens) break;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/engine.h"
 #include "autoglm/sampling_params.h"
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
@@ -17,19 +18,10 @@
 
 namespace autoglm {
 
-struct GenerationOptions {
-  int32_t max_tokens = 128;
-  SamplingParams sampling;
-  std::vector<std::string> stop;           // stop strings; not part of the output
-  bool stop_at_eog = true;                 // end at EOS / EOT
-  int32_t prefill_chunk = 512;             // tokens per forward during prefill
-  std::shared_ptr<const Grammar> grammar;  // constrained decoding (null: free text)
-};
-
 struct GenerationResult {
-  std::vector<int32_t> tokens;  // generated ids (an EOS that ended generation included)
-  std::string text;             // generated text, stop string excluded
-  std::string finish_reason;    // "stop" (EOS or stop string) or "length"
+  std::vector<int32_t> tokens;                       // generated ids (an EOS that ended generation included)
+  std::string text;                                  // generated text, stop string excluded
+  FinishReason finish_reason = FinishReason::kNone;  // kStop (EOS, stop string) or kLength
   int32_t prompt_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
@@ -41,9 +33,12 @@ class Generator {
   Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx,
             DType kv_type = DType::F16);
 
+  // The serving engine's request, run alone (priority, deadline and logprobs do not apply);
   // on_text receives each piece of text as it becomes final; returning false cancels.
-  Result<GenerationResult> generate(const std::vector<int32_t>& prompt, const GenerationOptions& options,
-                                    const std::function<bool(const std::string&)>& on_text = {});
+  // prefill_chunk: tokens per forward pass of the prompt.
+  Result<GenerationResult> generate(const GenerationRequest& request,
+                                    const std::function<bool(const std::string&)>& on_text = {},
+                                    int32_t prefill_chunk = 512);
 
   // Evaluates tokens from position 0 of an empty cache in one pass; logits of every
   // position ([n][n_vocab]) or of the last one.

@@ -324,6 +324,14 @@ json logprobs_json(const GenerationState& g, const json& items, size_t text_offs
 
 }  // namespace
 
+int http_status_of(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kError: return 500;
+    case FinishReason::kTimeout: return 408;
+    default: return 200;
+  }
+}
+
 Reply error_reply(int status, const std::string& message, const std::string& param, const std::string& type) {
   Reply r;
   r.status = status;
@@ -577,7 +585,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
     ev.finished = true;
     const auto fail = [&](const std::string& message) {
       metrics->count_task("error");
-      ev.finish_reason = "error";
+      ev.finish_reason = FinishReason::kError;
       ev.error = message;
     };
     run_guarded(
@@ -597,7 +605,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   r.stream = handle;
   r.consume = [](const StreamEvent& ev, bool& complete) -> std::string {
     complete = true;
-    if (ev.finish_reason != "error") return ev.text;
+    if (ev.finish_reason != FinishReason::kError) return ev.text;
     return json{{"error", {{"message", ev.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
@@ -812,8 +820,9 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     metrics->queue_time.observe(ev.queue_seconds);
     if (ev.completion_tokens > 0) metrics->prefill_time.observe(ev.prefill_seconds);
     out = take_tool_calls(*state, calls);
-    const std::string finish =
-        !state->tool_calls.empty() && ev.finish_reason == "stop" ? std::string("tool_calls") : ev.finish_reason;
+    const std::string finish = finish_reason_name(!state->tool_calls.empty() && ev.finish_reason == FinishReason::kStop
+                                                      ? FinishReason::kToolCalls
+                                                      : ev.finish_reason);
     if (state->stream) {
       json chunk = chunk_envelope(*state);
       chunk["choices"] = json::array({choice_delta(*state, content, logprobs_json(*state, json::array()), finish)});

@@ -88,6 +88,9 @@ class ApiService {
   int tasks_running_ = 0;
 };
 
+// The status of a non-streamed generation reply whose last event ended with `reason`.
+int http_status_of(FinishReason reason);
+
 // {"error": {"message", "type", "param", "code"}} with its status.
 Reply error_reply(int status, const std::string& message, const std::string& param = "",
                   const std::string& type = "invalid_request_error");

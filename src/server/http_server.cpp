@@ -139,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
         pending_ += out;
       } else if (complete) {
         Reply r;
-        r.status = ev.finish_reason == "error" ? 500 : ev.finish_reason == "timeout" ? 408 : 200;
+        r.status = http_status_of(ev.finish_reason);
         r.body = std::move(out);
         handle_->set_notify(nullptr);
         return send(std::move(r), false);

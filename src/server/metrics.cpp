@@ -96,13 +96,11 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   gauge("autoglm_kv_blocks_used", "KV cache blocks referenced by sequences.", double(e.kv_blocks_used.load()));
   gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
   header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
-  const std::pair<const char*, int64_t> reasons[] = {{"stop", e.finished_stop.load()},
-                                                     {"length", e.finished_length.load()},
-                                                     {"cancelled", e.finished_cancelled.load()},
-                                                     {"timeout", e.finished_timeout.load()},
-                                                     {"error", e.finished_error.load()}};
-  for (const auto& [reason, n] : reasons)
-    out += std::string("autoglm_requests_total{finish_reason=\"") + reason + "\"} " + std::to_string(n) + "\n";
+  // Every reason the engine ends a request with (tool_calls is decided above it).
+  for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kTimeout,
+                         FinishReason::kError})
+    out += std::string("autoglm_requests_total{finish_reason=\"") + finish_reason_name(r) + "\"} " +
+           std::to_string(e.finished_with(r)) + "\n";
   if (profile && profile->enabled()) {
     header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
     for (int i = 0; i < int(Op::kCount); ++i)

@@ -97,7 +97,8 @@ Result<std::string> TaskPipeline::generate(const ordered_json& messages, const j
   while (handle->next(ev, std::chrono::minutes(10))) {
     text += ev.text;
     if (ev.finished) {
-      if (ev.finish_reason == "error") return Status(StatusCode::kInternal, "generation failed: " + ev.error);
+      if (ev.finish_reason == FinishReason::kError)
+        return Status(StatusCode::kInternal, "generation failed: " + ev.error);
       return text;
     }
   }
