@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace autoglm {
 namespace {

@@ -13,7 +13,7 @@
 #include "model/runner.h"
 #include "model_test_util.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace autoglm {
 namespace {

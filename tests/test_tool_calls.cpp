@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sample/grammar.h"
-#include "tasks/tool_calls.h"
-#include "tokenizer/chat_template.h"
+#include "chat/tool_calls.h"
+#include "chat/chat_template.h"
 
 namespace autoglm {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "core/last_resort.h"
 #include "engine/constrained.h"
+#include "engine/prompt_check.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
 #include "sample/logprobs.h"
@@ -127,9 +128,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
     if (t < 0 || t >= model_.spec().n_vocab)
       return invalid_argument("prompt: token id " + std::to_string(t) + " is out of range");
   const int64_t n = int64_t(request.prompt.size());
-  if (n + 1 > config_.n_ctx)
-    return out_of_range("the prompt has " + std::to_string(n) + " tokens; the context window is " +
-                        std::to_string(config_.n_ctx));
+  AUTOGLM_RETURN_IF_ERROR(check_prompt_fits(n, config_.n_ctx));
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/constrained.h"
+#include "engine/prompt_check.h"
 #include "engine/text_stream.h"
 #include "sample/sampler.h"
 
@@ -50,9 +51,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(options.sampling));
   if (prompt.empty()) return invalid_argument("prompt: no tokens (empty prompt and no BOS)");
   if (options.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
-  if (int64_t(prompt.size()) >= cache_.capacity())
-    return out_of_range("prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
-                        std::to_string(cache_.capacity()) + " tokens");
+  AUTOGLM_RETURN_IF_ERROR(check_prompt_fits(int64_t(prompt.size()), cache_.capacity()));
 
   GenerationResult result;
   result.prompt_tokens = int32_t(prompt.size());

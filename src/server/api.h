@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
+#include "chat/prompt_builder.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/config.h"
 #include "server/metrics.h"
-#include "tasks/tool_calls.h"
-#include "tokenizer/chat_template.h"
+#include "server/response_writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -32,11 +33,11 @@ struct Reply {
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  // Generation: events of `stream` go to `consume`, which returns bytes to send now
-  // and sets `complete` once the reply is whole. `streaming`: SSE, sent as it comes.
+  // Generation: events of `stream` go to `consume`, which says what to send now, and
+  // whether (and with which status) the reply is whole. `streaming`: SSE, sent as it comes.
   std::shared_ptr<StreamHandle> stream;
   bool streaming = false;
-  std::function<std::string(const StreamEvent&, bool& complete)> consume;
+  std::function<ReplyChunk(const StreamEvent&)> consume;
 };
 
 // What the server serves once the model is loaded.
@@ -46,10 +47,10 @@ struct LoadedService {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Engine> engine;
   std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<PromptBuilder> prompts;  // over chat_template and tokenizer
   std::string model_name;
   std::shared_ptr<ToolRegistry> tools;
   std::shared_ptr<TaskPipeline> tasks;
-  ToolCallFamily tool_call_family = ToolCallFamily::kHermes;  // from the chat template
 };
 
 class ApiService {
@@ -87,9 +88,6 @@ class ApiService {
   std::condition_variable tasks_done_;
   int tasks_running_ = 0;
 };
-
-// The status of a non-streamed generation reply whose last event ended with `reason`.
-int http_status_of(FinishReason reason);
 
 // {"error": {"message", "type", "param", "code"}} with its status.
 Reply error_reply(int status, const std::string& message, const std::string& param = "",

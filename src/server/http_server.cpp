@@ -132,15 +132,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!handle_ || complete_) return;
     StreamEvent ev;
     while (!complete_ && handle_->try_next(ev)) {
-      bool complete = false;
-      std::string out = consume_(ev, complete);
-      complete_ = complete;
+      ReplyChunk chunk = consume_(ev);
+      complete_ = chunk.complete;
       if (streaming_) {
-        pending_ += out;
-      } else if (complete) {
+        pending_ += chunk.bytes;
+      } else if (chunk.complete) {
         Reply r;
-        r.status = http_status_of(ev.finish_reason);
-        r.body = std::move(out);
+        r.status = chunk.status;
+        r.body = std::move(chunk.bytes);
         handle_->set_notify(nullptr);
         return send(std::move(r), false);
       }
@@ -184,7 +183,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
   std::shared_ptr<StreamHandle> handle_;
-  std::function<std::string(const StreamEvent&, bool&)> consume_;
+  std::function<ReplyChunk(const StreamEvent&)> consume_;
   bool streaming_ = false;
   bool complete_ = false;
   bool writing_ = false;

@@ -25,7 +25,7 @@ std::string tool_call_id(size_t step) {
 
 TaskPipeline::TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                            std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
-    : engine_(engine), tokenizer_(tokenizer), template_(chat_template), tools_(std::move(tools)), options_(options) {}
+    : engine_(engine), prompts_(chat_template, tokenizer), tools_(std::move(tools)), options_(options) {}
 
 const TaskPipeline::Session* TaskPipeline::find_session(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
@@ -74,16 +74,14 @@ json TaskPipeline::decision_schema(const std::vector<const Tool*>& tools, bool m
 
 Result<std::string> TaskPipeline::generate(const ordered_json& messages, const json& tools, const std::string& gbnf,
                                            const TaskRequest& request, int step) {
-  const Vocab& v = tokenizer_.vocab();
-  const ordered_json vars = {{"bos_token", v.bos >= 0 ? v.pieces[size_t(v.bos)] : ""},
-                             {"eos_token", v.eos >= 0 ? v.pieces[size_t(v.eos)] : ""}};
-  AUTOGLM_ASSIGN_OR_RETURN(
-      const std::string prompt,
-      template_.render(messages, tools.empty() ? ordered_json() : ordered_json(tools), true, vars));
+  PromptRequest conversation;
+  conversation.messages = messages;
+  conversation.tools = tools.empty() ? ordered_json() : ordered_json(tools);
+  conversation.tool_choice = tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, prompts_.build(conversation));
   AUTOGLM_ASSIGN_OR_RETURN(auto grammar, Grammar::parse(gbnf));
   GenerationRequest g;
-  const bool has_bos = v.bos >= 0 && prompt.compare(0, v.pieces[size_t(v.bos)].size(), v.pieces[size_t(v.bos)]) == 0;
-  g.prompt = tokenizer_.encode(prompt, !has_bos, true);
+  g.prompt = std::move(prompt.ids);
   g.max_tokens = options_.max_tokens;
   g.sampling.temperature = options_.temperature;
   g.sampling.top_k = 0;

@@ -18,9 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
+#include "chat/prompt_builder.h"
 #include "engine/engine.h"
 #include "tasks/tools.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -74,8 +75,7 @@ class TaskPipeline {
   void save_session(const std::string& id, Session session);
 
   Engine& engine_;
-  const Tokenizer& tokenizer_;
-  const ChatTemplate& template_;
+  PromptBuilder prompts_;
   std::shared_ptr<const ToolRegistry> tools_;
   TaskOptions options_;
   mutable std::mutex mutex_;

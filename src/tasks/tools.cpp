@@ -16,7 +16,8 @@ Status path_error(const std::string& path, const std::string& reason) {
 Status check_placeholders(const std::string& text, const json& params, const std::string& path) {
   const json props = params.contains("properties") ? params["properties"] : json::object();
   for (const std::string& p : placeholders(text))
-    if (!props.is_object() || !props.contains(p)) return path_error(path, "placeholder {" + p + "} names no property of 'parameters'");
+    if (!props.is_object() || !props.contains(p))
+      return path_error(path, "placeholder {" + p + "} names no property of 'parameters'");
   return Status::ok();
 }
 

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 #include <charconv>
 #include <cmath>
 
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/limits.h"
 
 namespace autoglm::jinja {
 

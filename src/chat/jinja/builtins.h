@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 namespace autoglm::jinja {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tokenizer/jinja/ast.h"
+#include "chat/jinja/ast.h"
 
 namespace autoglm::jinja {
 

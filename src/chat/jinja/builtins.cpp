@@ -1,4 +1,4 @@
-#include "tokenizer/jinja/builtins.h"
+#include "chat/jinja/builtins.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <ctime>
 
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/limits.h"
 
 namespace autoglm::jinja {
 namespace {

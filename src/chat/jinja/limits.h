@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 namespace autoglm::jinja {
 

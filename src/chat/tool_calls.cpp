@@ -1,4 +1,4 @@
-#include "tasks/tool_calls.h"
+#include "chat/tool_calls.h"
 
 #include <algorithm>
 

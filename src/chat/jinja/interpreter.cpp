@@ -1,9 +1,9 @@
-#include "tokenizer/jinja/interpreter.h"
+#include "chat/jinja/interpreter.h"
 
 #include <cmath>
 
-#include "tokenizer/jinja/builtins.h"
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/builtins.h"
+#include "chat/jinja/limits.h"
 
 namespace autoglm::jinja {
 namespace {

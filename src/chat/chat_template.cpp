@@ -1,7 +1,7 @@
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/interpreter.h"
+#include "chat/jinja/parser.h"
 
 namespace autoglm {
 namespace {

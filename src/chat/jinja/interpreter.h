@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/limits.h"
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/ast.h"
+#include "chat/jinja/limits.h"
+#include "chat/jinja/value.h"
 
 namespace autoglm::jinja {
 

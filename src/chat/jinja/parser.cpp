@@ -1,10 +1,10 @@
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/parser.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
-#include "tokenizer/jinja/limits.h"
+#include "chat/jinja/limits.h"
 
 namespace autoglm::jinja {
 namespace {

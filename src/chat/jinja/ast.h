@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 namespace autoglm::jinja {
 

@@ -1,0 +1,52 @@
+#include "chat/prompt_builder.h"
+
+namespace autoglm {
+
+using nlohmann::ordered_json;
+
+PromptBuilder::PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer)
+    : template_(chat_template), tokenizer_(tokenizer), family_(tool_call_family(chat_template.source())) {}
+
+ordered_json PromptBuilder::special_token_variables() const {
+  const Vocab& v = tokenizer_.vocab();
+  return {{"bos_token", v.bos >= 0 ? v.pieces[size_t(v.bos)] : ""},
+          {"eos_token", v.eos >= 0 ? v.pieces[size_t(v.eos)] : ""}};
+}
+
+std::vector<int32_t> PromptBuilder::encode(const std::string& text, bool parse_special) const {
+  const Vocab& v = tokenizer_.vocab();
+  const std::string& bos = v.bos >= 0 ? v.pieces[size_t(v.bos)] : "";
+  const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
+  return tokenizer_.encode(text, /*add_special=*/!has_bos, parse_special);
+}
+
+std::vector<int32_t> PromptBuilder::encode_text(const std::string& text) const {
+  return encode(text, /*parse_special=*/false);
+}
+
+Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* error_param) const {
+  auto fail = [&](const char* param, const Status& status) {
+    if (error_param) *error_param = param;
+    return status;
+  };
+  const bool show_tools = request.tool_choice != ToolChoice::kNone && request.tools.is_array();
+  ordered_json variables = special_token_variables();
+  for (const auto& [k, v] : request.template_kwargs.items()) variables[k] = v;
+  auto text = template_.render(request.messages, show_tools ? request.tools : ordered_json(),
+                               request.add_generation_prompt, variables);
+  if (!text) return fail("messages", text.status());
+  Prompt prompt;
+  prompt.text = std::move(*text);
+  prompt.ids = encode(prompt.text, /*parse_special=*/true);
+  if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
+    const bool named = request.tool_choice == ToolChoice::kNamed;
+    auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");
+    if (!gbnf) return fail(named ? "tool_choice" : "tools", gbnf.status());
+    auto grammar = Grammar::parse(*gbnf);
+    if (!grammar) return fail("tools", grammar.status());
+    prompt.forced_call = *grammar;
+  }
+  return prompt;
+}
+
+}  // namespace autoglm

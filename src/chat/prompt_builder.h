@@ -1,0 +1,68 @@
+// The one recipe from a conversation to the tokens the model sees, shared by the OpenAI
+// routes and the task pipeline: the chat template renders the messages and tools with the
+// special-token variables and the request's kwargs; the text is encoded with BOS added
+// unless the template already wrote it; and a forced tool call (tool_choice "required" or a
+// named function) becomes the grammar, in the template's tool-call family, that constrains
+// decoding.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "chat/chat_template.h"
+#include "chat/tool_calls.h"
+#include "sample/grammar.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+enum class ToolChoice {
+  kNone,      // tools are not shown to the model
+  kAuto,      // shown; the model may call one
+  kRequired,  // a call to one of them is forced
+  kNamed,     // a call to `tool_name` is forced
+};
+
+struct PromptRequest {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // tool_calls' arguments as objects
+  nlohmann::ordered_json tools;                                       // OpenAI tool objects, or null
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_name;                                                      // for kNamed
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // enable_thinking...
+  bool add_generation_prompt = true;
+};
+
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::shared_ptr<const Grammar> forced_call;  // set for kRequired and kNamed
+};
+
+class PromptBuilder {
+ public:
+  // Both must outlive the builder; the tool-call family is read off the template once.
+  PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
+
+  // On error, *error_param (when given) names the request field at fault: "messages" for
+  // the template, "tools" or "tool_choice" for the forced call.
+  Result<Prompt> build(const PromptRequest& request, std::string* error_param = nullptr) const;
+  // Plain text (completions): BOS added unless the text starts with it; special tokens in
+  // the text are not parsed.
+  std::vector<int32_t> encode_text(const std::string& text) const;
+
+  ToolCallFamily family() const { return family_; }
+  // {"bos_token", "eos_token"}: the variables every render gets.
+  nlohmann::ordered_json special_token_variables() const;
+
+ private:
+  std::vector<int32_t> encode(const std::string& text, bool parse_special) const;
+
+  const ChatTemplate& template_;
+  const Tokenizer& tokenizer_;
+  ToolCallFamily family_;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,59 @@
+// The OpenAI request bodies as typed structs. parse_chat_request and
+// parse_completion_request read every field, check it and throw ParamError (a 400 naming
+// the field) at the first that is wrong; nothing after them looks at the JSON again.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "chat/prompt_builder.h"
+#include "model/hf_checkpoint.h"
+#include "sample/grammar.h"
+#include "server/config.h"
+#include "server/request_params.h"
+
+namespace autoglm {
+
+// What chat and completions share.
+struct GenerationParams {
+  std::string model;                  // "" when absent
+  std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; none: the room left
+  std::optional<double> temperature;  // none: the model's default
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+  std::optional<double> repetition_penalty;
+  double min_p = 0, presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  std::shared_ptr<const Grammar> grammar;  // response_format json_object/json_schema, or `grammar`
+  int32_t priority = 0;
+  std::optional<double> timeout_seconds;
+  bool stream = false, include_usage = false;
+  bool logprobs = false;
+  int32_t top_logprobs = -1;  // -1: none
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  PromptRequest conversation;  // messages (content as text), tools, tool_choice, template kwargs
+  bool parallel_tool_calls = true;
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::string prompt;
+};
+
+ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
+CompletionRequest parse_completion_request(const json& body, const ServerConfig& config);
+
+// The engine's request: what the request leaves unset comes from the model's
+// generation_config.json; max_tokens is clamped to the room the context leaves.
+GenerationRequest engine_request(const GenerationParams& params, std::vector<int32_t> prompt,
+                                 const GenerationDefaults& defaults, int64_t n_ctx);
+
+}  // namespace autoglm

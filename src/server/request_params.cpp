@@ -1,0 +1,53 @@
+#include "server/request_params.h"
+
+#include "tokenizer/utf8.h"
+
+namespace autoglm {
+
+void bad(const std::string& param, const std::string& message) {
+  throw ParamError{param, message};
+}
+
+json parse_body(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    bad("", std::string("the body is not valid JSON (or not UTF-8): ") + e.what());
+  }
+  if (!j.is_object()) bad("", "the body must be a JSON object");
+  return j;
+}
+
+double number_param(const json& body, const char* name, double lo, double hi, double dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  const json& v = body[name];
+  if (!v.is_number()) bad(name, std::string("'") + name + "' must be a number");
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi))
+    bad(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return d;
+}
+
+int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  const json& v = body[name];
+  if (!v.is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi)
+    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+bool bool_param(const json& body, const char* name, bool dflt) {
+  if (!body.contains(name) || body[name].is_null()) return dflt;
+  if (!body[name].is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
+  return body[name].get<bool>();
+}
+
+std::string check_utf8(const std::string& s, const std::string& param) {
+  if (utf8::sanitize(s) != s) bad(param, "'" + param + "' is not valid UTF-8");
+  return s;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,29 @@
+// Reading request bodies: each helper checks one field's type and range and throws
+// ParamError (a 400 naming the field) when it is wrong. ApiService::handle turns the throw
+// into the reply, so a route reads like the list of its fields.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace autoglm {
+
+using json = nlohmann::ordered_json;
+
+struct ParamError {
+  std::string param, message;
+};
+
+[[noreturn]] void bad(const std::string& param, const std::string& message);
+
+// The body as a JSON object.
+json parse_body(const std::string& body);
+
+double number_param(const json& body, const char* name, double lo, double hi, double dflt);
+int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt);
+bool bool_param(const json& body, const char* name, bool dflt);
+// The text itself, when it is valid UTF-8.
+std::string check_utf8(const std::string& s, const std::string& param);
+
+}  // namespace autoglm
