@@ -37,13 +37,14 @@ int main(int argc, char** argv) {
   std::mt19937 rng(argc > 4 ? uint32_t(std::atoi(argv[4])) : 1u);
   const int32_t n_vocab = (*tok)->n_vocab();
   const auto t_trie = std::chrono::steady_clock::now();
-  token_trie_for(**tok);
+  const VocabularyTrie trie(**tok);
+  trie.get();
   const double trie_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_trie).count();
 
   std::vector<double> times;
   std::vector<float> logits(static_cast<size_t>(n_vocab));
   int documents = 0;
-  auto matcher = make_matcher(**tok, *grammar);
+  auto matcher = trie.make_matcher(*grammar);
   for (int step = 0; step < steps; ++step) {
     std::fill(logits.begin(), logits.end(), 0.0f);
     const auto t0 = std::chrono::steady_clock::now();
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
     const int32_t pick = any ? allowed[rng() % allowed.size()] : -1;
     if (pick < 0 || (*tok)->vocab().is_eog(pick) || matcher->finished()) {  // a whole document: start another
       ++documents;
-      matcher = make_matcher(**tok, *grammar);
+      matcher = trie.make_matcher(*grammar);
       continue;
     }
     matcher->accept(pick);

@@ -53,13 +53,13 @@ struct Test {
 // A JSON Schema constraining the first sequence of the decode tests: each step's mask is
 // timed (a document that completes starts over).
 struct Constraint {
-  const Tokenizer* tokenizer = nullptr;
+  const VocabularyTrie* trie = nullptr;
   std::shared_ptr<const Grammar> grammar;
   std::unique_ptr<GrammarMatcher> matcher;
   std::vector<double> mask_ms;
 
   int32_t pick(float* row, int32_t n_vocab) {
-    if (!matcher || matcher->finished()) matcher = make_matcher(*tokenizer, grammar);
+    if (!matcher || matcher->finished()) matcher = trie->make_matcher(grammar);
     const auto t0 = std::chrono::steady_clock::now();
     const bool any = matcher->apply(row, n_vocab);
     mask_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -156,6 +156,7 @@ int bench(const BenchArgs& a) {
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
   std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
   if (!a.schema_file.empty()) {
     auto grammar = load_output_grammar("", a.schema_file);
@@ -163,7 +164,8 @@ int bench(const BenchArgs& a) {
     auto tok = m.load_tokenizer();
     if (!tok) return fail(tok.status());
     tokenizer = std::move(tok).value();
-    constraint.tokenizer = tokenizer.get();
+    trie = std::make_unique<VocabularyTrie>(*tokenizer);
+    constraint.trie = trie.get();
     constraint.grammar = *grammar;
   }
   for (int threads : a.threads) {

@@ -1,26 +1,19 @@
 #include "engine/constrained.h"
 
-#include <map>
-#include <mutex>
-
 namespace autoglm {
 
-std::shared_ptr<const TokenTrie> token_trie_for(const Tokenizer& tokenizer) {
-  static std::mutex mutex;
-  static std::map<const Tokenizer*, std::weak_ptr<const TokenTrie>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = cache.find(&tokenizer); it != cache.end())
-    if (auto trie = it->second.lock(); trie && trie->n_vocab() == tokenizer.n_vocab()) return trie;
-  std::vector<std::string> bytes(size_t(tokenizer.n_vocab()));
-  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) bytes[size_t(id)] = tokenizer.token_to_piece(id, false);
-  auto trie = std::make_shared<const TokenTrie>(bytes);
-  cache[&tokenizer] = trie;
-  return trie;
+std::shared_ptr<const TokenTrie> VocabularyTrie::get() const {
+  std::call_once(built_, [this] {
+    std::vector<std::string> bytes(size_t(tokenizer_.n_vocab()));
+    for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) bytes[size_t(id)] = tokenizer_.token_to_piece(id, false);
+    trie_ = std::make_shared<const TokenTrie>(bytes);
+  });
+  return trie_;
 }
 
-std::unique_ptr<GrammarMatcher> make_matcher(const Tokenizer& tokenizer, std::shared_ptr<const Grammar> grammar) {
+std::unique_ptr<GrammarMatcher> VocabularyTrie::make_matcher(std::shared_ptr<const Grammar> grammar) const {
   if (!grammar) return nullptr;
-  return std::make_unique<GrammarMatcher>(std::move(grammar), token_trie_for(tokenizer), tokenizer.vocab().eog_ids());
+  return std::make_unique<GrammarMatcher>(std::move(grammar), get(), tokenizer_.vocab().eog_ids());
 }
 
 int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,

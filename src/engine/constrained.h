@@ -1,8 +1,10 @@
 // Constrained decoding where a request carries a grammar: the vocabulary's bytes in a trie
-// (built once per tokenizer), and one sampling step that masks, samples and advances.
+// (built on first use by its owner: an engine, a generator), and one sampling step that
+// masks, samples and advances.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "sample/grammar.h"
@@ -12,12 +14,21 @@
 
 namespace autoglm {
 
-// The trie of the tokenizer's token bytes (control tokens left out), shared by every request.
-std::shared_ptr<const TokenTrie> token_trie_for(const Tokenizer& tokenizer);
+// The trie of a tokenizer's token bytes (control tokens left out), built once when the
+// first grammar needs it and shared by the matchers its owner makes. No process-wide cache.
+class VocabularyTrie {
+ public:
+  explicit VocabularyTrie(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::shared_ptr<const TokenTrie> get() const;
+  // A matcher for `grammar` over the vocabulary and its end-of-generation ids; null when
+  // there is no grammar.
+  std::unique_ptr<GrammarMatcher> make_matcher(std::shared_ptr<const Grammar> grammar) const;
 
-// A matcher for `grammar` over the tokenizer's vocabulary and end-of-generation ids; null
-// when there is no grammar.
-std::unique_ptr<GrammarMatcher> make_matcher(const Tokenizer& tokenizer, std::shared_ptr<const Grammar> grammar);
+ private:
+  const Tokenizer& tokenizer_;
+  mutable std::once_flag built_;
+  mutable std::shared_ptr<const TokenTrie> trie_;
+};
 
 // Samples one token, restricted to what `matcher` (if any) admits, and advances it.
 // `budget`: tokens the sequence may still generate (this one included). -1 when the

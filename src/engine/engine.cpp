@@ -49,10 +49,10 @@ void StreamHandle::push(StreamEvent event) {
 
 // A request while the engine holds it.
 struct Sequence {
-  Sequence(const Tokenizer& tok, BlockPool& pool, GenerationRequest r)
+  Sequence(const Tokenizer& tok, const VocabularyTrie& trie, BlockPool& pool, GenerationRequest r)
       : request(std::move(r)),
         sampler(request.sampling),
-        matcher(make_matcher(tok, request.grammar)),
+        matcher(trie.make_matcher(request.grammar)),
         text(tok, request.stop, !request.ignore_eos),
         kv(pool) {}
 
@@ -102,6 +102,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
     : model_(model),
       tokenizer_(tokenizer),
+      trie_(tokenizer),
       config_(config),
       blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
       runner_(model, pool) {
@@ -132,7 +133,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));
-  auto seq = std::make_unique<Sequence>(tokenizer_, blocks_, std::move(request));
+  auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, std::move(request));
   seq->handle = std::make_shared<StreamHandle>();
   seq->tokens = seq->request.prompt;
   seq->n_prompt = int32_t(n);

@@ -13,6 +13,7 @@
 
 #include "autoglm/engine.h"
 #include "core/thread_pool.h"
+#include "engine/constrained.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -81,6 +82,7 @@ class Engine {
 
   const Model& model_;
   const Tokenizer& tokenizer_;
+  VocabularyTrie trie_;  // for requests with a grammar
   EngineConfig config_;
   BlockPool blocks_;
   ModelRunner runner_;

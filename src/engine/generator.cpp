@@ -17,7 +17,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, int64_t n_ctx, DType kv_type)
-    : model_(model), tokenizer_(tokenizer), runner_(model, pool), cache_(model.spec(), n_ctx, kv_type) {}
+    : model_(model),
+      tokenizer_(tokenizer),
+      trie_(tokenizer),
+      runner_(model, pool),
+      cache_(model.spec(), n_ctx, kv_type) {}
 
 Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits) {
   if (chunk <= 0) return invalid_argument("prefill chunk must be positive");
@@ -62,7 +66,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   result.prefill_seconds = seconds_since(t0);
 
   Sampler sampler(options.sampling);
-  auto matcher = make_matcher(tokenizer_, options.grammar);
+  auto matcher = trie_.make_matcher(options.grammar);
   TextStream stream(tokenizer_, options.stop, /*stop_at_eog=*/!options.ignore_eos);
   std::vector<int32_t> history = prompt;
   auto emit = [&](const std::string& text) {

@@ -11,6 +11,7 @@
 #include "autoglm/sampling_params.h"
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
+#include "engine/constrained.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "sample/grammar.h"
@@ -52,6 +53,7 @@ class Generator {
 
   const Model& model_;
   const Tokenizer& tokenizer_;
+  VocabularyTrie trie_;  // for requests with a grammar
   ModelRunner runner_;
   ContiguousKvCache cache_;
 };
