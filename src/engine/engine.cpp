@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "core/last_resort.h"
 #include "engine/constrained.h"
 #include "engine/prompt_check.h"
+#include "engine/scheduler.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
 #include "sample/logprobs.h"
@@ -245,7 +247,7 @@ void Engine::publish_full_blocks(Sequence& seq) {
 }
 
 // Reuses the longest cached prefix; the last token is always computed, for its logits.
-void Engine::admit(Sequence& seq) {
+int64_t Engine::reuse_prefix(Sequence& seq) {
   const int64_t bs = blocks_.block_size();
   const int64_t reusable = (int64_t(seq.tokens.size()) - 1) / bs;
   uint64_t chain = 0;
@@ -260,124 +262,115 @@ void Engine::admit(Sequence& seq) {
   seq.n_computed = seq.n_hashed = matched;
   seq.n_computed *= bs;
   seq.chain = chain;
+  return seq.n_computed;
 }
 
-void Engine::preempt(Sequence& victim) {
-  std::fprintf(stderr, "engine: preempting request %llu (priority %d, %lld tokens) to free KV blocks\n",
-               (unsigned long long)victim.id, victim.request.priority, (long long)victim.tokens.size());
-  publish_full_blocks(victim);  // its KV may be found again when it returns
-  victim.kv.release_all();
-  victim.n_computed = 0;
-  victim.n_hashed = 0;
-  victim.chain = 0;
-  victim.running = false;
-  ++victim.preemptions;
-  ++stats_.preemptions;
+// The sequence's KV goes back to the pool; full blocks stay findable by prefix.
+void Engine::release_kv(Sequence& seq) {
+  publish_full_blocks(seq);
+  seq.kv.release_all();
+  seq.n_computed = 0;
+  seq.n_hashed = 0;
+  seq.chain = 0;
 }
 
-// Grows seq's cache to n_positions, preempting lower-priority, later-admitted sequences.
-// False if seq itself had to give way (it is then preempted too).
-bool Engine::make_room(Sequence& seq, int64_t n_positions) {
-  while (!seq.kv.reserve(n_positions)) {
-    const bool others_hold_blocks = std::any_of(running_.begin(), running_.end(),
-                                                [&](const auto& r) { return r.get() != &seq && r->kv.n_held() > 0; });
-    if (!others_hold_blocks) {  // the whole pool cannot hold this sequence
-      finish(seq, FinishReason::kLength);
-      return false;
-    }
-    auto victim = running_.end();
-    for (auto it = running_.begin(); it != running_.end(); ++it) {
-      Sequence& s = **it;
-      if (s.kv.n_held() == 0) continue;
-      if (victim == running_.end() || s.request.priority < (*victim)->request.priority ||
-          (s.request.priority == (*victim)->request.priority && s.admit_order > (*victim)->admit_order))
-        victim = it;
-    }
-    if (victim == running_.end()) return false;
-    Sequence& v = **victim;
-    preempt(v);
-    auto moved = std::move(*victim);
-    running_.erase(victim);
-    const bool self = moved.get() == &seq;
-    insert_sorted(waiting_, std::move(moved));
-    if (self) return false;
+// The scheduler's view of the engine's sequences and pool.
+class Engine::Planner : public KvPlanner {
+ public:
+  explicit Planner(Engine& engine) : engine_(engine) {
+    for (auto* list : {&engine.running_, &engine.waiting_})
+      for (auto& s : *list) by_id_[s->id] = s.get();
   }
-  return true;
+  bool reserve(SeqId id, int64_t n) override { return seq(id).kv.reserve(n); }
+  int64_t blocks_held(SeqId id) const override { return by_id_.at(id)->kv.n_held(); }
+  void release(SeqId id) override { engine_.release_kv(seq(id)); }
+  int64_t reuse_prefix(SeqId id) override { return engine_.reuse_prefix(seq(id)); }
+  Sequence& seq(SeqId id) { return *by_id_.at(id); }
+
+ private:
+  Engine& engine_;
+  std::unordered_map<SeqId, Sequence*> by_id_;
+};
+
+namespace {
+
+SeqView view_of(const Sequence& s) {
+  SeqView v;
+  v.id = s.id;
+  v.priority = s.request.priority;
+  v.admit_order = s.admit_order;
+  v.n_tokens = int64_t(s.tokens.size());
+  v.n_prompt = s.n_prompt;
+  v.n_computed = s.n_computed;
+  return v;
+}
+
+// Moves the sequence `id` out of `list`.
+std::unique_ptr<Sequence> take(std::list<std::unique_ptr<Sequence>>& list, SeqId id) {
+  auto it = std::find_if(list.begin(), list.end(), [&](const auto& s) { return s->id == id; });
+  auto seq = std::move(*it);
+  list.erase(it);
+  return seq;
+}
+
+}  // namespace
+
+void Engine::apply(const ScheduleOutput& plan, Planner& planner) {
+  for (SeqId id : plan.preempted) {
+    auto victim = take(running_, id);
+    std::fprintf(stderr, "engine: preempting request %llu (priority %d, %lld tokens) to free KV blocks\n",
+                 (unsigned long long)victim->id, victim->request.priority, (long long)victim->tokens.size());
+    victim->running = false;
+    ++victim->preemptions;
+    ++stats_.preemptions;
+    insert_sorted(waiting_, std::move(victim));
+  }
+  for (SeqId id : plan.too_long) finish(planner.seq(id), FinishReason::kLength);
+  for (SeqId id : plan.admitted) {
+    auto s = take(waiting_, id);
+    s->admit_order = admissions_++;
+    if (s->preemptions == 0) {  // first admission: account the prompt and its cache hits
+      s->cached_tokens = int32_t(std::min<int64_t>(s->n_computed, s->n_prompt));
+      stats_.prefix_hit_tokens += s->cached_tokens;
+      stats_.prefix_queried_tokens += s->n_prompt;
+      stats_.prompt_tokens += s->n_prompt;
+    }
+    s->running = true;
+    running_.push_back(std::move(s));
+  }
 }
 
 bool Engine::step() {
   take_submissions();
   drop_cancelled_and_expired();
-
-  struct Work {
-    Sequence* seq;
-    int64_t n;
-  };
-  std::vector<Work> work;
-  int64_t budget = config_.max_batch_tokens;
-
-  // Running sequences: decodes first, then prefill chunks; both in priority order.
-  std::vector<Sequence*> order;
-  for (auto& s : running_) order.push_back(s.get());
-  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
-    if (a->decoding() != b->decoding()) return a->decoding();
-    return a->request.priority != b->request.priority ? a->request.priority > b->request.priority
-                                                      : a->admit_order < b->admit_order;
-  });
-  for (Sequence* s : order) {
-    if (budget <= 0) break;
-    if (!s->running) continue;  // preempted earlier in this loop
-    const int64_t n = std::min(s->pending(), budget);
-    if (s->decoding() ? !make_room(*s, s->n_computed + n) : !s->kv.reserve(s->n_computed + n)) continue;
-    work.push_back({s, n});
-    budget -= n;
-  }
-  // Work may name sequences preempted after they were scheduled: keep only running ones.
-  std::erase_if(work, [](const Work& w) { return !w.seq->running; });
-
-  // Admit waiting requests while blocks, slots and budget last.
-  while (budget > 0 && int64_t(running_.size()) < config_.max_running && !waiting_.empty()) {
-    Sequence& s = *waiting_.front();
-    admit(s);
-    const int64_t n = std::min(s.pending(), budget);
-    if (!s.kv.reserve(s.n_computed + n)) {
-      s.kv.release_all();
-      break;
-    }
-    s.admit_order = admissions_++;
-    if (s.preemptions == 0) {  // first admission: account the prompt and its cache hits
-      s.cached_tokens = int32_t(std::min<int64_t>(s.n_computed, s.n_prompt));
-      stats_.prefix_hit_tokens += s.cached_tokens;
-      stats_.prefix_queried_tokens += s.n_prompt;
-      stats_.prompt_tokens += s.n_prompt;
-    }
-    s.running = true;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-    work.push_back({&s, n});
-    budget -= n;
-  }
+  std::vector<SeqView> running, waiting;
+  for (const auto& s : running_) running.push_back(view_of(*s));
+  for (const auto& s : waiting_) waiting.push_back(view_of(*s));
+  Planner planner(*this);
+  const ScheduleOutput plan = schedule_step(running, waiting, {config_.max_batch_tokens, config_.max_running}, planner);
+  apply(plan, planner);
   update_gauges();
-  if (work.empty()) return false;
+  if (plan.work.empty()) return false;
 
   Batch batch;
   const auto now = Clock::now();
-  for (size_t i = 0; i < work.size(); ++i) {
-    Sequence& s = *work[i].seq;
+  for (size_t i = 0; i < plan.work.size(); ++i) {
+    Sequence& s = planner.seq(plan.work[i].id);
     if (!s.first_scheduled) s.first_scheduled = now;
     batch.caches.push_back(&s.kv);
-    const bool completes = s.n_computed + work[i].n == int64_t(s.tokens.size());
-    batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, work[i].n, int32_t(s.n_computed), completes);
+    const bool completes = s.n_computed + plan.work[i].n_tokens == int64_t(s.tokens.size());
+    batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, plan.work[i].n_tokens, int32_t(s.n_computed),
+                              completes);
   }
   const Status st = runner_.forward(batch, logits_);
   ++stats_.steps;
   size_t row = 0;
   const int64_t n_vocab = model_.spec().n_vocab;
-  for (const Work& w : work) {
+  for (const ScheduledChunk& w : plan.work) {
     if (!st) break;
-    Sequence& s = *w.seq;
-    const bool completes = s.n_computed + w.n == int64_t(s.tokens.size());
-    after_forward(s, w.n, completes ? logits_.data() + (row++) * size_t(n_vocab) : nullptr);
+    Sequence& s = planner.seq(w.id);
+    const bool completes = s.n_computed + w.n_tokens == int64_t(s.tokens.size());
+    after_forward(s, w.n_tokens, completes ? logits_.data() + (row++) * size_t(n_vocab) : nullptr);
   }
   if (!st)
     for (auto& s : running_) finish(*s, FinishReason::kError, st.message());

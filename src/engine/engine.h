@@ -14,6 +14,7 @@
 #include "autoglm/engine.h"
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
+#include "engine/scheduler.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -71,9 +72,10 @@ class Engine {
   bool step();
   void take_submissions();
   void drop_cancelled_and_expired();
-  void admit(Sequence& seq);
-  bool make_room(Sequence& seq, int64_t n_positions);
-  void preempt(Sequence& victim);
+  class Planner;
+  int64_t reuse_prefix(Sequence& seq);
+  void release_kv(Sequence& seq);
+  void apply(const ScheduleOutput& plan, Planner& planner);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void fail_running(const std::string& error);
   void after_forward(Sequence& seq, int64_t n_computed_now, const float* logits);

@@ -1,0 +1,107 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <list>
+
+namespace autoglm {
+namespace {
+
+// Waiting order: higher priority first, then earlier arrival.
+bool runs_before(const SeqView& a, const SeqView& b) {
+  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+}
+
+struct Planning {
+  std::vector<SeqView> running;  // still running (preempted ones leave)
+  std::list<SeqView> waiting;
+  std::vector<SeqId> finished;  // too long: stay counted in the running set this step
+  KvPlanner& kv;
+  ScheduleOutput out;
+
+  bool is_running(SeqId id) const {
+    return std::any_of(running.begin(), running.end(), [&](const SeqView& s) { return s.id == id; });
+  }
+
+  void preempt(std::vector<SeqView>::iterator victim) {
+    kv.release(victim->id);
+    SeqView v = *victim;
+    v.n_computed = 0;
+    running.erase(victim);
+    out.preempted.push_back(v.id);
+    auto at = std::find_if(waiting.begin(), waiting.end(), [&](const SeqView& w) { return runs_before(v, w); });
+    waiting.insert(at, v);
+  }
+
+  // Grows `seq`'s cache to n_positions, preempting lower-priority, later-admitted sequences.
+  // False if seq itself had to give way, or can never fit.
+  bool make_room(const SeqView& seq, int64_t n_positions) {
+    while (!kv.reserve(seq.id, n_positions)) {
+      const bool others_hold_blocks = std::any_of(
+          running.begin(), running.end(), [&](const SeqView& r) { return r.id != seq.id && kv.blocks_held(r.id) > 0; });
+      if (!others_hold_blocks) {  // the whole pool cannot hold this sequence
+        kv.release(seq.id);
+        out.too_long.push_back(seq.id);
+        finished.push_back(seq.id);
+        return false;
+      }
+      auto victim = running.end();
+      for (auto it = running.begin(); it != running.end(); ++it) {
+        if (kv.blocks_held(it->id) == 0) continue;
+        if (victim == running.end() || it->priority < victim->priority ||
+            (it->priority == victim->priority && it->admit_order > victim->admit_order))
+          victim = it;
+      }
+      if (victim == running.end()) return false;
+      const bool self = victim->id == seq.id;
+      preempt(victim);
+      if (self) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
+                             const SchedulerLimits& limits, KvPlanner& kv) {
+  Planning p{running, std::list<SeqView>(waiting.begin(), waiting.end()), {}, kv, {}};
+  int64_t budget = limits.max_batch_tokens;
+
+  // Running sequences: decodes first, then prefill chunks; both in priority order.
+  std::vector<SeqView> order = running;
+  std::stable_sort(order.begin(), order.end(), [](const SeqView& a, const SeqView& b) {
+    if (a.decoding() != b.decoding()) return a.decoding();
+    return a.priority != b.priority ? a.priority > b.priority : a.admit_order < b.admit_order;
+  });
+  for (const SeqView& s : order) {
+    if (budget <= 0) break;
+    if (!p.is_running(s.id)) continue;  // preempted earlier in this loop
+    const int64_t n = std::min(s.pending(), budget);
+    const bool room = s.decoding() ? p.make_room(s, s.n_computed + n) : kv.reserve(s.id, s.n_computed + n);
+    if (!room) continue;
+    p.out.work.push_back({s.id, n});
+    budget -= n;
+  }
+  // Work may name sequences preempted after they were scheduled: keep only running ones.
+  std::erase_if(p.out.work, [&](const ScheduledChunk& w) { return !p.is_running(w.id); });
+
+  // Admit waiting requests while blocks, slots and budget last.
+  int64_t n_running = int64_t(p.running.size());
+  while (budget > 0 && n_running < limits.max_running && !p.waiting.empty()) {
+    SeqView s = p.waiting.front();
+    s.n_computed = kv.reuse_prefix(s.id);
+    const int64_t n = std::min(s.pending(), budget);
+    if (!kv.reserve(s.id, s.n_computed + n)) {
+      kv.release(s.id);
+      break;
+    }
+    p.waiting.pop_front();
+    p.out.admitted.push_back(s.id);
+    p.out.work.push_back({s.id, n});
+    ++n_running;
+    budget -= n;
+  }
+  return std::move(p.out);
+}
+
+}  // namespace autoglm

@@ -1,0 +1,68 @@
+// The engine's scheduling policy as a plain function over plain data: given the running and
+// waiting sequences and the KV cache (behind a small interface), it decides one step: which
+// sequences decode, which prefill chunks run within the token budget, which waiting requests
+// are admitted, which running ones are preempted to free blocks, and which can never fit.
+// The engine applies the decision and runs the batch; tests run the policy against a fake
+// block pool with no model loaded.
+//
+// Policy: running sequences that decode go first, then prefill chunks, each group by
+// priority (higher first) and admission order. A decode that needs a block takes it from the
+// lowest-priority, latest-admitted running sequence (preempting it, possibly itself); a
+// prefill chunk that cannot get blocks waits. Then waiting requests are admitted in order
+// (priority, then arrival) while the budget, the running slots and the blocks last.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace autoglm {
+
+using SeqId = uint64_t;  // arrival order: a lower id arrived earlier
+
+struct SeqView {
+  SeqId id = 0;
+  int32_t priority = 0;
+  uint64_t admit_order = 0;  // running: when it was admitted (later: preempted first)
+  int64_t n_tokens = 0;      // prompt plus generated tokens
+  int64_t n_prompt = 0;
+  int64_t n_computed = 0;  // positions whose KV is in the cache
+  int64_t pending() const { return n_tokens - n_computed; }
+  bool decoding() const { return n_computed >= n_prompt; }
+};
+
+// What the scheduler asks of the KV cache; the engine's implementation works on the paged
+// pool, the tests' on a counter of blocks.
+class KvPlanner {
+ public:
+  virtual ~KvPlanner() = default;
+  // Grows the sequence's cache to hold n_positions; false (nothing taken) when blocks are short.
+  virtual bool reserve(SeqId id, int64_t n_positions) = 0;
+  virtual int64_t blocks_held(SeqId id) const = 0;
+  // Gives every block of the sequence back (full ones stay findable by prefix); its KV is gone.
+  virtual void release(SeqId id) = 0;
+  // Admission: takes the cached blocks of the longest known prefix; returns the positions they hold.
+  virtual int64_t reuse_prefix(SeqId id) = 0;
+};
+
+struct SchedulerLimits {
+  int64_t max_batch_tokens = 512;
+  int64_t max_running = 16;
+};
+
+struct ScheduledChunk {
+  SeqId id = 0;
+  int64_t n_tokens = 0;  // tokens to compute from the sequence's n_computed
+};
+
+struct ScheduleOutput {
+  std::vector<ScheduledChunk> work;  // the batch, in order
+  std::vector<SeqId> preempted;      // running -> waiting, in the order they gave way
+  std::vector<SeqId> too_long;       // the whole pool cannot hold them: finish as "length"
+  std::vector<SeqId> admitted;       // waiting -> running, in order
+};
+
+// `running` in the engine's order, `waiting` sorted (priority, then id).
+ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
+                             const SchedulerLimits& limits, KvPlanner& kv);
+
+}  // namespace autoglm
