@@ -15,12 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "autoglm/sampling_params.h"
 #include "autoglm/status.h"
 
 namespace autoglm {
-
-class Grammar;
 
 // Why a generation ended. The wire names ("stop", "length", "tool_calls", "cancelled",
 // "timeout", "error") come from finish_reason_name alone.
@@ -35,18 +32,6 @@ enum class FinishReason {
 };
 inline constexpr int kFinishReasonCount = int(FinishReason::kError) + 1;
 const char* finish_reason_name(FinishReason reason);
-
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  int32_t max_tokens = 256;
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  int32_t priority = 0;                                           // higher runs first; FCFS within a priority
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // waiting past it: finish_reason "timeout"
-  int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
-  bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
-  std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
-};
 
 struct TokenLogprob {
   int32_t token = 0;

@@ -147,29 +147,27 @@ void print_mask_times(std::vector<double> ms, double step_ms) {
 }
 
 int bench(const BenchArgs& a) {
-  auto options = load_options(a.quantize);
-  if (!options) return fail(options.status());
-  auto loaded = Model::load(a.model, *options);
-  if (!loaded) return fail(loaded.status());
-  const Model& m = **loaded;
+  RuntimeOptions options;
+  options.quantize = a.quantize;
+  options.threads = 1;  // each row of the table runs on its own pool
+  options.start_engine = false;
+  auto rt = open_runtime(a.model, options);
+  if (!rt) return fail(rt.status());
+  const Model& m = *(*rt)->parts().model;
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
-  std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
   if (!a.schema_file.empty()) {
     auto grammar = load_output_grammar("", a.schema_file);
     if (!grammar) return fail(grammar.status());
-    auto tok = m.load_tokenizer();
-    if (!tok) return fail(tok.status());
-    tokenizer = std::move(tok).value();
-    trie = std::make_unique<VocabularyTrie>(*tokenizer);
+    trie = std::make_unique<VocabularyTrie>(*(*rt)->parts().tokenizer);
     constraint.trie = trie.get();
     constraint.grammar = *grammar;
   }
   for (int threads : a.threads) {
-    ThreadPool pool(threads);
+    ThreadPool pool(threads, pin_threads_from_environment());
     const double bw = cpu::measure_read_bandwidth(pool);
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
@@ -188,7 +186,7 @@ int bench(const BenchArgs& a) {
       if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
       runner.profile().set_enabled(a.profile);
       std::vector<double> tps;
-      Constraint* c = tokenizer && !t.timed_prefill ? &constraint : nullptr;
+      Constraint* c = trie && !t.timed_prefill ? &constraint : nullptr;
       constraint.mask_ms.clear();
       for (int r = 0; r < a.reps; ++r) {
         auto s = run_once(m, runner, t, a.ubatch, *kv_type, c);

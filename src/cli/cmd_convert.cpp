@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/common.h"
-#include "core/progress.h"
+#include "cli/progress.h"
 #include "model/convert.h"
 
 namespace autoglm::cli {

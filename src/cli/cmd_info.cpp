@@ -9,11 +9,14 @@ namespace autoglm::cli {
 namespace {
 
 int info(const std::string& path) {
-  auto loaded = load_model_and_tokenizer(path);
-  if (!loaded) return fail(loaded.status());
-  const Model& m = *loaded->model;
+  RuntimeOptions options;
+  options.start_engine = false;
+  options.threads = 1;
+  auto rt = open_runtime(path, options);
+  if (!rt) return fail(rt.status());
+  const Model& m = *(*rt)->parts().model;
   const ModelSpec& s = m.spec();
-  const Vocab& v = loaded->tokenizer->vocab();
+  const Vocab& v = (*rt)->parts().tokenizer->vocab();
   const char* rope = s.rope_style == ref::RopeStyle::kNeox ? "neox" : "normal";
   if (is_hf_folder(path))
     std::printf("file:            %s (Hugging Face folder)\n", path.c_str());

@@ -32,23 +32,23 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab)
 }
 
 int logits(const LogitsArgs& a) {
-  auto loaded = load_model_and_tokenizer(a.model, a.quantize);
-  if (!loaded) return fail(loaded.status());
-  const int64_t n_vocab = loaded->model->spec().n_vocab;
+  RuntimeOptions options;
+  options.quantize = a.quantize;
+  options.threads = a.threads;
+  options.kv_type = a.kv_type;
+  options.start_engine = false;
+  auto rt = open_runtime(a.model, options);
+  if (!rt) return fail(rt.status());
+  const int64_t n_vocab = (*rt)->parts().model->spec().n_vocab;
   std::vector<int32_t> ids;
   if (!a.tokens.empty()) {
     auto parsed = parse_ids(a.tokens, n_vocab);
     if (!parsed) return fail(parsed.status());
     ids = *parsed;
   } else {
-    ids = loaded->tokenizer->encode(a.prompt, true);
+    ids = (*rt)->encode(a.prompt, true);
   }
-  auto kv_type = resolve_kv_type(a.kv_type, loaded->model->spec());
-  if (!kv_type) return fail(kv_type.status());
-  ThreadPool pool(a.threads);
-  Generator gen(*loaded->model, *loaded->tokenizer, pool, int64_t(ids.size()) + 1, *kv_type);
-  const bool all = a.positions == "all";
-  auto out = gen.evaluate(ids, all);
+  auto out = (*rt)->logits(ids, a.positions == "all");
   if (!out) return fail(out.status());
   const std::vector<float>& rows = *out;
 
@@ -68,7 +68,7 @@ int logits(const LogitsArgs& a) {
   std::printf("top-5 of the last row:\n");
   for (int i = 0; i < k; ++i)
     std::printf("  %6d %10.5f '%s'\n", order[size_t(i)], last[order[size_t(i)]],
-                loaded->tokenizer->token_to_piece(order[size_t(i)], true).c_str());
+                (*rt)->token_piece(order[size_t(i)]).c_str());
   return 0;
 }
 

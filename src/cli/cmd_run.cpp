@@ -22,10 +22,14 @@ struct RunArgs {
 };
 
 int run(const RunArgs& a) {
-  auto loaded = load_model_and_tokenizer(a.model, a.quantize);
-  if (!loaded) return fail(loaded.status());
-  const Model& model = *loaded->model;
-  const Tokenizer& tok = *loaded->tokenizer;
+  RuntimeOptions options;
+  options.quantize = a.quantize;
+  options.threads = a.threads;
+  options.start_engine = false;
+  auto rt = open_runtime(a.model, options);
+  if (!rt) return fail(rt.status());
+  const Model& model = *(*rt)->parts().model;
+  const Tokenizer& tok = *(*rt)->parts().tokenizer;
   const int64_t n_ctx = a.ctx > 0 ? a.ctx : std::min<int64_t>(model.spec().n_ctx_train, 4096);
   GenerationRequest gen = a.gen;
   gen.max_tokens = a.n_predict;
@@ -37,8 +41,7 @@ int run(const RunArgs& a) {
   const auto prompt = tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
   auto kv_type = resolve_kv_type(a.kv_type, model.spec());
   if (!kv_type) return fail(kv_type.status());
-  ThreadPool pool(a.threads);
-  Generator generator(model, tok, pool, n_ctx, *kv_type);
+  Generator generator(model, tok, *(*rt)->parts().pool, n_ctx, *kv_type);
   generator.profile().set_enabled(a.profile);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);

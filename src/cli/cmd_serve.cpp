@@ -64,7 +64,7 @@ int serve(const ServeArgs& a) {
   HttpServer server(api, 2);
   if (Status st = server.start(cfg.host, cfg.port); !st) return fail(st);
   std::fprintf(stderr, "listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), server.port(), cfg.model.c_str());
-  if (Status st = api.load(); !st) {
+  if (Status st = api.load(environment_options()); !st) {
     server.stop();
     return fail(st);
   }

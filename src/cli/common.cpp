@@ -1,36 +1,67 @@
 #include "cli/common.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 
+#include "cli/progress.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "formats/json_file.h"
+#include "kernels/cpu/matmul.h"
 #include "sample/json_schema.h"
 
 namespace autoglm::cli {
 
-Result<ModelLoadOptions> load_options(const std::string& quantize) {
-  ModelLoadOptions o;
-  if (quantize.empty()) return o;
-  const auto type = dtype_from_name(quantize);
-  if (!type) return invalid_argument("--quantize '" + quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
-  o.quantize = *type;
-  return o;
+namespace {
+
+bool environment_says(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
+}
+
+}  // namespace
+
+bool pin_threads_from_environment() {
+  return environment_says("AUTOGLM_AFFINITY", "1");
+}
+
+bool apply_process_environment() {
+  set_log_sink([](LogLevel, const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  const char* isa = std::getenv("AUTOGLM_CPU_ISA");
+  if (isa && !cpu::select_kernel_isa(isa)) {
+    std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
+    return false;
+  }
+  return true;
 }
 
 void add_quantize_option(CLI::App& cmd, std::string& quantize) {
   cmd.add_option("--quantize", quantize, "Re-encode the weights at load: q8_0, q4_0, q4_k, q6_k, ... (default: keep)");
 }
 
-Result<LoadedModel> load_model_and_tokenizer(const std::string& path, const std::string& quantize) {
-  LoadedModel m;
-  AUTOGLM_ASSIGN_OR_RETURN(const ModelLoadOptions options, load_options(quantize));
-  AUTOGLM_ASSIGN_OR_RETURN(m.model, Model::load(path, options));
-  AUTOGLM_ASSIGN_OR_RETURN(m.tokenizer, m.model->load_tokenizer());
-  if (m.tokenizer->n_vocab() > m.model->spec().n_vocab)
-    return corrupt(path + ": the tokenizer has " + std::to_string(m.tokenizer->n_vocab()) +
-                   " tokens but the model only " + std::to_string(m.model->spec().n_vocab) + " logits");
-  return m;
+RuntimeOptions environment_options() {
+  RuntimeOptions options;
+  options.repack_weights = !environment_says("AUTOGLM_REPACK", "0");
+  options.pin_threads = pin_threads_from_environment();
+  auto bars = std::make_shared<std::map<std::string, std::unique_ptr<ProgressBar>>>();
+  options.progress = [bars](const std::string& step, int64_t done, int64_t total) {
+    auto& bar = (*bars)[step];
+    if (!bar) bar = std::make_unique<ProgressBar>(step, total);
+    bar->advance();
+    if (done == total) bar.reset();  // finishes the line
+  };
+  return options;
+}
+
+Result<std::unique_ptr<Runtime>> open_runtime(const std::string& path, RuntimeOptions options) {
+  if (!options.quantize.empty() && !dtype_from_name(options.quantize))
+    return invalid_argument("--quantize '" + options.quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
+  const RuntimeOptions env = environment_options();
+  options.repack_weights = env.repack_weights;
+  options.pin_threads = options.pin_threads || env.pin_threads;
+  options.progress = env.progress;
+  return Runtime::open(path, options);
 }
 
 Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,

@@ -5,26 +5,31 @@
 #include <memory>
 #include <string>
 
+#include "autoglm/runtime.h"
 #include "autoglm/status.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "runtime/runtime_parts.h"
 #include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm::cli {
 
-struct LoadedModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-// Loads model and tokenizer (a GGUF file or a Hugging Face folder). `quantize`: a weight type
-// name to re-encode the matrices to at load ("" keeps them).
-Result<LoadedModel> load_model_and_tokenizer(const std::string& path, const std::string& quantize = "");
+// Opens a model (a GGUF file or a Hugging Face folder) as every command does: the
+// environment's switches (AUTOGLM_REPACK=0, AUTOGLM_AFFINITY=1) applied and a progress bar
+// for long load steps. Commands that drive the single-sequence generator pass
+// start_engine = false.
+Result<std::unique_ptr<Runtime>> open_runtime(const std::string& path, RuntimeOptions options);
 // Adds --quantize (q8_0, q4_0, q4_k, ...: re-encode the weights at load).
 void add_quantize_option(CLI::App& cmd, std::string& quantize);
-// The load options for a --quantize value.
-Result<ModelLoadOptions> load_options(const std::string& quantize);
+// The environment's pinning switch (AUTOGLM_AFFINITY=1), for thread pools the CLI makes itself.
+bool pin_threads_from_environment();
+// Runtime options from the environment (AUTOGLM_REPACK=0, AUTOGLM_AFFINITY=1) with a progress
+// bar for long load steps; the rest default.
+RuntimeOptions environment_options();
+// Reads AUTOGLM_CPU_ISA and installs the stderr log sink; false (after printing why) when
+// the ISA is unknown or not runnable here.
+bool apply_process_environment();
 
 // Prints "error: ..." to stderr and returns exit code 1.
 int fail(const Status& status);

@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 int main(int argc, char** argv) {
+  if (!autoglm::cli::apply_process_environment()) return 1;
   CLI::App app{"Open-AutoGLM: LLM inference engine (GGUF models on the CPU)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "autoglm 0.1.0");

@@ -1,7 +1,8 @@
 #include "core/last_resort.h"
 
-#include <cstdio>
 #include <new>
+
+#include "core/log.h"
 
 namespace autoglm {
 
@@ -18,8 +19,8 @@ std::string describe_exception(const std::exception_ptr& e) {
 }
 
 void log_escaped_exception(const char* where, const std::string& what) {
-  std::fprintf(stderr, "%s: caught an escaped exception: %s (the affected request failed; serving goes on)\n", where,
-               what.c_str());
+  log_line(LogLevel::kError, std::string(where) + ": caught an escaped exception: " + what +
+                                 " (the affected request failed; serving goes on)");
 }
 
 }  // namespace autoglm

@@ -12,7 +12,7 @@ std::string describe_exception(const std::exception_ptr& e);
 
 void log_escaped_exception(const char* where, const std::string& what);
 
-// Runs `work`; if it throws, logs "<where>: <what>" to stderr, calls `on_error(what)` and
+// Runs `work`; if it throws, logs "<where>: <what>", calls `on_error(what)` and
 // returns false. An exception from `on_error` itself is logged and dropped.
 template <class Work, class OnError>
 bool run_guarded(const char* where, Work&& work, OnError&& on_error) {

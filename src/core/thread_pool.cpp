@@ -29,14 +29,12 @@ bool spin_until(Pred pred) {
   return pred();
 }
 
-// With AUTOGLM_AFFINITY=1, worker i runs on the i-th CPU this process may use (when there are
+// Pinned, worker i runs on the i-th CPU this process may use (when there are
 // at least as many CPUs as threads), keeping its caches and its share of every matrix. Off by
 // default: on a 2-vCPU VM pinning measured slower (prefill 95 vs 115 tok/s; pinning the
 // calling thread as well cut decode from 28 to 7), as the hypervisor moves vCPUs anyway.
 void pin_to_allowed_cpu(int index, int n_threads) {
 #if defined(__linux__)
-  const char* on = std::getenv("AUTOGLM_AFFINITY");
-  if (!on || std::string(on) != "1") return;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < n_threads) return;
   int seen = 0;
@@ -57,10 +55,10 @@ void pin_to_allowed_cpu(int index, int n_threads) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, bool pin_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i)
-    workers_.emplace_back([this, i] {
-      pin_to_allowed_cpu(i, n_threads_);
+    workers_.emplace_back([this, i, pin_threads] {
+      if (pin_threads) pin_to_allowed_cpu(i, n_threads_);
       worker_loop(i);
     });
 }

@@ -15,7 +15,9 @@ namespace autoglm {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  // pin_threads: worker i runs on the i-th CPU this process may use (when there are at least
+  // as many CPUs as threads).
+  explicit ThreadPool(int n_threads, bool pin_threads = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

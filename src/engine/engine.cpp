@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/last_resort.h"
+#include "core/log.h"
 #include "engine/constrained.h"
 #include "engine/prompt_check.h"
 #include "engine/scheduler.h"
@@ -318,8 +319,9 @@ std::unique_ptr<Sequence> take(std::list<std::unique_ptr<Sequence>>& list, SeqId
 void Engine::apply(const ScheduleOutput& plan, Planner& planner) {
   for (SeqId id : plan.preempted) {
     auto victim = take(running_, id);
-    std::fprintf(stderr, "engine: preempting request %llu (priority %d, %lld tokens) to free KV blocks\n",
-                 (unsigned long long)victim->id, victim->request.priority, (long long)victim->tokens.size());
+    log_line(LogLevel::kInfo, "engine: preempting request " + std::to_string(victim->id) + " (priority " +
+                                  std::to_string(victim->request.priority) + ", " +
+                                  std::to_string(victim->tokens.size()) + " tokens) to free KV blocks");
     victim->running = false;
     ++victim->preemptions;
     ++stats_.preemptions;

@@ -14,6 +14,7 @@
 #include "autoglm/engine.h"
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
+#include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
 #include "model/model.h"

@@ -12,6 +12,7 @@
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
+#include "engine/request.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "sample/grammar.h"

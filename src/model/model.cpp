@@ -1,10 +1,8 @@
 #include "model/model.h"
 
-#include <cstdlib>
 #include <map>
 #include <string>
 
-#include "core/progress.h"
 #include "model/arch.h"
 #include "model/quantize_model.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -16,16 +14,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelL
   AUTOGLM_ASSIGN_OR_RETURN(auto file, folder ? open_hf_checkpoint(path) : GgufFile::open(path));
   if (options.quantize) {
     ThreadPool pool(physical_core_count());
-    ProgressBar bar("quantizing to " + std::string(dtype_name(*options.quantize)), int64_t(file->tensors().size()));
+    const std::string step = "quantizing to " + std::string(dtype_name(*options.quantize));
     QuantizeOptions q;
     q.type = *options.quantize;
     q.keep_type = DType::Q8_0;
     if (q.type == DType::F16 || q.type == DType::BF16 || q.type == DType::F32) q.keep_type = std::nullopt;
-    auto quantized = quantize_file(*file, q, pool, [&](int64_t, int64_t) { bar.advance(); });
+    auto quantized = quantize_file(*file, q, pool, [&](int64_t done, int64_t total) {
+      if (options.progress) options.progress(step, done, total);
+    });
     if (!quantized) return Status(quantized.status().code(), path + ": " + quantized.status().message());
     file = std::move(quantized).value();
   }
-  AUTOGLM_ASSIGN_OR_RETURN(auto model, from_gguf(std::move(file), options.arch_override));
+  AUTOGLM_ASSIGN_OR_RETURN(auto model, from_gguf(std::move(file), options));
   model->source_path_ = path;
   if (folder) {
     AUTOGLM_ASSIGN_OR_RETURN(model->generation_defaults_, read_generation_config(path));
@@ -40,17 +40,16 @@ Result<std::unique_ptr<Tokenizer>> Model::load_tokenizer() const {
   return tok;
 }
 
-Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, const std::string& arch_override) {
+Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, const ModelLoadOptions& options) {
   auto model = std::make_unique<Model>();
   model->file_ = std::move(file);
-  AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, arch_override));
+  AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, options.arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
-  AUTOGLM_RETURN_IF_ERROR(model->repack_weights());
+  if (options.repack) AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress));
   return model;
 }
 
-Status Model::repack_weights() {
-  if (const char* env = std::getenv("AUTOGLM_REPACK"); env && std::string(env) == "0") return Status::ok();
+Status Model::repack_weights(const LoadProgress& progress) {
   std::vector<cpu::WeightMatrix*> matrices;
   for (auto& l : weights_.layers)
     for (cpu::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
@@ -58,11 +57,10 @@ Status Model::repack_weights() {
   if (cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
   if (matrices.empty()) return Status::ok();
   ThreadPool pool(physical_core_count());
-  ProgressBar bar("repacking weights", int64_t(matrices.size()));
   for (cpu::WeightMatrix* m : matrices) {
     packed_.push_back(cpu::pack_matrix(pool, *m));
     if (!packed_.back()) return resource_exhausted("out of memory repacking the weights of " + file_->path());
-    bar.advance();
+    if (progress) progress("repacking weights", int64_t(packed_.size()), int64_t(matrices.size()));
   }
   return Status::ok();
 }

@@ -2,6 +2,7 @@
 // description and bound weights.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,9 +19,14 @@ namespace autoglm {
 
 class Tokenizer;
 
+// Progress of a long load step ("quantizing to q8_0", "repacking weights"): done of total.
+using LoadProgress = std::function<void(const std::string& step, int64_t done, int64_t total)>;
+
 struct ModelLoadOptions {
   std::string arch_override;      // run the file as another supported architecture (see spec_from_gguf)
   std::optional<DType> quantize;  // re-encode the matrices at load (a BF16 folder at Q8_0 speed)
+  bool repack = true;             // false: keep the file's layout (the per-row kernels run)
+  LoadProgress progress;          // null: silent
 };
 
 class Model {
@@ -28,11 +34,12 @@ class Model {
   // `path`: a GGUF file or a Hugging Face folder (config.json + safetensors).
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelLoadOptions& options = {});
   static Result<std::unique_ptr<Model>> load(const std::string& path, const std::string& arch_override) {
-    return load(path, ModelLoadOptions{arch_override, std::nullopt});
+    ModelLoadOptions options;
+    options.arch_override = arch_override;
+    return load(path, options);
   }
   // Takes an already parsed file (tests parse corrupted images from memory).
-  static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file,
-                                                  const std::string& arch_override = "");
+  static Result<std::unique_ptr<Model>> from_gguf(std::unique_ptr<GgufFile> file, const ModelLoadOptions& options = {});
 
   // The tokenizer that belongs to the model: tokenizer.json for a folder (with
   // generation_config.json's end-of-generation ids), the GGUF metadata otherwise.
@@ -51,7 +58,7 @@ class Model {
 
  private:
   // Interleaves the matrices the integer kernels read packed (AUTOGLM_REPACK=0 skips it).
-  Status repack_weights();
+  Status repack_weights(const LoadProgress& progress);
 
   std::unique_ptr<GgufFile> file_;
   std::string source_path_;

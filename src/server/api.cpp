@@ -58,15 +58,23 @@ ApiService::~ApiService() {
 
 namespace {
 
-// A template that cannot render one user message (or is hostile) is refused at start-up, not
-// discovered by the first request.
-Status dry_render(const PromptBuilder& prompts, const std::string& origin) {
-  PromptRequest hello;
-  hello.messages = json::array({{{"role", "user"}, {"content", "Hello"}}});
-  auto rendered = prompts.build(hello);
-  if (!rendered)
-    return invalid_argument(origin + ": fails a dry render of one user message: " + rendered.status().message());
-  return Status::ok();
+RuntimeOptions runtime_options(const ServerConfig& c) {
+  RuntimeOptions o;
+  o.threads = c.threads;
+  o.quantize = c.quantize;
+  o.architecture = c.architecture;
+  o.context_window = c.context_window;
+  o.kv_type = c.kv_dtype;
+  o.kv_memory_mib = c.kv_cache_mib;
+  o.kv_memory_fraction = c.kv_cache_fraction;
+  o.kv_block_size = c.kv_block_size;
+  o.prefix_cache = c.prefix_cache;
+  o.chat_template = c.chat_template;
+  o.max_running = c.max_running;
+  o.max_batch_tokens = c.max_batch_tokens;
+  o.max_queued = c.max_queued;
+  o.profile = c.profile;
+  return o;
 }
 
 }  // namespace
@@ -75,77 +83,22 @@ void ApiService::begin_stop() {
   stopping_ = true;
 }
 
-Status ApiService::load() {
+Status ApiService::load(const RuntimeOptions& base) {
   AUTOGLM_RETURN_IF_ERROR(check_access_rules(config_));
+  RuntimeOptions options = runtime_options(config_);
+  options.repack_weights = base.repack_weights;
+  options.pin_threads = base.pin_threads;
+  options.progress = base.progress;
   auto s = std::make_unique<LoadedService>();
-  ModelLoadOptions options;
-  options.arch_override = config_.architecture;
-  if (!config_.quantize.empty()) {
-    const auto type = dtype_from_name(config_.quantize);
-    if (!type)
-      return invalid_argument("quantize: '" + config_.quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
-    options.quantize = *type;
-  }
-  AUTOGLM_ASSIGN_OR_RETURN(s->model, Model::load(config_.model, options));
-  AUTOGLM_ASSIGN_OR_RETURN(s->tokenizer, s->model->load_tokenizer());
-  const std::string& own = s->tokenizer->vocab().chat_template;
-  if (!config_.chat_template.empty()) {
-    auto builtin = ChatTemplate::builtin(config_.chat_template);
-    if (builtin) {
-      s->chat_template = std::move(builtin).value();
-    } else {
-      auto text = read_file(config_.chat_template);
-      if (!text)
-        return invalid_argument("chat_template: '" + config_.chat_template +
-                                "' is neither a built-in name nor a readable file");
-      AUTOGLM_ASSIGN_OR_RETURN(s->chat_template, ChatTemplate::parse(*text));
-    }
-  } else if (!own.empty()) {
-    auto parsed = ChatTemplate::parse(own);
-    if (!parsed)
-      return Status(parsed.status().code(), config_.model + ": tokenizer.chat_template: " + parsed.status().message());
-    s->chat_template = std::move(parsed).value();
-  } else {
-    s->chat_template = std::move(ChatTemplate::builtin("chatml")).value();
-  }
-  s->chat_template->set_cancel_flag(&stopping_);
-  s->prompts = std::make_unique<PromptBuilder>(*s->chat_template, *s->tokenizer);
-  AUTOGLM_RETURN_IF_ERROR(dry_render(*s->prompts, !config_.chat_template.empty()
-                                                      ? "chat_template '" + config_.chat_template + "'"
-                                                  : !own.empty() ? config_.model + ": tokenizer.chat_template"
-                                                                 : "the built-in chatml template"));
-  const ModelSpec& spec = s->model->spec();
-  EngineConfig ec;
-  ec.n_ctx = std::min<int64_t>(config_.context_window, spec.n_ctx_train > 0
-                                                           ? std::max<int64_t>(spec.n_ctx_train, config_.context_window)
-                                                           : config_.context_window);
-  ec.block_size = config_.kv_block_size;
-  auto kv_type = kv_type_from_name(config_.kv_dtype);
-  if (!kv_type) return Status(kv_type.status().code(), "kv_cache.dtype: " + kv_type.status().message());
-  auto format = kv_format(spec, *kv_type);
-  if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
-  ec.kv_type = *kv_type;
-  const double bytes_per_block =
-      double(spec.n_layer * config_.kv_block_size * (format->k_row_bytes + format->v_row_bytes));
-  double budget = config_.kv_cache_mib * 1048576.0;
-  if (config_.kv_cache_fraction > 0) {
-    std::ifstream meminfo("/proc/meminfo");
-    std::string key;
-    long long kb = 0;
-    std::string unit;
-    while (meminfo >> key >> kb >> unit)
-      if (key == "MemAvailable:") budget = config_.kv_cache_fraction * double(kb) * 1024.0;
-  }
-  ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
-  ec.max_batch_tokens = config_.max_batch_tokens;
-  ec.max_running = config_.max_running;
-  ec.max_queued = config_.max_queued;
-  ec.prefix_cache = config_.prefix_cache;
-  ec.profile = config_.profile;
-  s->pool = std::make_unique<ThreadPool>(config_.threads > 0 ? config_.threads : physical_core_count());
-  s->engine = std::make_unique<Engine>(*s->model, *s->tokenizer, *s->pool, ec);
+  AUTOGLM_ASSIGN_OR_RETURN(s->runtime, Runtime::open(config_.model, options));
+  Runtime::Parts& parts = s->runtime->parts();
+  parts.chat_template->set_cancel_flag(&stopping_);
+  s->model = parts.model.get();
+  s->tokenizer = parts.tokenizer.get();
+  s->engine = parts.engine.get();
+  s->prompts = parts.prompts.get();
   AUTOGLM_ASSIGN_OR_RETURN(s->tools, ToolRegistry::build(config_.tools, config_.http_allowlist));
-  s->tasks = std::make_shared<TaskPipeline>(*s->engine, *s->tokenizer, *s->chat_template, s->tools, config_.task);
+  s->tasks = std::make_shared<TaskPipeline>(*s->engine, *s->tokenizer, *parts.chat_template, s->tools, config_.task);
   std::string path = config_.model;
   while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
   const size_t slash = path.find_last_of('/');

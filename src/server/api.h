@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/runtime.h"
 #include "chat/chat_template.h"
 #include "chat/prompt_builder.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runtime/runtime_parts.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/response_writer.h"
@@ -40,14 +42,13 @@ struct Reply {
   std::function<ReplyChunk(const StreamEvent&)> consume;
 };
 
-// What the server serves once the model is loaded.
+// What the server serves once the model is loaded: the runtime's parts, the tools and tasks.
 struct LoadedService {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Engine> engine;
-  std::optional<ChatTemplate> chat_template;
-  std::unique_ptr<PromptBuilder> prompts;  // over chat_template and tokenizer
+  std::unique_ptr<Runtime> runtime;
+  const Model* model = nullptr;  // the runtime's, for short
+  const Tokenizer* tokenizer = nullptr;
+  Engine* engine = nullptr;
+  const PromptBuilder* prompts = nullptr;
   std::string model_name;
   std::shared_ptr<ToolRegistry> tools;
   std::shared_ptr<TaskPipeline> tasks;
@@ -58,8 +59,9 @@ class ApiService {
   explicit ApiService(ServerConfig config);
   ~ApiService();
 
-  // Loads the model (GGUF), tokenizer, template and starts the engine.
-  Status load();
+  // Opens the runtime (model, tokenizer, template, engine) from the configuration; `base`
+  // carries what the configuration does not (repacking, pinning, load progress).
+  Status load(const RuntimeOptions& base = {});
   bool ready() const { return ready_.load(); }
   // Shutdown has begun: chat template renders in progress stop at their next step.
   void begin_stop();

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/last_resort.h"
+#include "core/log.h"
 
 namespace autoglm {
 
@@ -213,7 +214,7 @@ struct HttpServer::Impl {
     acceptor.async_accept(net::make_strand(ioc), [this, &api](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted) return;
       if (ec) {  // e.g. out of file descriptors: try again shortly
-        std::fprintf(stderr, "accept: %s\n", ec.message().c_str());
+        log_line(LogLevel::kWarning, "accept: " + ec.message());
         retry.expires_after(std::chrono::milliseconds(50));
         retry.async_wait([this, &api](beast::error_code) { accept(api); });
         return;

@@ -10,6 +10,7 @@
 
 #include "autoglm/engine.h"
 #include "chat/prompt_builder.h"
+#include "engine/request.h"
 #include "model/hf_checkpoint.h"
 #include "sample/grammar.h"
 #include "server/config.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/log.h"
 #include "tasks/calculator.h"
 #include "tasks/fd_read.h"
 #include "tasks/subprocess.h"
@@ -204,9 +205,11 @@ ToolOutcome execute_tool(const ToolRegistry& registry, const Tool& tool, const j
                                      : run_builtin(e, arguments);
   o.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   registry.stats().record(tool.config.name, o.ok, o.ms / 1000.0);
-  std::fprintf(stderr, "tool call: who=%s tool=%s arguments=%s status=%s%s%s duration_ms=%.1f\n", who.c_str(),
-               tool.config.name.c_str(), arguments.dump().c_str(), o.ok ? "ok" : "error",
-               o.ok ? "" : " error=", o.ok ? "" : json(o.error).dump().c_str(), o.ms);
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.1f", o.ms);
+  log_line(LogLevel::kInfo, "tool call: who=" + who + " tool=" + tool.config.name + " arguments=" + arguments.dump() +
+                                " status=" + (o.ok ? "ok" : "error") + (o.ok ? "" : " error=" + json(o.error).dump()) +
+                                " duration_ms=" + ms);
   return o;
 }
 

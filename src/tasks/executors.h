@@ -1,6 +1,6 @@
 // Running a registered tool. A failure, a timeout or an oversized output is an outcome with
 // an error, never an exception or a crash; every run is logged (who, tool, arguments,
-// status, duration) to stderr and counted in the registry's stats.
+// status, duration) through the log sink and counted in the registry's stats.
 #pragma once
 
 #include <nlohmann/json.hpp>

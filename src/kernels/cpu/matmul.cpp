@@ -76,10 +76,7 @@ const KernelSet*& active_set() {
 }
 
 const KernelSet& kernels() {
-  if (!active_set()) {
-    const char* forced = std::getenv("AUTOGLM_CPU_ISA");
-    if (!forced || !select_kernel_isa(forced)) select_kernel_isa(runnable_sets().front().name);
-  }
+  if (!active_set()) select_kernel_isa(runnable_sets().front().name);
   return *active_set();
 }
 

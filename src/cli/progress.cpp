@@ -1,4 +1,4 @@
-#include "core/progress.h"
+#include "cli/progress.h"
 
 #include <unistd.h>
 

@@ -1,0 +1,144 @@
+// The engine as a library. Runtime::open loads a model (a GGUF file or a Hugging Face
+// folder) with its tokenizer and chat template, sizes the KV cache and starts the serving
+// engine; requests (token ids, text or a chat) come back as stream handles. This header and
+// the others in include/autoglm are all an embedding program (or a binding) needs.
+//
+//   auto rt = autoglm::Runtime::open("model.gguf", {});
+//   autoglm::Request r;
+//   r.text = "Once upon a time";
+//   auto handle = (*rt)->submit(r);
+//   autoglm::StreamEvent ev;
+//   while ((*handle)->next(ev)) { std::cout << ev.text; if (ev.finished) break; }
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "autoglm/log.h"
+#include "autoglm/sampling_params.h"
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+struct RuntimeOptions {
+  int threads = 0;                // 0: the physical cores
+  bool pin_threads = false;       // worker i on the i-th allowed CPU
+  std::string quantize;           // re-encode the weights at load: "q8_0", "q4_0", "q4_k", ... ("" keeps them)
+  std::string architecture;       // run the file as another supported architecture (rarely needed)
+  bool repack_weights = true;     // false: keep the file's layout (the per-row kernels run)
+  int64_t context_window = 4096;  // capped by the model's trained context when that is larger
+  std::string kv_type = "f16";    // f16, q8_0 or f32
+  double kv_memory_mib = 1024;    // KV pool budget...
+  double kv_memory_fraction = 0;  // ...or this share of the available memory, when > 0
+  int64_t kv_block_size = 16;
+  bool prefix_cache = true;
+  std::string chat_template;       // "" the model's own; a built-in name (chatml, llama2, llama3, glm4) or a file
+  int64_t max_running = 16;        // sequences decoding at once
+  int64_t max_batch_tokens = 128;  // tokens per engine step (chunked prefill)
+  int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted
+  bool profile = false;            // per-op forward times
+  bool start_engine = true;        // false: no engine or KV pool (tokenizer, chat and logits only)
+  LogSink log;                     // where the library's log lines go (null: keep the current sink)
+  // Progress of long load steps (quantizing, repacking): step name, done, total.
+  std::function<void(const std::string&, int64_t, int64_t)> progress;
+};
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// A conversation for the model's chat template.
+struct Conversation {
+  std::vector<ChatMessage> messages;
+  std::string messages_json;         // instead of `messages`: the OpenAI messages array as JSON text
+  std::string tools_json;            // the OpenAI tools array as JSON text ("" for none)
+  std::string template_kwargs_json;  // extra template variables, e.g. {"enable_thinking": false}
+  bool add_generation_prompt = true;
+};
+
+enum class ConstraintKind { kNone, kJsonSchema, kGbnf };
+
+struct OutputConstraint {
+  ConstraintKind kind = ConstraintKind::kNone;
+  std::string text;  // the JSON Schema or the GBNF grammar
+};
+
+struct Request {
+  // The prompt: exactly one of token ids, plain text (BOS added) or a chat.
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::optional<Conversation> chat;
+
+  int32_t max_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  OutputConstraint constraint;
+  int32_t priority = 0;                              // higher first; FCFS within a priority
+  std::optional<std::chrono::milliseconds> timeout;  // still waiting then: FinishReason::kTimeout
+  int32_t top_logprobs = -1;                         // -1: none; 0..20 alternatives per token
+  bool ignore_eos = false;                           // generate past end-of-generation tokens
+};
+
+struct RuntimeStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0, prefix_hit_tokens = 0, preemptions = 0, steps = 0;
+  int64_t running = 0, waiting = 0, kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
+struct ModelInfo {
+  std::string path, architecture;
+  int64_t n_params = 0, n_vocab = 0, n_ctx_train = 0, n_ctx = 0;
+  int32_t n_layer = 0, n_embd = 0;
+  bool has_chat_template = false;
+};
+
+struct SpecialTokens {
+  int32_t bos = -1, eos = -1;
+  std::vector<int32_t> end_of_generation;
+};
+
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> open(const std::string& model_path, const RuntimeOptions& options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Queues a request; errors name the field (a prompt over the context, a bad constraint,
+  // bad sampling values) or say the queue is full (kResourceExhausted).
+  Result<std::shared_ptr<StreamHandle>> submit(const Request& request);
+  // submit, then the whole text (blocking); an error event becomes the error.
+  Result<std::string> generate_text(const Request& request);
+  RuntimeStats stats() const;
+
+  std::vector<int32_t> encode(const std::string& text, bool add_special = true, bool parse_special = false) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string token_piece(int32_t id) const;
+  int32_t vocab_size() const;
+  SpecialTokens special_tokens() const;
+
+  // The chat template's text for a conversation, and its token ids (BOS unless the template wrote it).
+  Result<std::string> render_chat(const Conversation& chat) const;
+  Result<std::vector<int32_t>> chat_tokens(const Conversation& chat) const;
+
+  // One pass from position 0: logits as [positions][vocab] rows (all positions, or the last).
+  Result<std::vector<float>> logits(const std::vector<int32_t>& tokens, bool all_positions = true);
+
+  ModelInfo info() const;
+
+  struct Parts;  // the assembled internals (src/runtime/runtime_parts.h)
+  Parts& parts() { return *parts_; }
+  const Parts& parts() const { return *parts_; }
+
+ private:
+  Runtime();
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,30 @@
+// A generation request as the engine (and the single-sequence generator) takes it: prompt
+// ids, limits, sampling, stop strings, priority, deadline, logprobs and a parsed grammar.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "autoglm/sampling_params.h"
+#include "sample/grammar.h"
+
+namespace autoglm {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  int32_t priority = 0;                                           // higher runs first; FCFS within a priority
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // waiting past it: finish_reason "timeout"
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
+  bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
+  std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
+};
+
+}  // namespace autoglm

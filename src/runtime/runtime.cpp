@@ -1,0 +1,286 @@
+#include "autoglm/runtime.h"
+
+#include <fstream>
+
+#include "core/cpu_features.h"
+#include "core/log.h"
+#include "core/read_file.h"
+#include "engine/generator.h"
+#include "model/kv_cache.h"
+#include "runtime/runtime_parts.h"
+#include "sample/json_schema.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::ordered_json;
+
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  long long kb = 0;
+  while (meminfo >> key >> kb >> unit)
+    if (key == "MemAvailable:") return double(kb) * 1024.0;
+  return 0;
+}
+
+Result<ModelLoadOptions> load_options(const RuntimeOptions& o) {
+  ModelLoadOptions m;
+  m.arch_override = o.architecture;
+  m.repack = o.repack_weights;
+  m.progress = o.progress;
+  if (!o.quantize.empty()) {
+    const auto type = dtype_from_name(o.quantize);
+    if (!type) return invalid_argument("quantize: '" + o.quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
+    m.quantize = *type;
+  }
+  return m;
+}
+
+// The override (a built-in name or a file), else the model's own template, else chatml.
+Status load_chat_template(Runtime::Parts& p) {
+  const std::string& name = p.options.chat_template;
+  const std::string& own = p.tokenizer->vocab().chat_template;
+  if (!name.empty()) {
+    p.template_origin = "chat_template '" + name + "'";
+    if (auto builtin = ChatTemplate::builtin(name)) {
+      p.chat_template = std::move(builtin).value();
+      return Status::ok();
+    }
+    auto text = read_file(name);
+    if (!text) return invalid_argument("chat_template: '" + name + "' is neither a built-in name nor a readable file");
+    AUTOGLM_ASSIGN_OR_RETURN(p.chat_template, ChatTemplate::parse(*text));
+    return Status::ok();
+  }
+  if (!own.empty()) {
+    p.template_origin = p.model_path + ": tokenizer.chat_template";
+    auto parsed = ChatTemplate::parse(own);
+    if (!parsed) return Status(parsed.status().code(), p.template_origin + ": " + parsed.status().message());
+    p.chat_template = std::move(parsed).value();
+    return Status::ok();
+  }
+  p.template_origin = "the built-in chatml template";
+  p.chat_template = std::move(ChatTemplate::builtin("chatml")).value();
+  return Status::ok();
+}
+
+// A template that cannot render one user message (or is hostile) is refused when the
+// runtime opens, not discovered by the first request.
+Status dry_render(const Runtime::Parts& p) {
+  PromptRequest hello;
+  hello.messages = ordered_json::array({{{"role", "user"}, {"content", "Hello"}}});
+  auto rendered = p.prompts->build(hello);
+  if (!rendered)
+    return invalid_argument(p.template_origin +
+                            ": fails a dry render of one user message: " + rendered.status().message());
+  return Status::ok();
+}
+
+Result<ordered_json> parse_json_field(const std::string& text, const char* field) {
+  try {
+    return ordered_json::parse(text);
+  } catch (const ordered_json::exception& e) {
+    return invalid_argument(std::string(field) + ": not valid JSON: " + e.what());
+  }
+}
+
+Result<PromptRequest> prompt_request(const Conversation& chat) {
+  PromptRequest r;
+  r.add_generation_prompt = chat.add_generation_prompt;
+  if (!chat.messages_json.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(r.messages, parse_json_field(chat.messages_json, "messages_json"));
+    if (!r.messages.is_array()) return invalid_argument("messages_json: must be an array of messages");
+  } else {
+    for (const ChatMessage& m : chat.messages) r.messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  if (!chat.tools_json.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(r.tools, parse_json_field(chat.tools_json, "tools_json"));
+    if (!r.tools.is_array()) return invalid_argument("tools_json: must be an array of tools");
+    r.tool_choice = ToolChoice::kAuto;
+  }
+  if (!chat.template_kwargs_json.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(r.template_kwargs, parse_json_field(chat.template_kwargs_json, "template_kwargs_json"));
+    if (!r.template_kwargs.is_object()) return invalid_argument("template_kwargs_json: must be an object");
+  }
+  return r;
+}
+
+Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c) {
+  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
+  std::string gbnf = c.text;
+  if (c.kind == ConstraintKind::kJsonSchema) {
+    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, "constraint"));
+    auto converted = json_schema_to_gbnf(nlohmann::json(schema));
+    if (!converted) return invalid_argument("constraint: " + converted.status().message());
+    gbnf = *converted;
+  }
+  auto grammar = Grammar::parse(gbnf);
+  if (!grammar) return invalid_argument("constraint: " + grammar.status().message());
+  return std::shared_ptr<const Grammar>(*grammar);
+}
+
+}  // namespace
+
+Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& o) {
+  EngineConfig ec;
+  ec.n_ctx = spec.n_ctx_train > 0
+                 ? std::min<int64_t>(o.context_window, std::max<int64_t>(spec.n_ctx_train, o.context_window))
+                 : o.context_window;
+  ec.block_size = o.kv_block_size;
+  auto kv_type = kv_type_from_name(o.kv_type);
+  if (!kv_type) return Status(kv_type.status().code(), "kv_cache.dtype: " + kv_type.status().message());
+  auto format = kv_format(spec, *kv_type);
+  if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
+  ec.kv_type = *kv_type;
+  const double bytes_per_block = double(spec.n_layer * o.kv_block_size * (format->k_row_bytes + format->v_row_bytes));
+  const double budget =
+      o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_memory_bytes() : o.kv_memory_mib * 1048576.0;
+  ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
+  ec.max_batch_tokens = o.max_batch_tokens;
+  ec.max_running = o.max_running;
+  ec.max_queued = o.max_queued;
+  ec.prefix_cache = o.prefix_cache;
+  ec.profile = o.profile;
+  return ec;
+}
+
+Runtime::Runtime() : parts_(std::make_unique<Parts>()) {}
+
+Runtime::~Runtime() = default;
+
+Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, const RuntimeOptions& options) {
+  if (options.log) set_log_sink(options.log);
+  std::unique_ptr<Runtime> rt(new Runtime());
+  Parts& p = *rt->parts_;
+  p.model_path = model_path;
+  p.options = options;
+  AUTOGLM_ASSIGN_OR_RETURN(const ModelLoadOptions load, load_options(options));
+  AUTOGLM_ASSIGN_OR_RETURN(p.model, Model::load(model_path, load));
+  AUTOGLM_ASSIGN_OR_RETURN(p.tokenizer, p.model->load_tokenizer());
+  if (p.tokenizer->n_vocab() > p.model->spec().n_vocab)
+    return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
+                   " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
+  AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
+  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer);
+  AUTOGLM_RETURN_IF_ERROR(dry_render(p));
+  AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
+  p.pool =
+      std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(), options.pin_threads);
+  if (options.start_engine) p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config);
+  return rt;
+}
+
+Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
+  Parts& p = *parts_;
+  if (!p.engine) return unsupported("the runtime was opened with start_engine = false: no engine");
+  const int sources = int(!request.tokens.empty()) + int(!request.text.empty()) + int(request.chat.has_value());
+  if (sources != 1) return invalid_argument("request: give exactly one of tokens, text and chat");
+  GenerationRequest g;
+  if (request.chat) {
+    AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(*request.chat));
+    AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, p.prompts->build(conversation));
+    g.prompt = std::move(prompt.ids);
+  } else if (!request.text.empty()) {
+    g.prompt = p.prompts->encode_text(request.text);
+  } else {
+    g.prompt = request.tokens;
+  }
+  g.max_tokens = request.max_tokens;
+  g.sampling = request.sampling;
+  g.stop = request.stop;
+  AUTOGLM_ASSIGN_OR_RETURN(g.grammar, constraint_grammar(request.constraint));
+  g.priority = request.priority;
+  if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
+  g.top_logprobs = request.top_logprobs;
+  g.ignore_eos = request.ignore_eos;
+  return p.engine->submit(std::move(g));
+}
+
+Result<std::string> Runtime::generate_text(const Request& request) {
+  AUTOGLM_ASSIGN_OR_RETURN(auto handle, submit(request));
+  std::string text;
+  StreamEvent ev;
+  while (handle->next(ev)) {
+    text += ev.text;
+    if (!ev.finished) continue;
+    if (ev.finish_reason == FinishReason::kError) return Status(StatusCode::kInternal, ev.error);
+    return text;
+  }
+  return Status(StatusCode::kInternal, "the engine did not finish the request");
+}
+
+RuntimeStats Runtime::stats() const {
+  RuntimeStats s;
+  if (!parts_->engine) return s;
+  const EngineStats& e = parts_->engine->stats();
+  s.prompt_tokens = e.prompt_tokens;
+  s.generated_tokens = e.generated_tokens;
+  s.prefix_hit_tokens = e.prefix_hit_tokens;
+  s.preemptions = e.preemptions;
+  s.steps = e.steps;
+  s.running = e.running;
+  s.waiting = e.waiting;
+  s.kv_blocks_used = e.kv_blocks_used;
+  s.kv_blocks_total = e.kv_blocks_total;
+  return s;
+}
+
+std::vector<int32_t> Runtime::encode(const std::string& text, bool add_special, bool parse_special) const {
+  return parts_->tokenizer->encode(text, add_special, parse_special);
+}
+
+std::string Runtime::decode(const std::vector<int32_t>& ids) const {
+  return parts_->tokenizer->decode(ids);
+}
+
+std::string Runtime::token_piece(int32_t id) const {
+  return parts_->tokenizer->token_to_piece(id, true);
+}
+
+int32_t Runtime::vocab_size() const {
+  return int32_t(parts_->tokenizer->n_vocab());
+}
+
+SpecialTokens Runtime::special_tokens() const {
+  const Vocab& v = parts_->tokenizer->vocab();
+  return {v.bos, v.eos, v.eog_ids()};
+}
+
+Result<std::string> Runtime::render_chat(const Conversation& chat) const {
+  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat));
+  AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, parts_->prompts->build(conversation));
+  return prompt.text;
+}
+
+Result<std::vector<int32_t>> Runtime::chat_tokens(const Conversation& chat) const {
+  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat));
+  AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, parts_->prompts->build(conversation));
+  return prompt.ids;
+}
+
+Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, bool all_positions) {
+  Parts& p = *parts_;
+  if (tokens.empty()) return invalid_argument("tokens: none given");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= p.model->spec().n_vocab)
+      return invalid_argument("tokens: id " + std::to_string(t) + " is outside the vocabulary");
+  Generator generator(*p.model, *p.tokenizer, *p.pool, int64_t(tokens.size()) + 1, p.engine_config.kv_type);
+  return generator.evaluate(tokens, all_positions);
+}
+
+ModelInfo Runtime::info() const {
+  const ModelSpec& s = parts_->model->spec();
+  ModelInfo i;
+  i.path = parts_->model_path;
+  i.architecture = s.arch;
+  i.n_params = parts_->model->n_params();
+  i.n_vocab = s.n_vocab;
+  i.n_ctx_train = s.n_ctx_train;
+  i.n_ctx = parts_->engine_config.n_ctx;
+  i.n_layer = int32_t(s.n_layer);
+  i.n_embd = int32_t(s.n_embd);
+  i.has_chat_template = !parts_->tokenizer->vocab().chat_template.empty();
+  return i;
+}
+
+}  // namespace autoglm

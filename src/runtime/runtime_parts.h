@@ -1,0 +1,38 @@
+// What a Runtime assembles, for the layers above it (server, CLI) that need more than the
+// public face: the model, tokenizer, chat template and prompt builder, the thread pool, and
+// the engine with the KV sizing it was given.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "autoglm/runtime.h"
+#include "chat/chat_template.h"
+#include "chat/prompt_builder.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+
+struct Runtime::Parts {
+  std::string model_path;
+  std::string template_origin;  // where the chat template came from, for messages
+  RuntimeOptions options;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<PromptBuilder> prompts;
+  std::unique_ptr<ThreadPool> pool;
+  EngineConfig engine_config;      // context, KV type and blocks, limits
+  std::unique_ptr<Engine> engine;  // null with start_engine = false
+};
+
+// The engine configuration for a model under these options: the context (the window, capped
+// by the trained context when that is larger), the KV type checked against the model, and
+// the number of KV blocks the memory budget holds.
+Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& options);
+
+}  // namespace autoglm
