@@ -219,7 +219,9 @@ TEST(HfArchitectures, QuantizeAtLoadKeepsTheArgmaxClose) {
   b.add_decoder(false, true, false, false);
   const std::string dir = b.write("qwen3-q8", false);
   auto f32 = Model::load(dir);
-  auto q8 = Model::load(dir, ModelLoadOptions{"", DType::Q8_0});
+  ModelLoadOptions quantized;
+  quantized.quantize = DType::Q8_0;
+  auto q8 = Model::load(dir, quantized);
   ASSERT_TRUE(f32.is_ok() && q8.is_ok());
   EXPECT_EQ((*q8)->weights().layers[0].wq.type, DType::Q8_0);
   const auto tokens = prompt(24);

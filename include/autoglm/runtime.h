@@ -26,6 +26,9 @@
 
 namespace autoglm {
 
+// The library's version ("0.1.0").
+const char* version();
+
 struct RuntimeOptions {
   int threads = 0;                // 0: the physical cores
   bool pin_threads = false;       // worker i on the i-th allowed CPU

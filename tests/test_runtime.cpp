@@ -1,0 +1,144 @@
+// The public Runtime API on the bundled tiny model: open errors, one prompt source per
+// request, greedy text equal to the reference, chat rendering, constraints given as text,
+// one-pass logits, stats, and a runtime without an engine.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "autoglm/runtime.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+class RuntimeApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+    RuntimeOptions o;
+    o.threads = 2;
+    o.kv_memory_mib = 16;
+    auto r = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    rt = std::move(r).value();
+  }
+  static Request greedy(const std::string& text, int32_t n) {
+    Request r;
+    r.text = text;
+    r.max_tokens = n;
+    r.sampling.temperature = 0;
+    return r;
+  }
+  std::unique_ptr<Runtime> rt;
+};
+
+TEST(RuntimeOpen, ErrorsNameTheCulprit) {
+  auto missing = Runtime::open("/no/such/model.gguf");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("/no/such/model.gguf"), std::string::npos) << missing.status().message();
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.quantize = "q9_9";
+  auto bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("quantize: 'q9_9'"), std::string::npos) << bad.status().message();
+  o.quantize = "";
+  o.kv_type = "q3";
+  bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("kv_cache.dtype"), std::string::npos) << bad.status().message();
+}
+
+TEST_F(RuntimeApi, GreedyTextIsTheReference) {
+  const auto c = nlohmann::json::parse(test::read_file(test::shared_path("golden/stories260k-once/case.json")));
+  auto text = rt->generate_text(greedy("Once upon a time", 64));
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_EQ(*text, c["greedy"]["output_text"].get<std::string>());
+  EXPECT_EQ(rt->stats().generated_tokens, 64);
+  EXPECT_EQ(rt->stats().prompt_tokens, 5);
+}
+
+TEST_F(RuntimeApi, ARequestHasExactlyOnePromptSource) {
+  Request none;
+  auto r = rt->submit(none);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("exactly one of tokens, text and chat"), std::string::npos);
+  Request two = greedy("Once", 4);
+  two.tokens = {1, 2};
+  EXPECT_FALSE(rt->submit(two).is_ok());
+  Request ids;
+  ids.tokens = rt->encode("Once upon a time");
+  ids.max_tokens = 64;
+  ids.sampling.temperature = 0;
+  EXPECT_EQ(rt->generate_text(ids).value(), rt->generate_text(greedy("Once upon a time", 64)).value());
+}
+
+TEST_F(RuntimeApi, ChatIsRenderedByTheTemplate) {
+  Conversation chat;
+  chat.messages = {{"system", "Be brief."}, {"user", "Hi"}};
+  auto text = rt->render_chat(chat);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_EQ(*text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  auto ids = rt->chat_tokens(chat);
+  ASSERT_TRUE(ids.is_ok());
+  EXPECT_EQ(ids->front(), rt->special_tokens().bos);
+  Conversation bad;
+  bad.messages_json = "[{\"role\": ";
+  auto r = rt->render_chat(bad);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("messages_json"), std::string::npos);
+}
+
+TEST_F(RuntimeApi, ConstraintsAreGivenAsText) {
+  Request r = greedy("Once upon a time", 8);
+  r.constraint = {ConstraintKind::kGbnf, "root ::= \"yes\" | \"no\""};
+  auto text = rt->generate_text(r);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_TRUE(*text == "yes" || *text == "no") << *text;
+  r.constraint = {ConstraintKind::kJsonSchema, R"({"type": "object", "properties": {"a": {"type": "integer"}},
+                                                  "required": ["a"], "additionalProperties": false})"};
+  r.max_tokens = 32;
+  text = rt->generate_text(r);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << *text;
+  EXPECT_TRUE(j["a"].is_number_integer()) << *text;
+  r.constraint = {ConstraintKind::kGbnf, "root ::= ("};
+  auto bad = rt->submit(r);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("constraint"), std::string::npos) << bad.status().message();
+}
+
+TEST_F(RuntimeApi, LogitsOfOnePassPickTheGreedyToken) {
+  const auto ids = rt->encode("Once upon a time");
+  auto rows = rt->logits(ids, true);
+  ASSERT_TRUE(rows.is_ok()) << rows.status().message();
+  const size_t n_vocab = size_t(rt->vocab_size());
+  ASSERT_EQ(rows->size(), ids.size() * n_vocab);
+  const float* last = rows->data() + rows->size() - n_vocab;
+  const int32_t argmax = int32_t(std::max_element(last, last + n_vocab) - last);
+  EXPECT_EQ(rt->token_piece(argmax), rt->decode({argmax}));
+  EXPECT_EQ(rt->decode({argmax}), ",");  // the reference continuation starts with ","
+  auto one = rt->logits(ids, false);
+  ASSERT_TRUE(one.is_ok());
+  EXPECT_EQ(std::vector<float>(last, last + n_vocab), *one);
+  EXPECT_FALSE(rt->logits({-1}, false).is_ok());
+}
+
+TEST(RuntimeOpen, WithoutAnEngineOnlyTheFacadesWork) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.start_engine = false;
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  Request r;
+  r.text = "Once";
+  EXPECT_FALSE((*rt)->submit(r).is_ok());
+  // SentencePiece adds its dummy prefix space; decode keeps it.
+  EXPECT_EQ((*rt)->decode((*rt)->encode("Once upon a time", false)), " Once upon a time");
+  EXPECT_EQ((*rt)->info().architecture, "llama");
+  EXPECT_GT((*rt)->info().n_params, 0);
+}
+
+}  // namespace
+}  // namespace autoglm
