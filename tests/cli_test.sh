@@ -9,6 +9,13 @@ failures=0
 check() {  # check NAME EXPECTED_FRAGMENT OUTPUT
   if [[ "$3" == *"$2"* ]]; then echo "ok   $1"; else echo "FAIL $1: expected '$2' in: $3"; failures=$((failures + 1)); fi
 }
+skip_or_fail() {  # skip_or_fail WHAT PATH: CI always has ../shared (CI=true or AUTOGLM_REQUIRE_SHARED=1)
+  if [ "${CI:-}" = "true" ] || [ "${AUTOGLM_REQUIRE_SHARED:-}" = "1" ]; then
+    echo "FAIL $1: $2 is absent (../shared), in CI"; failures=$((failures + 1))
+  else
+    echo "skip $1: $2 is absent"
+  fi
+}
 
 out=$("$bin" --help 2>&1)
 for cmd in run tokenize info bench logits create-model quantize convert; do check "help lists $cmd" "$cmd" "$out"; done
@@ -82,7 +89,7 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   out=$("$bin" info -m "$shared/models/legacy/tinyllamas-stories-260k-f32.gguf" 2>&1)
   check "v1 rejected" "GGUF v1 is not supported" "$out"
 else
-  echo "skip stories checks: $shared/models/stories260K.gguf is absent"
+  skip_or_fail "stories checks" "$shared/models/stories260K.gguf"
 fi
 
 hf=$shared/models/hf/qwen2-tiny
@@ -103,7 +110,7 @@ if [ -f "$hf/config.json" ]; then
   out=$("$bin" convert "$tmp" -o "$tmp/x.gguf" 2>&1)
   check "convert without config.json" "$tmp/config.json: cannot open" "$out"
 else
-  echo "skip Hugging Face folder checks: $hf is absent"
+  skip_or_fail "Hugging Face folder checks" "$hf"
 fi
 
 echo "cli: $failures failed"

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "chat/chat_template.h"
+#include "test_util.h"
 
 namespace autoglm {
 namespace {

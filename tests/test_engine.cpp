@@ -146,7 +146,7 @@ TEST(StopMatcher, FlushReleasesHeldText) {
 
 struct Stories : public ::testing::Test {
   void SetUp() override {
-    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     auto m = Model::load(test::shared_path("models/stories260K.gguf"));
     ASSERT_TRUE(m.is_ok());
     model = std::move(m).value();

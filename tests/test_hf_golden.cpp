@@ -7,13 +7,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_template.h"
 #include "golden_util.h"
 #include "model/convert.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "model_test_util.h"
 #include "test_util.h"
-#include "chat/chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 

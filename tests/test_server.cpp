@@ -63,7 +63,7 @@ double metric(int port, const std::string& name) {
 class Server : public ::testing::Test {
  protected:
   void start(ServerConfig cfg, bool load = true) {
-    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     if (cfg.model.empty()) cfg.model = test::shared_path("models/stories260K.gguf");
     cfg.threads = 2;
     api = std::make_unique<ApiService>(cfg);
@@ -287,7 +287,7 @@ TEST_F(Server, TokenizeAndDetokenize) {
 // do_sample false, so a request without a temperature decodes greedily.
 TEST_F(Server, FolderGenerationConfigGivesTheDefaults) {
   const std::string src = "models/hf/qwen2-tiny";
-  if (!test::shared_exists(src + "/config.json")) GTEST_SKIP() << "../shared/" << src << " is absent";
+  AUTOGLM_REQUIRE_SHARED(src + "/config.json");
   const std::string dir = test::temp_path("qwen2-greedy");
   std::filesystem::create_directories(dir);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer_config.json"})

@@ -33,7 +33,7 @@ Collected collect(const std::shared_ptr<StreamHandle>& h) {
 class ServingEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     model = std::move(Model::load(test::shared_path("models/stories260K.gguf"))).value();
     tok = std::move(Tokenizer::from_gguf(model->file())).value();
   }

@@ -319,7 +319,7 @@ TEST(ToolRegistry, BadDefinitionsNameTheKeyPath) {
 class Pipeline : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::shared_exists("models/stories260K.gguf")) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     model = std::move(Model::load(test::shared_path("models/stories260K.gguf"))).value();
     tok = std::move(model->load_tokenizer()).value();
     tmpl = std::move(ChatTemplate::builtin("chatml")).value();

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sample/grammar.h"
-#include "chat/tool_calls.h"
 #include "chat/chat_template.h"
+#include "chat/tool_calls.h"
+#include "sample/grammar.h"
 
 namespace autoglm {
 namespace {

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import OpenAI from 'openai';
-import { startServer } from './serve.mjs';
+import { skipUnlessShared, startServer } from './serve.mjs';
 
 const bin = process.env.AUTOGLM_BIN;
 const shared = process.env.AUTOGLM_SHARED;
@@ -25,7 +25,7 @@ before(async () => {
 
 after(() => server?.kill('SIGTERM'));
 
-const skip = haveModel ? false : `${folder} or its golden case is absent`;
+const skip = skipUnlessShared(haveModel, `${folder} or its golden case`);
 
 test('models names the folder', { skip }, async () => {
   const models = await client.models.list();

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import OpenAI from 'openai';
-import { startServer } from './serve.mjs';
+import { skipUnlessShared, startServer } from './serve.mjs';
 
 const bin = process.env.AUTOGLM_BIN;
 const shared = process.env.AUTOGLM_SHARED;
@@ -26,7 +26,7 @@ before(async () => {
 
 after(() => server?.kill('SIGTERM'));
 
-const skip = haveModel ? false : `${model} is absent`;
+const skip = skipUnlessShared(haveModel, model);
 const chat = (extra) => ({ model: modelId, messages: [{ role: 'user', content: 'Tell me a story' }], ...extra });
 
 test('models lists the served file', { skip }, () => {

@@ -14,3 +14,12 @@ export function startServer(bin, args) {
   });
   return { server, port };
 }
+
+// The `skip` option of tests that need ../shared data: false when it is there, else the
+// reason; under CI (CI=true or AUTOGLM_REQUIRE_SHARED=1) absent data is a failure instead.
+export function skipUnlessShared(present, what) {
+  if (present) return false;
+  if (process.env.CI === 'true' || process.env.AUTOGLM_REQUIRE_SHARED === '1')
+    throw new Error(`${what} is absent (../shared), in CI`);
+  return `${what} is absent`;
+}

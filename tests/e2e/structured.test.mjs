@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import { startServer } from './serve.mjs';
+import { skipUnlessShared, startServer } from './serve.mjs';
 
 const bin = process.env.AUTOGLM_BIN;
 const model = `${process.env.AUTOGLM_SHARED}/models/stories260K.gguf`;
 const haveModel = existsSync(model);
-const skip = haveModel ? false : `${model} is absent`;
+const skip = skipUnlessShared(haveModel, model);
 let server;
 let base;
 

@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import OpenAI from 'openai';
 import Ajv from 'ajv';
-import { startServer } from './serve.mjs';
+import { skipUnlessShared, startServer } from './serve.mjs';
 
 const bin = process.env.AUTOGLM_BIN;
 const folder = `${process.env.AUTOGLM_SHARED}/models/hf/qwen2-tiny`;
 const haveModel = existsSync(`${folder}/config.json`);
-const skip = haveModel ? false : `${folder} is absent`;
+const skip = skipUnlessShared(haveModel, folder);
 let server;
 let client;
 

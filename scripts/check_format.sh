@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Fails when a C++ file of src/, tests/, include/, examples/ or bench/ differs from clang-format's
+# output (.clang-format). Fix with: clang-format -i FILE...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t files < <(git ls-files 'src/*.cpp' 'src/*.h' 'src/*.inc' 'tests/*.cpp' 'tests/*.h' 'include/*.h' \
+                                  'examples/*.cpp' 'bench/*.cpp')
+if ! clang-format --dry-run --Werror "${files[@]}"; then
+  echo "check_format: the files above are not clang-formatted"
+  exit 1
+fi
+echo "check_format: ${#files[@]} files formatted"

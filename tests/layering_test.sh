@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The layering check passes on the tree and fails on planted upward and sideways includes.
+#   layering_test.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+check="$src/scripts/check_layers.sh"
+bash "$check" "$src" >/dev/null || { echo "FAIL: the tree itself does not pass"; bash "$check" "$src"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+plant() {  # plant FILE INCLUDE EXPECTED: the check must fail and name the file and the layers
+  rm -rf "$work/tree"
+  mkdir -p "$work/tree"
+  cp -r "$src/src" "$src/include" "$src/docs" "$work/tree/"
+  sed -i "1i #include \"$2\"" "$work/tree/$1"
+  if out=$(bash "$check" "$work/tree" 2>&1); then
+    echo "FAIL: '#include \"$2\"' in $1 was not caught"; exit 1
+  fi
+  grep -q "$1:1: $3" <<<"$out" || { echo "FAIL: unexpected report for $1:"; echo "$out"; exit 1; }
+}
+plant src/core/dtype.cpp server/api.h "core (layer 0) includes server/ (layer 8)"
+plant src/formats/gguf.cpp kernels/cpu/matmul.h "formats (layer 1) includes kernels/ (layer 1)"
+plant src/engine/engine.cpp runtime/runtime_parts.h "engine (layer 5) includes runtime/ (layer 6)"
+plant include/autoglm/runtime.h engine/engine.h "a public header includes a non-public header"
+echo "layering: the tree passes; 4 planted includes are caught"
