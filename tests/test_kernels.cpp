@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/q8_activations.h"
@@ -197,7 +198,7 @@ TEST(Dequantize, Q6_KSignedScales) {
 TEST(Ops, RmsNorm) {
   const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 1};
   float y[4];
-  ref::rmsnorm(x, w, 0.0f, 4, y);
+  cpu::rmsnorm(x, w, 0.0f, 4, y);
   const float inv = 1.0f / std::sqrt(7.5f);
   EXPECT_NEAR(y[0], inv, 1e-6);
   EXPECT_NEAR(y[2], 6 * inv, 1e-6);
@@ -208,8 +209,8 @@ TEST(Ops, AddRmsNormIsTheAddThenTheNorm) {
   const float delta[4] = {0.5f, -1, 2, 0}, w[4] = {1, 2, 1, 0.5f};
   float sum[4], want[4], got[4];
   for (int i = 0; i < 4; ++i) sum[i] = x[i] + delta[i];
-  ref::rmsnorm(sum, w, 1e-5f, 4, want);
-  ref::add_rmsnorm(x, delta, w, 1e-5f, 4, got);
+  cpu::rmsnorm(sum, w, 1e-5f, 4, want);
+  cpu::add_rmsnorm(x, delta, w, 1e-5f, 4, got);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(x[i], sum[i]);
     EXPECT_EQ(got[i], want[i]);
@@ -219,8 +220,8 @@ TEST(Ops, AddRmsNormIsTheAddThenTheNorm) {
 TEST(Ops, RopeStylesPairDifferentDims) {
   float a[4] = {1, 0, 0, 0}, b[4] = {1, 0, 0, 0};
   const double inv[2] = {1.0, 0.01};  // 10000^(-2i/4)
-  ref::rope(a, 1, 4, 4, 1.0f, inv, ref::RopeStyle::kAdjacentPairs);
-  ref::rope(b, 1, 4, 4, 1.0f, inv, ref::RopeStyle::kNeox);
+  cpu::rope(a, 1, 4, 4, 1.0f, inv, cpu::RopeStyle::kAdjacentPairs);
+  cpu::rope(b, 1, 4, 4, 1.0f, inv, cpu::RopeStyle::kNeox);
   EXPECT_NEAR(a[0], std::cos(1.0f), 1e-6);
   EXPECT_NEAR(a[1], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 1
   EXPECT_NEAR(b[2], std::sin(1.0f), 1e-6);  // partner of dim 0 is dim 2
@@ -230,7 +231,7 @@ TEST(Ops, RopeStylesPairDifferentDims) {
 TEST(Ops, PartialRopeLeavesTheRestAlone) {
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   const double inv[2] = {1.0, 0.01};
-  ref::rope(x, 1, 8, 4, 3.0f, inv, ref::RopeStyle::kAdjacentPairs);
+  cpu::rope(x, 1, 8, 4, 3.0f, inv, cpu::RopeStyle::kAdjacentPairs);
   EXPECT_FLOAT_EQ(x[4], 5);
   EXPECT_FLOAT_EQ(x[7], 8);
   EXPECT_NE(x[0], 1);
@@ -238,11 +239,50 @@ TEST(Ops, PartialRopeLeavesTheRestAlone) {
 
 TEST(Ops, SoftmaxAndSilu) {
   float x[3] = {1000, 1000, 1000};
-  ref::softmax(x, 3);
+  cpu::softmax(x, 3);
   EXPECT_NEAR(x[0], 1.0 / 3, 1e-6);
   float g[1] = {2}, u[1] = {3};
-  ref::silu_mul(g, u, 1);
+  cpu::silu_mul(g, u, 1);
   EXPECT_NEAR(g[0], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
+}
+
+// The production ops (kernels/cpu/ops) against their double-precision oracles (kernels/ref/ops).
+TEST(Ops, MatchTheirOracles) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int n = 4096;
+  std::vector<float> x(n), w(n), delta(n);
+  for (int i = 0; i < n; ++i) x[size_t(i)] = normal(rng), w[size_t(i)] = normal(rng), delta[size_t(i)] = normal(rng);
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b, float tol) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > tol * (1.0f + std::fabs(b[i]))) return false;
+    return true;
+  };
+  std::vector<float> got(n), want(n);
+  cpu::rmsnorm(x.data(), w.data(), 1e-5f, n, got.data());
+  ref::rmsnorm(x.data(), w.data(), 1e-5f, n, want.data());
+  EXPECT_TRUE(close(got, want, 1e-6f));
+  std::vector<float> xa = x, xb = x;
+  cpu::add_rmsnorm(xa.data(), delta.data(), w.data(), 1e-5f, n, got.data());
+  ref::add_rmsnorm(xb.data(), delta.data(), w.data(), 1e-5f, n, want.data());
+  EXPECT_TRUE(close(xa, xb, 1e-7f));
+  EXPECT_TRUE(close(got, want, 1e-6f));
+  std::vector<double> inv(64);
+  for (int i = 0; i < 64; ++i) inv[size_t(i)] = std::pow(10000.0, -2.0 * i / 128);
+  for (auto style : {cpu::RopeStyle::kAdjacentPairs, cpu::RopeStyle::kNeox}) {
+    std::vector<float> a(x.begin(), x.begin() + 512), b = a;
+    cpu::rope(a.data(), 4, 128, 128, 1234.0f, inv.data(), style);
+    ref::rope(b.data(), 4, 128, 128, 1234.0f, inv.data(), style);
+    EXPECT_TRUE(close(a, b, 1e-5f));
+  }
+  std::vector<float> sa = x, sb = x;
+  cpu::softmax(sa.data(), n);
+  ref::softmax(sb.data(), n);
+  EXPECT_TRUE(close(sa, sb, 1e-5f));
+  std::vector<float> ga = x, gb = x;
+  cpu::silu_mul(ga.data(), w.data(), n);
+  ref::silu_mul(gb.data(), w.data(), n);
+  EXPECT_TRUE(close(ga, gb, 1e-5f));
 }
 
 }  // namespace

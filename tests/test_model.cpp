@@ -60,7 +60,7 @@ void rope(std::vector<double>& v, size_t offset, const ModelSpec& s, int pos) {
   for (size_t i = 0; i < half; ++i) {
     double th = pos * s.rope_freq_scale * std::pow(double(s.rope_freq_base), -2.0 * double(i) / double(s.n_rot));
     if (i < s.rope_freq_factors.size()) th /= s.rope_freq_factors[i];
-    const bool neox = s.rope_style == ref::RopeStyle::kNeox;
+    const bool neox = s.rope_style == cpu::RopeStyle::kNeox;
     const size_t a = offset + (neox ? i : 2 * i), b = offset + (neox ? i + half : 2 * i + 1);
     const double x0 = v[a], x1 = v[b];
     v[a] = x0 * std::cos(th) - x1 * std::sin(th);
@@ -201,7 +201,7 @@ TEST(Qwen3, QkNormAndDecoupledHeadSizeMatchPlainForward) {
   EXPECT_TRUE(s.qk_norm);
   EXPECT_EQ(s.head_dim, 6);
   EXPECT_EQ(s.q_dim(), 12);  // != n_embd
-  EXPECT_EQ(s.rope_style, ref::RopeStyle::kNeox);
+  EXPECT_EQ(s.rope_style, cpu::RopeStyle::kNeox);
   const std::vector<int32_t> tokens = {3, 7, 1, 12, 5};
   const auto mine = engine_forward(**m, tokens);
   const auto want = naive_forward((*m)->file(), s, tokens);

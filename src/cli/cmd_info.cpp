@@ -17,7 +17,7 @@ int info(const std::string& path) {
   const Model& m = *(*rt)->parts().model;
   const ModelSpec& s = m.spec();
   const Vocab& v = (*rt)->parts().tokenizer->vocab();
-  const char* rope = s.rope_style == ref::RopeStyle::kNeox ? "neox" : "normal";
+  const char* rope = s.rope_style == cpu::RopeStyle::kNeox ? "neox" : "normal";
   if (is_hf_folder(path))
     std::printf("file:            %s (Hugging Face folder)\n", path.c_str());
   else

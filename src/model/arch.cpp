@@ -8,22 +8,22 @@ namespace {
 // The switches each architecture turns on over the plain Llama decoder.
 struct ArchTraits {
   std::string name;
-  ref::RopeStyle rope_style;
-  bool qkv_bias;
-  bool qk_norm;
-  bool post_norms;
+  cpu::RopeStyle rope_style = cpu::RopeStyle::kAdjacentPairs;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  bool post_norms = false;
 };
 
 const std::vector<ArchTraits>& arch_table() {
   static const std::vector<ArchTraits> table = {
-      {"llama", ref::RopeStyle::kAdjacentPairs, false, false, false},
-      {"mistral", ref::RopeStyle::kAdjacentPairs, false, false, false},
-      {"qwen2", ref::RopeStyle::kNeox, true, false, false},
-      {"qwen3", ref::RopeStyle::kNeox, false, true, false},
+      {.name = "llama"},
+      {.name = "mistral"},
+      {.name = "qwen2", .rope_style = cpu::RopeStyle::kNeox, .qkv_bias = true},
+      {.name = "qwen3", .rope_style = cpu::RopeStyle::kNeox, .qk_norm = true},
       // GLM-4-9B / ChatGLM: fused [q; k; v] with bias, fused [gate; up], RoPE on the first n_rot dims.
-      {"chatglm", ref::RopeStyle::kAdjacentPairs, true, false, false},
+      {.name = "chatglm", .qkv_bias = true},
       // GLM-4-0414: RMSNorm of the attention and MLP outputs too.
-      {"glm4", ref::RopeStyle::kAdjacentPairs, false, false, true},
+      {.name = "glm4", .post_norms = true},
   };
   return table;
 }

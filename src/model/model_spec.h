@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ref/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace autoglm {
 
@@ -27,7 +27,7 @@ struct ModelSpec {
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   // Per-frequency divisors of the rotation (rope_freqs.weight, Llama 3.1 scaling); empty: none.
   std::vector<float> rope_freq_factors;
-  ref::RopeStyle rope_style = ref::RopeStyle::kAdjacentPairs;
+  cpu::RopeStyle rope_style = cpu::RopeStyle::kAdjacentPairs;
   float rms_eps = 1e-5f;
   int64_t sliding_window = 0;  // a token sees only this many latest positions (Mistral); 0: all
 

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/ref/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace autoglm {
 namespace {
@@ -115,13 +115,13 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
     float* k = &k_[t * s.kv_dim()];
     if (s.qk_norm) {
       for (int64_t h = 0; h < s.n_head; ++h)
-        ref::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
+        cpu::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
       for (int64_t h = 0; h < s.n_head_kv; ++h)
-        ref::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
+        cpu::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
     }
     const float pos = float(b.positions[size_t(t)]);
-    ref::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
-    ref::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
+    cpu::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
+    cpu::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
   }
   timer.mark(Op::kAttentionCore);
   for (int64_t t = 0; t < T; ++t) {
@@ -160,7 +160,7 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 void ModelRunner::norm_branch_output(int64_t T, const Vec& norm) {
   if (norm.empty()) return;
   for (int64_t t = 0; t < T; ++t)
-    ref::rmsnorm(&proj_[t * spec_.n_embd], norm.data(), spec_.rms_eps, spec_.n_embd, &proj_[t * spec_.n_embd]);
+    cpu::rmsnorm(&proj_[t * spec_.n_embd], norm.data(), spec_.rms_eps, spec_.n_embd, &proj_[t * spec_.n_embd]);
 }
 
 // x += proj (the residual), and xn = rmsnorm(x) * norm in the same pass over each row
@@ -170,7 +170,7 @@ void ModelRunner::add_residual_and_norm(int64_t T, const Vec* norm) {
   for (int64_t t = 0; t < T; ++t) {
     float* x = &x_[t * s.n_embd];
     if (norm)
-      ref::add_rmsnorm(x, &proj_[t * s.n_embd], norm->data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+      cpu::add_rmsnorm(x, &proj_[t * s.n_embd], norm->data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
     else
       for (int64_t i = 0; i < s.n_embd; ++i) x[i] += proj_[t * s.n_embd + i];
   }
@@ -191,7 +191,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
 
   for (int64_t t = 0; t < T; ++t) {
     cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
-    ref::rmsnorm(&x_[t * s.n_embd], w.layers[0].attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
+    cpu::rmsnorm(&x_[t * s.n_embd], w.layers[0].attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
   }
 
   for (int64_t il = 0; il < s.n_layer; ++il) {
@@ -202,7 +202,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
     float* gate_up_out[] = {gate_.data(), up_.data()};
     cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
-    ref::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
+    cpu::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
     norm_branch_output(T, lw.ffn_post_norm);
     add_residual_and_norm(T, il + 1 < s.n_layer ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
@@ -211,7 +211,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   timer.mark(Op::kLogits);
   const int64_t n_out = int64_t(b.logit_tokens.size());
   for (int64_t o = 0; o < n_out; ++o)
-    ref::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,
+    cpu::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,
                  &out_in_[o * s.n_embd]);
   logits.resize(size_t(n_out * s.n_vocab));
   cpu::matmul(pool_, w.output, out_in_.data(), n_out, logits.data());

@@ -108,35 +108,36 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   kernels().decode_row(w.type, w.data + row * w.row_bytes, out, w.cols);
 }
 
-int activation_block(DType t) {
-  switch (t) {
+ActivationFormat activation_format(DType weight_type) {
+  switch (weight_type) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return 32;
+    case DType::Q8_0: return ActivationFormat::kQ8Blocks32;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return 256;
-    default: return 0;
+    case DType::Q6_K: return ActivationFormat::kQ8KBlocks256;
+    default: return ActivationFormat::kFloat;
   }
 }
 
 bool uses_int8_activations(DType t) {
-  return activation_block(t) != 0;
+  return activation_format(t) != ActivationFormat::kFloat;
 }
 
 namespace {
 
-size_t activation_row_bytes(DType t, int64_t cols) {
-  return activation_block(t) == 256 ? size_t(cols / 256) * sizeof(Q8KBlock) : size_t(cols / 32) * sizeof(Q8Block);
+size_t activation_row_bytes(ActivationFormat f, int64_t cols) {
+  return f == ActivationFormat::kQ8KBlocks256 ? size_t(cols / 256) * sizeof(Q8KBlock)
+                                              : size_t(cols / 32) * sizeof(Q8Block);
 }
 
-void quantize_activation_rows(DType t, const float* x, int64_t t0, int64_t t1, int64_t cols, uint8_t* out) {
-  const size_t bytes = activation_row_bytes(t, cols);
+void quantize_activation_rows(ActivationFormat f, const float* x, int64_t t0, int64_t t1, int64_t cols, uint8_t* out) {
+  const size_t bytes = activation_row_bytes(f, cols);
   for (int64_t tok = t0; tok < t1; ++tok) {
     uint8_t* dst = out + size_t(tok) * bytes;
-    if (activation_block(t) == 256)
+    if (f == ActivationFormat::kQ8KBlocks256)
       ref::quantize_activations_q8k(x + tok * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
     else
       ref::quantize_activations_q8(x + tok * cols, cols, reinterpret_cast<Q8Block*>(dst));
@@ -179,13 +180,14 @@ void run_units(const KernelSet& k, const WeightMatrix& w, Path p, const void* xi
 }  // namespace
 
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out) {
-  if (!uses_int8_activations(t)) {
+  const ActivationFormat f = activation_format(t);
+  if (f == ActivationFormat::kFloat) {
     std::copy(x, x + n_tokens * cols, out);
     return;
   }
-  std::vector<uint8_t> q(activation_row_bytes(t, cols) * size_t(n_tokens));
-  quantize_activation_rows(t, x, 0, n_tokens, cols, q.data());
-  if (activation_block(t) == 256)
+  std::vector<uint8_t> q(activation_row_bytes(f, cols) * size_t(n_tokens));
+  quantize_activation_rows(f, x, 0, n_tokens, cols, q.data());
+  if (f == ActivationFormat::kQ8KBlocks256)
     ref::dequantize_activations_q8k(reinterpret_cast<const Q8KBlock*>(q.data()), n_tokens * cols, out);
   else
     ref::dequantize_activations_q8(reinterpret_cast<const Q8Block*>(q.data()), n_tokens * cols, out);
@@ -208,16 +210,17 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
   Path paths[kMax];
   const void* inputs[kMax];
   int64_t first_unit[kMax + 1] = {0};
+  ActivationFormat formats[kMax];
   bool need32 = false, need256 = false;
   for (int i = 0; i < n; ++i) {
     AUTOGLM_CHECK(ws[i]->cols == cols);
     paths[i] = path_of(*ws[i], k);
-    const int block = paths[i] == Path::kPackedFloat ? 0 : activation_block(ws[i]->type);
-    need32 |= block == 32;
-    need256 |= block == 256;
+    formats[i] = paths[i] == Path::kPackedFloat ? ActivationFormat::kFloat : activation_format(ws[i]->type);
+    need32 |= formats[i] == ActivationFormat::kQ8Blocks32;
+    need256 |= formats[i] == ActivationFormat::kQ8KBlocks256;
     first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
   }
-  auto prepare = [&](bool need, DType t, std::vector<uint8_t>& buf) -> const void* {
+  auto prepare = [&](bool need, ActivationFormat t, std::vector<uint8_t>& buf) -> const void* {
     if (!need) return nullptr;
     const size_t bytes = activation_row_bytes(t, cols) * size_t(n_tokens);
     if (buf.size() < bytes) buf.resize(bytes);
@@ -229,12 +232,12 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
       quantize_activation_rows(t, x, 0, n_tokens, cols, dst);
     return dst;
   };
-  const void* q32 = prepare(need32, DType::Q8_0, blocks32);
-  const void* q256 = prepare(need256, DType::Q4_K, blocks256);
-  for (int i = 0; i < n; ++i) {
-    const int block = paths[i] == Path::kPackedFloat ? 0 : activation_block(ws[i]->type);
-    inputs[i] = block == 32 ? q32 : block == 256 ? q256 : static_cast<const void*>(x);
-  }
+  const void* q32 = prepare(need32, ActivationFormat::kQ8Blocks32, blocks32);
+  const void* q256 = prepare(need256, ActivationFormat::kQ8KBlocks256, blocks256);
+  for (int i = 0; i < n; ++i)
+    inputs[i] = formats[i] == ActivationFormat::kQ8Blocks32     ? q32
+                : formats[i] == ActivationFormat::kQ8KBlocks256 ? q256
+                                                                : static_cast<const void*>(x);
   // One job over the work units of all the matrices.
   pool.parallel_for(first_unit[n], [&](int, int64_t u0, int64_t u1) {
     for (int i = 0; i < n; ++i) {

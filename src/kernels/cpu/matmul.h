@@ -19,10 +19,10 @@ struct WeightMatrix {
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
-// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K rows meet activations quantized to int8
-// blocks (integer dot products, as the reference engine does); other types are decoded a few
-// rows at a time into a per-thread buffer and meet float activations. Matrices with a packed
-// copy (packed.h) use the interleaved kernels where the CPU has them.
+// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the k-quants (Q4_K, Q5_K, Q6_K) meet
+// activations quantized to int8 blocks (integer dot products, as the reference engine does);
+// float types are decoded a few rows at a time into a per-thread buffer and meet float activations. Matrices with a
+// packed copy (packed.h) use the interleaved kernels where the CPU has them.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
 // Several matrices with the same input: activations quantized once per format, and one job
@@ -30,18 +30,21 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens);
 
-// Whether matmul quantizes activations to int8 for this weight type, and in blocks of how many
-// values (32, or 256 for the K-quants with integer kernels; 0 for float activations).
+// What a weight type's kernels multiply: float activations, or activations quantized on the
+// fly to int8 blocks of 32 (Q8_0 layout) or of 256 (Q8_K layout: the k-quants).
+enum class ActivationFormat { kFloat, kQ8Blocks32, kQ8KBlocks256 };
+ActivationFormat activation_format(DType weight_type);
+// activation_format(t) != kFloat.
 bool uses_int8_activations(DType t);
-int activation_block(DType t);
 // The activations as the kernels of type t see them (quantized and decoded again, or copied).
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out);
 
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
-// Name of the kernel set in use ("avx2" or "generic"). The best one the CPU runs is
-// chosen at start-up; AUTOGLM_CPU_ISA=generic in the environment forces the portable one.
+// Name of the kernel set in use: "avx512vnni", "avxvnni", "avx2" or "generic". The best one the
+// CPU runs is chosen on first use; select_kernel_isa switches (the CLI does so for
+// AUTOGLM_CPU_ISA=NAME in the environment).
 const char* kernel_isa();
 // Switches kernel sets (tests compare them); false if `name` is unknown or not runnable here.
 // Not to be called while kernels run.

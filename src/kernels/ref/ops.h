@@ -1,27 +1,17 @@
-// Plain scalar versions of the non-matmul ops of the decoder.
+// The oracles of the decoder's non-matmul ops (kernels/cpu/ops.h runs them): the same
+// formulas evaluated in double precision throughout, for tests to compare against.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu/ops.h"
+
 namespace autoglm::ref {
 
-// y = x / sqrt(mean(x^2) + eps) * w (w may be null: no scaling). y may alias x.
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y);
-
-// x += delta, then y = rmsnorm(x) * w, in one pass over x (the residual add fused into the next norm).
 void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_t n, float* y);
-
-enum class RopeStyle { kAdjacentPairs, kNeox };  // pairs (2i, 2i+1) or (i, i + n_rot/2)
-
-// Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `x`, in place:
-// theta_i = pos * freq_scale * base^(-2i/n_rot).
-// inv_freq: n_rot/2 angles per position, one per rotated pair.
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style);
-
-// In-place softmax of n values.
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, cpu::RopeStyle style);
 void softmax(float* x, int64_t n);
-
-// gate[i] = silu(gate[i]) * up[i].
 void silu_mul(float* gate, const float* up, int64_t n);
 
 }  // namespace autoglm::ref
