@@ -312,10 +312,7 @@ TEST_F(Server, FolderGenerationConfigGivesTheDefaults) {
   EXPECT_NE(content({{"messages", messages}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 3}}), greedy);
 }
 
-// POST /v1/tasks end to end: a trigger runs its tool, the result is structured, a bad
-// request or an unknown session gets its status, and /metrics counts tasks and tool runs.
-TEST_F(Server, TasksRunConfiguredTools) {
-  ServerConfig cfg;
+ToolConfig echo_tool() {
   ToolConfig echo;
   echo.name = "echo";
   echo.description = "Repeat a message back";
@@ -323,6 +320,14 @@ TEST_F(Server, TasksRunConfiguredTools) {
       R"({"type": "object", "properties": {"message": {"type": "string", "maxLength": 32}}, "required": ["message"]})";
   echo.triggers = {"^echo\\b"};
   echo.exec.command = {"/bin/echo", "{message}"};
+  return echo;
+}
+
+// POST /v1/tasks end to end: a trigger runs its tool, the result is structured, a bad
+// request or an unknown session gets its status, and /metrics counts tasks and tool runs.
+TEST_F(Server, TasksRunConfiguredTools) {
+  ServerConfig cfg;
+  const ToolConfig echo = echo_tool();
   ToolConfig calc;
   calc.name = "calculator";
   calc.parameters_json = R"({"type": "object", "properties": {"expression": {"type": "string", "maxLength": 8}}})";
@@ -374,16 +379,6 @@ TEST_F(Server, ToolProcessesInheritNoServerSocket) {
   EXPECT_EQ(out["steps"][0]["result"], "0\n1\n2\n3\n") << r.body;
 }
 
-ToolConfig echo_tool() {
-  ToolConfig echo;
-  echo.name = "echo";
-  echo.description = "Repeat a message back";
-  echo.parameters_json =
-      R"({"type": "object", "properties": {"message": {"type": "string", "maxLength": 16}}, "required": ["message"]})";
-  echo.triggers = {"^echo\\b"};
-  echo.exec.command = {"/bin/echo", "{message}"};
-  return echo;
-}
 
 // A session answers only to the key that created it; another key gets exactly the reply an
 // unknown id gets. Ids are 128-bit random, not counters.
