@@ -89,6 +89,48 @@ TEST(Gbnf, ErrorsSayWhere) {
   expect_error("root ::= \"a\" @", "unexpected character '@'");
 }
 
+// Hostile grammars end with an error (or parse) in bounded time and memory, never a crash.
+TEST(GbnfLimits, LongRuleChainsParseWithoutRecursion) {
+  std::string chain = "root ::= a0\n";
+  for (int i = 0; i < 100000; ++i) chain += "a" + std::to_string(i) + " ::= a" + std::to_string(i + 1) + "\n";
+  auto g = Grammar::parse(chain + "a100000 ::= \"x\"\n");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_TRUE(GrammarState(*g).advance('x').accepting());
+  EXPECT_EQ((*g)->min_length((*g)->root()), 1);
+  auto cycle = Grammar::parse(chain + "a100000 ::= a0 \"x\"\n");
+  ASSERT_FALSE(cycle.is_ok());
+  EXPECT_NE(cycle.status().message().find("left-recursive"), std::string::npos) << cycle.status().message();
+}
+
+TEST(GbnfLimits, RepetitionsThatAddUpAreRefused) {
+  std::string many = "root ::=";
+  for (int i = 0; i < 300; ++i) many += " \"a\"{0,10000}";
+  auto g = Grammar::parse(many + "\n");
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("expands to more than"), std::string::npos) << g.status().message();
+}
+
+TEST(GbnfLimits, NestedRepetitionsAndAlternativesAreBounded) {
+  auto nested = Grammar::parse("root ::= (\"a\"{0,10000}){0,10000}\n");
+  ASSERT_FALSE(nested.is_ok());
+  EXPECT_NE(nested.status().message().find("parses at its start"), std::string::npos) << nested.status().message();
+  std::string binary;
+  for (int k = 0; k < 18; ++k)
+    binary +=
+        "a" + std::to_string(k) + " ::= a" + std::to_string(k + 1) + " \"0\" | a" + std::to_string(k + 1) + " \"1\"\n";
+  auto wide = Grammar::parse("root ::= a0\n" + binary + "a18 ::= \"x\"\n");
+  ASSERT_FALSE(wide.is_ok());
+  EXPECT_NE(wide.status().message().find("parses at its start"), std::string::npos) << wide.status().message();
+  // Ten levels (512 parses) stay well inside the bound and match.
+  std::string narrow;
+  for (int k = 0; k < 10; ++k)
+    narrow +=
+        "a" + std::to_string(k) + " ::= a" + std::to_string(k + 1) + " \"0\" | a" + std::to_string(k + 1) + " \"1\"\n";
+  auto ok = Grammar::parse("root ::= a0\n" + narrow + "a10 ::= \"x\"\n");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_TRUE(GrammarState(*ok).advance_bytes("x0110100101").accepting());
+}
+
 TEST(JsonSchema, SentencesValidateAndOthersDoNot) {
   const json schema = json::parse(R"({
     "type": "object",

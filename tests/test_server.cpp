@@ -137,6 +137,41 @@ TEST_F(Server, MalformedFramingEndsOnlyThatConnection) {
   EXPECT_EQ(request(port, "POST", "/tokenize", R"({"content": "hello"})").status, 200);
 }
 
+// 10^5 levels of nesting in any field of any JSON route: a 400, and the server serves on.
+TEST_F(Server, DeepJsonIsA400OnEveryRoute) {
+  start(ServerConfig());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string deep_object = [] {
+    std::string s;
+    for (int i = 0; i < 100000; ++i) s += "{\"a\":";
+    return s + "1" + std::string(100000, '}');
+  }();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi", "extra": )" + deep + "}]}"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "response_format": )" + deep_object + "}"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": )" + deep_object + "}"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": )" + deep + "}"},
+      {"/v1/completions", R"({"prompt": )" + deep + "}"},
+      {"/tokenize", R"({"content": "x", "extra": )" + deep_object + "}"},
+      {"/detokenize", R"({"tokens": )" + deep + "}"},
+      {"/v1/tasks", R"({"input": "x", "extra": )" + deep + "}"},
+  };
+  for (const auto& [route, body] : cases) {
+    const Response r = request(port, "POST", route, body);
+    expect_error(r, 400, "");
+    EXPECT_NE(r.body.find("deeper than 128 levels"), std::string::npos) << route << ": " << r.body;
+  }
+  // Nesting well inside the bound is fine.
+  const std::string nested = std::string(100, '[') + std::string(100, ']');
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions",
+                    R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "metadata": )" + nested + "}")
+                .status,
+            200);
+  EXPECT_EQ(request(port, "GET", "/health").status, 200);
+}
+
 TEST_F(Server, LoadingAnswers503) {
   start(ServerConfig(), /*load=*/false);
   expect_error(request(port, "GET", "/health"), 503, "");
@@ -378,7 +413,6 @@ TEST_F(Server, ToolProcessesInheritNoServerSocket) {
   ASSERT_EQ(out["steps"].size(), 1u) << r.body;
   EXPECT_EQ(out["steps"][0]["result"], "0\n1\n2\n3\n") << r.body;
 }
-
 
 // A session answers only to the key that created it; another key gets exactly the reply an
 // unknown id gets. Ids are 128-bit random, not counters.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <queue>
 #include <set>
 
 namespace autoglm {
@@ -42,6 +43,7 @@ namespace {
 
 constexpr size_t kMaxStackDepth = 512;
 constexpr int kMaxRepeat = 10000;
+constexpr size_t kMaxGrammarSymbols = 200000;
 
 size_t utf8_length(uint8_t lead) {
   if (lead < 0x80) return 1;
@@ -168,6 +170,8 @@ class GbnfParser {
 
   int32_t helper_rule(Alternatives alts) {
     const int32_t id = int32_t(g_.rules_.size());
+    symbols_ += 1;
+    for (const Sequence& s : alts) symbols_ += s.size();
     g_.rules_.push_back({"(helper " + std::to_string(id) + ")", std::move(alts)});
     defined_.push_back(true);
     return id;
@@ -306,6 +310,11 @@ class GbnfParser {
       if (lo > kMaxRepeat || hi > kMaxRepeat) return error("repetition count above " + std::to_string(kMaxRepeat));
     }
     const GrammarSymbol s = as_symbol(std::move(item));
+    // Bounded repetitions expand into copies and helper rules: bound what they add up to.
+    symbols_ += size_t(lo) + 2 * size_t(std::max(0, hi - lo));
+    if (symbols_ > kMaxGrammarSymbols)
+      return error("the grammar expands to more than " + std::to_string(kMaxGrammarSymbols) +
+                   " symbols (repetition counts add up)");
     for (int k = 0; k < lo; ++k) seq.push_back(s);
     if (hi < 0) {  // R ::= s R | ε
       const int32_t r = helper_rule({});
@@ -365,49 +374,92 @@ class GbnfParser {
           leftmost[r].push_back(s.index);
           if (!nullable[size_t(s.index)]) break;
         }
-    std::vector<int> color(n, 0);  // 0 new, 1 on the path, 2 done
-    std::string cycle;
-    std::function<bool(int32_t)> visit = [&](int32_t r) {
-      color[size_t(r)] = 1;
-      for (int32_t next : leftmost[size_t(r)]) {
-        if (color[size_t(next)] == 1) {
-          cycle = g_.rules_[size_t(next)].name;
-          return true;
+    // Depth-first search for a cycle, with an explicit stack: a chain of 10^5 rules is no
+    // deeper for it than one rule.
+    std::vector<int> color(n, 0);                  // 0 new, 1 on the path, 2 done
+    std::vector<std::pair<int32_t, size_t>> path;  // rule, next leftmost edge to follow
+    for (size_t start = 0; start < n; ++start) {
+      if (color[start] != 0) continue;
+      color[start] = 1;
+      path.push_back({int32_t(start), 0});
+      while (!path.empty()) {
+        auto& [r, edge] = path.back();
+        if (edge == leftmost[size_t(r)].size()) {
+          color[size_t(r)] = 2;
+          path.pop_back();
+          continue;
         }
-        if (color[size_t(next)] == 0 && visit(next)) return true;
+        const int32_t next = leftmost[size_t(r)][edge++];
+        if (color[size_t(next)] == 1)
+          return invalid_argument("grammar: rule '" + g_.rules_[size_t(next)].name +
+                                  "' is left-recursive (not supported)");
+        if (color[size_t(next)] == 0) {
+          color[size_t(next)] = 1;
+          path.push_back({next, 0});
+        }
       }
-      color[size_t(r)] = 2;
-      return false;
-    };
-    for (size_t r = 0; r < n; ++r)
-      if (color[r] == 0 && visit(int32_t(r)))
-        return invalid_argument("grammar: rule '" + cycle + "' is left-recursive (not supported)");
+    }
     return Status::ok();
   }
 
   const std::string& t_;
   size_t i_ = 0;
+  size_t symbols_ = 0;  // symbols the grammar has expanded to so far
   Grammar g_;
   std::map<std::string, int32_t> rule_index_;
   std::vector<bool> defined_;
 };
 
+// The shortest text each rule derives, in time linear in the grammar (times a log): Knuth's
+// generalization of Dijkstra's algorithm. A rule is settled when its smallest candidate
+// leaves the queue; an alternative becomes a candidate once all its rules are settled.
 void Grammar::compute_min_lengths() {
   constexpr int32_t kUnknown = 1 << 30;
   min_length_.assign(rules_.size(), kUnknown);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules_.size(); ++r)
-      for (const auto& alt : rules_[r].alternatives) {
-        int64_t n = 0;
-        for (const GrammarSymbol& sym : alt) n += sym.is_rule ? min_length_[size_t(sym.index)] : 1;
-        if (n < min_length_[r]) min_length_[r] = int32_t(n), changed = true;
+  struct Alt {
+    int32_t rule;
+    int64_t length = 0;   // terminals, plus the settled rules so far
+    int64_t pending = 0;  // rule references not settled yet
+  };
+  std::vector<Alt> alts;
+  std::vector<std::vector<int32_t>> used_by(rules_.size());  // rule -> alternatives referencing it (with repeats)
+  using Candidate = std::pair<int64_t, int32_t>;             // length, rule
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  for (size_t r = 0; r < rules_.size(); ++r)
+    for (const auto& seq : rules_[r].alternatives) {
+      Alt a{int32_t(r)};
+      for (const GrammarSymbol& sym : seq) {
+        if (!sym.is_rule) {
+          ++a.length;
+          continue;
+        }
+        ++a.pending;
+        used_by[size_t(sym.index)].push_back(int32_t(alts.size()));
       }
+      if (a.pending == 0) queue.push({a.length, a.rule});
+      alts.push_back(a);
+    }
+  std::vector<bool> settled(rules_.size(), false);
+  while (!queue.empty()) {
+    const auto [length, r] = queue.top();
+    queue.pop();
+    if (settled[size_t(r)]) continue;
+    settled[size_t(r)] = true;
+    min_length_[size_t(r)] = int32_t(std::min<int64_t>(length, kUnknown));
+    for (int32_t a : used_by[size_t(r)]) {
+      alts[size_t(a)].length = std::min<int64_t>(alts[size_t(a)].length + length, kUnknown);
+      if (--alts[size_t(a)].pending == 0 && !settled[size_t(alts[size_t(a)].rule)])
+        queue.push({alts[size_t(a)].length, alts[size_t(a)].rule});
+    }
   }
 }
 
 Result<std::shared_ptr<const Grammar>> Grammar::parse(const std::string& text) {
-  return GbnfParser(text).run();
+  AUTOGLM_ASSIGN_OR_RETURN(auto grammar, GbnfParser(text).run());
+  if (GrammarState(grammar).overflowed())  // nested alternatives multiply the parses at the start
+    return invalid_argument("grammar: more than " + std::to_string(GrammarState::kMaxStacks) +
+                            " parses at its start (alternatives nested too deeply)");
+  return grammar;
 }
 
 GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
@@ -416,8 +468,30 @@ GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(st
   normalize();
 }
 
+void GrammarState::normalize() {
+  if (overflowed_) stacks_.clear();  // too many parses at once: nothing may follow (dead)
+  std::sort(stacks_.begin(), stacks_.end());
+  stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+}
+
 // Moves the stack forward to the character classes it may read next (one stack per choice).
-void GrammarState::expand(Stack stack, std::vector<Stack>& out) const {
+// Choices wait in a work list (no recursion: nested nullable rules can be 10^4 deep), and
+// at most kMaxStacks stacks come out; past that the state is marked overflowed.
+void GrammarState::expand(Stack first, std::vector<Stack>& out) {
+  std::vector<Stack> todo;
+  todo.push_back(std::move(first));
+  while (!todo.empty()) {
+    if (out.size() >= kMaxStacks) {
+      overflowed_ = true;
+      return;
+    }
+    Stack stack = std::move(todo.back());
+    todo.pop_back();
+    expand_one(std::move(stack), out, todo);
+  }
+}
+
+void GrammarState::expand_one(Stack stack, std::vector<Stack>& out, std::vector<Stack>& todo) const {
   const auto& rules = grammar_->rules();
   while (!stack.empty()) {
     Frame& top = stack.back();
@@ -438,16 +512,11 @@ void GrammarState::expand(Stack stack, std::vector<Stack>& out) const {
     for (size_t a = 0; a + 1 < alts.size(); ++a) {
       Stack branch = stack;
       branch.push_back({sym.index, int32_t(a), 0});
-      expand(std::move(branch), out);
+      todo.push_back(std::move(branch));
     }
     stack.push_back({sym.index, int32_t(alts.size() - 1), 0});
   }
   out.push_back(std::move(stack));
-}
-
-void GrammarState::normalize() {
-  std::sort(stacks_.begin(), stacks_.end());
-  stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
 }
 
 GrammarState GrammarState::advance(uint32_t c) const {
@@ -462,7 +531,7 @@ GrammarState GrammarState::advance(uint32_t c) const {
     if (!sets[size_t(sym.index)].matches(c)) continue;
     Stack moved = s;
     ++moved.back().pos;
-    expand(std::move(moved), next.stacks_);
+    next.expand(std::move(moved), next.stacks_);
   }
   next.normalize();
   return next;

@@ -75,6 +75,10 @@ class GrammarState {
   GrammarState advance_bytes(const std::string& bytes) const;
 
   bool dead() const { return stacks_.empty(); }
+  // More than kMaxStacks parses at once: the state is dead (Grammar::parse refuses grammars
+  // whose start overflows).
+  bool overflowed() const { return overflowed_; }
+  static constexpr size_t kMaxStacks = 4096;
   bool accepting() const;     // the text so far is a whole sentence of the grammar
   bool can_continue() const;  // some stack still expects a character
   // The fewest characters that complete the text into a sentence (0 when accepting).
@@ -92,12 +96,14 @@ class GrammarState {
   };
   using Stack = std::vector<Frame>;
   GrammarState() = default;
-  void expand(Stack stack, std::vector<Stack>& out) const;
+  void expand(Stack stack, std::vector<Stack>& out);
+  void expand_one(Stack stack, std::vector<Stack>& out, std::vector<Stack>& todo) const;
   void normalize();
 
   std::shared_ptr<const Grammar> grammar_;
   std::vector<Stack> stacks_;  // each top is a character class, or the stack is empty (accepting)
   std::string pending_;        // bytes of an unfinished UTF-8 character
+  bool overflowed_ = false;
 };
 
 }  // namespace autoglm

@@ -1,5 +1,7 @@
 #include "server/request_params.h"
 
+#include <algorithm>
+
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -8,7 +10,37 @@ void bad(const std::string& param, const std::string& message) {
   throw ParamError{param, message};
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), in one pass:
+// bodies are copied and walked recursively later, so depth is bounded before parsing.
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 json parse_body(const std::string& body) {
+  if (json_depth(body) > kMaxJsonDepth)
+    bad("", "the body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   json j;
   try {
     j = json::parse(body);

@@ -17,6 +17,10 @@ struct ParamError {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message);
 
+// Arrays and objects nested deeper than this in a request body are a 400 (OpenAI's own
+// requests stay far below it).
+constexpr int kMaxJsonDepth = 128;
+
 // The body as a JSON object.
 json parse_body(const std::string& body);
 
