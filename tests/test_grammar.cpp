@@ -89,10 +89,31 @@ TEST(Gbnf, ErrorsSayWhere) {
   expect_error("root ::= \"a\" @", "unexpected character '@'");
 }
 
+std::string rule_name(int k) {
+  std::string name = "a";
+  name += std::to_string(k);
+  return name;
+}
+
+// aK ::= aK+1 "0" | aK+1 "1" for K < levels: 2^levels parses wait at the start.
+std::string binary_levels(int levels) {
+  std::string text;
+  for (int k = 0; k < levels; ++k) {
+    const std::string next = rule_name(k + 1);
+    text += rule_name(k);
+    text += " ::= ";
+    text += next;
+    text += " \"0\" | ";
+    text += next;
+    text += " \"1\"\n";
+  }
+  return text;
+}
+
 // Hostile grammars end with an error (or parse) in bounded time and memory, never a crash.
 TEST(GbnfLimits, LongRuleChainsParseWithoutRecursion) {
   std::string chain = "root ::= a0\n";
-  for (int i = 0; i < 100000; ++i) chain += "a" + std::to_string(i) + " ::= a" + std::to_string(i + 1) + "\n";
+  for (int i = 0; i < 100000; ++i) chain += rule_name(i) + " ::= " + rule_name(i + 1) + "\n";
   auto g = Grammar::parse(chain + "a100000 ::= \"x\"\n");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   EXPECT_TRUE(GrammarState(*g).advance('x').accepting());
@@ -114,19 +135,11 @@ TEST(GbnfLimits, NestedRepetitionsAndAlternativesAreBounded) {
   auto nested = Grammar::parse("root ::= (\"a\"{0,10000}){0,10000}\n");
   ASSERT_FALSE(nested.is_ok());
   EXPECT_NE(nested.status().message().find("parses at its start"), std::string::npos) << nested.status().message();
-  std::string binary;
-  for (int k = 0; k < 18; ++k)
-    binary +=
-        "a" + std::to_string(k) + " ::= a" + std::to_string(k + 1) + " \"0\" | a" + std::to_string(k + 1) + " \"1\"\n";
-  auto wide = Grammar::parse("root ::= a0\n" + binary + "a18 ::= \"x\"\n");
+  auto wide = Grammar::parse("root ::= a0\n" + binary_levels(18) + "a18 ::= \"x\"\n");
   ASSERT_FALSE(wide.is_ok());
   EXPECT_NE(wide.status().message().find("parses at its start"), std::string::npos) << wide.status().message();
   // Ten levels (512 parses) stay well inside the bound and match.
-  std::string narrow;
-  for (int k = 0; k < 10; ++k)
-    narrow +=
-        "a" + std::to_string(k) + " ::= a" + std::to_string(k + 1) + " \"0\" | a" + std::to_string(k + 1) + " \"1\"\n";
-  auto ok = Grammar::parse("root ::= a0\n" + narrow + "a10 ::= \"x\"\n");
+  auto ok = Grammar::parse("root ::= a0\n" + binary_levels(10) + "a10 ::= \"x\"\n");
   ASSERT_TRUE(ok.is_ok()) << ok.status().message();
   EXPECT_TRUE(GrammarState(*ok).advance_bytes("x0110100101").accepting());
 }
