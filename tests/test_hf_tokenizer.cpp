@@ -2,6 +2,8 @@
 // decoded texts of an independent implementation (../shared/golden/tokenizers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -83,6 +85,21 @@ TEST(HfTokenizer, ConfigGivesSpecialTokensAndTemplate) {
   ASSERT_GE(ids.size(), 3u);
   EXPECT_EQ(ids.front(), v.find("<think>"));
   EXPECT_EQ(ids.back(), v.find("</think>"));
+}
+
+// Text dense with markers costs its length times the number of added tokens, not the square
+// of its length: 40 000 markers in 480 kB (each one scanned the rest of the text before).
+TEST(HfTokenizer, MarkerDenseTextIsLinear) {
+  AUTOGLM_REQUIRE_SHARED("models/hf-tokenizers/qwen3/tokenizer.json");
+  auto tok = load_hf_tokenizer(test::shared_path("models/hf-tokenizers/qwen3"));
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  const Vocab& v = (*tok)->vocab();
+  std::string text;
+  for (int i = 0; i < 40000; ++i) text += "<|im_start|>x";
+  const auto ids = (*tok)->encode(text, false, true);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), v.find("<|im_start|>")), 40000);
+  const auto plain = (*tok)->encode(text, false, false);  // not parsed: ordinary text tokens
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), v.find("<|im_start|>")), 0);
 }
 
 TEST(HfTokenizer, StreamingPiecesJoinToTheDecodedText) {

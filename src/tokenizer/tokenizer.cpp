@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "tokenizer/decoder.h"
 #include "tokenizer/encoders.h"
@@ -82,6 +83,8 @@ void Tokenizer::encode_text(const std::string& text, bool after_special, bool fi
 }
 
 // Fragments of plain text and the added tokens found between them (longest token first).
+// Each token is searched for within the plain fragments only, so the work is the text's
+// length times the number of added tokens, however dense the markers are.
 std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string& text, bool parse_special) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({-1, 0, text.size()});
@@ -99,9 +102,11 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string
       }
       size_t pos = f.start;
       const size_t end = f.start + f.len;
+      const std::string_view fragment(text.data() + f.start, f.len);  // search this fragment only
       for (size_t from = f.start;;) {
-        const size_t hit = text.find(piece, from);
-        if (hit == std::string::npos || hit + piece.size() > end) break;
+        const size_t found = fragment.find(piece, from - f.start);
+        if (found == std::string_view::npos) break;
+        const size_t hit = f.start + found;
         size_t b = hit, e = hit + piece.size();
         if (rules.single_word && ((b > f.start && is_word_byte(text[b - 1])) || (e < end && is_word_byte(text[e])))) {
           from = hit + 1;
