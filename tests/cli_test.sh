@@ -74,6 +74,28 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "logits last row size" "2048" "$(stat -c %s "$tmp/last.f32")"
   out=$("$bin" logits -m "$m" --tokens 1,99999 -o "$tmp/bad.f32" 2>&1)
   check "logits bad id" "--tokens: '99999' is not a token id" "$out"
+  # Graceful drain: SIGTERM while a stream is in flight; the stream still ends with [DONE],
+  # a new request gets 503, and the server exits 0.
+  "$bin" serve -m "$m" --port 0 -t 1 -c 2048 2>"$tmp/serve.log" &
+  spid=$!
+  for _ in $(seq 200); do grep -q "^ready:" "$tmp/serve.log" && break; sleep 0.05; done
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$')
+  body='{"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": true, "stream": true}'
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+    "${#body}" "$body" >&3
+  head -c 200 <&3 >"$tmp/stream.txt"  # the stream has started
+  kill -TERM "$spid"
+  sleep 0.2
+  health=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
+           head -c 12 <&4)
+  cat <&3 >>"$tmp/stream.txt"
+  exec 3<&-
+  wait "$spid"
+  code=$?
+  check "drain: new requests get 503" "HTTP/1.1 503" "$health"
+  check "drain: the stream in flight ends with [DONE]" "data: [DONE]" "$(tail -c 200 "$tmp/stream.txt")"
+  check "drain: exit code 0" "exit 0" "exit $code"
   echo '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}' >"$tmp/schema.json"
   out=$("$bin" run -m "$m" -p "Once" -n 64 --seed 3 --json-schema "$tmp/schema.json" 2>/dev/null)
   if [[ "$out" =~ ^Once\{\ ?\"n\":\ ?-?[0-9]+\}$ ]]; then

@@ -524,5 +524,40 @@ TEST_F(Server, HostileRenderIsA400AndOthersAreServed) {
   EXPECT_NE(cancelled.body.find("cancelled"), std::string::npos) << cancelled.body;
 }
 
+// Graceful drain: a task and a stream in flight finish (the stream with [DONE]); a request
+// that arrives meanwhile gets 503 with Retry-After; then the server stops.
+TEST_F(Server, DrainLetsRequestsInFlightFinish) {
+  ServerConfig cfg;
+  ToolConfig slow = echo_tool();
+  slow.name = "slow";
+  slow.triggers = {"^slow\\b"};
+  slow.exec.command = {"/bin/sh", "-c", "sleep 1; echo done"};
+  cfg.tools = {slow};
+  start(cfg);
+  Response task_reply, stream_reply;
+  std::thread task([&] {
+    task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
+  });
+  std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", chat("hello", 200, true)); });
+  for (int i = 0; i < 500 && api->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_GE(api->in_flight(), 1);
+  std::thread drain([&] { server->drain_and_stop(30); });
+  Response refused;
+  for (int i = 0; i < 200 && refused.status != 503; ++i) {
+    refused = request(port, "GET", "/health");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.retry_after, "1");
+  task.join();
+  stream.join();
+  drain.join();
+  EXPECT_EQ(task_reply.status, 200) << task_reply.body;
+  EXPECT_EQ(task_reply.j()["steps"][0]["result"], "done\n") << task_reply.body;
+  EXPECT_EQ(stream_reply.status, 200);
+  EXPECT_NE(stream_reply.body.find("data: [DONE]"), std::string::npos) << stream_reply.body;
+  EXPECT_EQ(api->in_flight(), 0);
+}
+
 }  // namespace
 }  // namespace autoglm

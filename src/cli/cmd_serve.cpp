@@ -71,8 +71,9 @@ int serve(const ServeArgs& a) {
   std::fprintf(stderr, "ready: %s\n", cfg.model.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "stopping (signal %d)\n", sig);
-  server.stop();
+  std::fprintf(stderr, "stopping (signal %d): draining requests in flight for up to %g s\n", sig, cfg.shutdown_grace_s);
+  server.drain_and_stop(cfg.shutdown_grace_s);
+  std::fprintf(stderr, "stopped\n");
   return 0;
 }
 

@@ -83,6 +83,30 @@ void ApiService::begin_stop() {
   stopping_ = true;
 }
 
+void ApiService::begin_drain() {
+  draining_ = true;
+}
+
+// Counts a generation as in flight for as long as its reply holds the returned token.
+std::shared_ptr<void> ApiService::track(const std::shared_ptr<StreamHandle>& handle) {
+  std::lock_guard<std::mutex> lock(flight_mutex_);
+  std::erase_if(in_flight_, [](const std::weak_ptr<StreamHandle>& h) { return h.expired(); });
+  in_flight_.push_back(handle);
+  ++generations_in_flight_;
+  return std::shared_ptr<void>(nullptr, [this](void*) { --generations_in_flight_; });
+}
+
+int64_t ApiService::in_flight() {
+  std::lock_guard<std::mutex> lock(tasks_mutex_);
+  return generations_in_flight_.load() + tasks_running_;
+}
+
+void ApiService::cancel_in_flight() {
+  std::lock_guard<std::mutex> lock(flight_mutex_);
+  for (const auto& weak : in_flight_)
+    if (auto h = weak.lock()) h->cancel();
+}
+
 Status ApiService::load(const RuntimeOptions& base) {
   AUTOGLM_RETURN_IF_ERROR(check_access_rules(config_));
   RuntimeOptions options = runtime_options(config_);
@@ -124,6 +148,11 @@ Reply ApiService::handle(const HttpRequest& request) {
 
 Reply ApiService::route(const HttpRequest& req) {
   std::string path = req.target.substr(0, req.target.find('?'));
+  if (draining_ && path != "/metrics") {  // shutting down: clients go elsewhere
+    Reply r = error_reply(503, "the server is shutting down", "", "service_unavailable");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
   if (path == "/health") {
     if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
     Reply r;
@@ -326,11 +355,12 @@ Reply ApiService::generate(const std::string& body, bool chat) {
     bad(prompt_param, handle.status().message());
   }
   auto writer = std::make_shared<ResponseWriter>(std::move(shape), *service_->tokenizer, metrics_);
+  auto in_flight = track(*handle);
   Reply r;
   r.stream = *handle;
   r.streaming = params.stream;
   if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = [writer](const StreamEvent& ev) { return writer->consume(ev); };
+  r.consume = [writer, in_flight](const StreamEvent& ev) { return writer->consume(ev); };
   return r;
 }
 

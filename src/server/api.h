@@ -65,6 +65,12 @@ class ApiService {
   bool ready() const { return ready_.load(); }
   // Shutdown has begun: chat template renders in progress stop at their next step.
   void begin_stop();
+  // Graceful drain: every new request (health checks too) gets 503 with Retry-After, while
+  // those in flight go on. in_flight() counts generations whose reply is not done, and tasks.
+  void begin_drain();
+  int64_t in_flight();
+  // Asks every generation in flight to stop (each ends with finish_reason "cancelled").
+  void cancel_in_flight();
 
   Reply handle(const HttpRequest& request);
   ServerMetrics& metrics() { return metrics_; }
@@ -84,6 +90,11 @@ class ApiService {
   std::unique_ptr<LoadedService> service_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::shared_ptr<void> track(const std::shared_ptr<StreamHandle>& handle);
+  std::mutex flight_mutex_;
+  std::vector<std::weak_ptr<StreamHandle>> in_flight_;  // for cancel_in_flight
+  std::atomic<int64_t> generations_in_flight_{0};
   std::atomic<uint64_t> next_id_{1};
   // Tasks run on their own threads; the service waits for them before it goes away.
   std::mutex tasks_mutex_;

@@ -294,6 +294,8 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
+      {"shutdown_grace_s",
+       [&](const YAML::Node& n) { return r.ranged<double>(n, "shutdown_grace_s", c.shutdown_grace_s, 0, 3600); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},

@@ -4,7 +4,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/last_resort.h"
 #include "core/log.h"
@@ -249,6 +251,23 @@ Status HttpServer::start(const std::string& host, int port) {
   impl_->accept(api_);
   for (int i = 0; i < std::max(1, io_threads_); ++i) impl_->threads.emplace_back([this] { impl_->run(); });
   return Status::ok();
+}
+
+void HttpServer::drain_and_stop(double grace_seconds) {
+  using Clock = std::chrono::steady_clock;
+  api_.begin_drain();
+  auto wait_idle = [&](double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    while (api_.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return api_.in_flight() == 0;
+  };
+  if (!wait_idle(grace_seconds)) {
+    log_line(LogLevel::kWarning, "drain: " + std::to_string(api_.in_flight()) +
+                                     " request(s) still running after the grace period: cancelling them");
+    api_.cancel_in_flight();
+    wait_idle(2.0);
+  }
+  stop();
 }
 
 void HttpServer::stop() {

@@ -23,6 +23,10 @@ class HttpServer {
   int port() const { return port_; }
   // Stops accepting and closes connections; waits for the I/O threads.
   void stop();
+  // Graceful shutdown: new requests get 503 while those in flight finish, for up to
+  // `grace_seconds`; the rest are cancelled (their streams end with finish_reason
+  // "cancelled" and [DONE]) and given a moment to flush; then stop().
+  void drain_and_stop(double grace_seconds);
 
  private:
   struct Impl;
