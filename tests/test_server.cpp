@@ -2,6 +2,7 @@
 // idle connections, auth, queue limits, prefix reuse in usage and /metrics, cancellation.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -522,6 +523,37 @@ TEST_F(Server, HostileRenderIsA400AndOthersAreServed) {
   const Response cancelled = request(port, "POST", "/v1/chat/completions", bomb.dump());
   expect_error(cancelled, 400, "messages");
   EXPECT_NE(cancelled.body.find("cancelled"), std::string::npos) << cancelled.body;
+}
+
+// Slow preparation (here a template render of millions of steps) runs on workers, not on
+// the I/O threads: with three slow requests in flight, a health check is answered before
+// any of them.
+TEST_F(Server, SlowRequestsDoNotHoldTheIoThreads) {
+  ServerConfig cfg;
+  cfg.chat_template = template_file(
+      "slow.jinja",
+      "{% if bomb %}{% for a in range(1000000) %}{% for b in range(1000000) %}x{% endfor %}{% endfor %}{% endif %}"
+      "{% for m in messages %}{{ m.content }}{% endfor %}");
+  start(cfg);
+  json bomb = json::parse(chat("hi", 2));
+  bomb["chat_template_kwargs"] = {{"bomb", true}};
+  using Clock = std::chrono::steady_clock;
+  std::atomic<int64_t> first_slow_done{INT64_MAX};
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 3; ++i)
+    slow.emplace_back([&] {
+      request(port, "POST", "/v1/chat/completions", bomb.dump());
+      const int64_t t = Clock::now().time_since_epoch().count();
+      int64_t seen = first_slow_done.load();
+      while (t < seen && !first_slow_done.compare_exchange_weak(seen, t)) {
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const Response health = request(port, "GET", "/health");
+  const int64_t health_done = Clock::now().time_since_epoch().count();
+  for (auto& t : slow) t.join();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_LT(health_done, first_slow_done.load()) << "the health check waited for a slow request";
 }
 
 // Graceful drain: a task and a stream in flight finish (the stream with [DONE]); a request

@@ -49,7 +49,8 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ApiService& api) : stream_(std::move(socket)), api_(api) {}
+  Session(tcp::socket socket, ApiService& api, net::thread_pool& workers)
+      : stream_(std::move(socket)), api_(api), workers_(workers) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
@@ -79,9 +80,15 @@ class Session : public std::enable_shared_from_this<Session> {
     r.authorization = std::string(req[http::field::authorization]);
     r.body = std::move(req.body());
     keep_alive_ = req.keep_alive();
-    Reply reply = api_.handle(r);
-    if (!reply.stream) return send(std::move(reply), keep_alive_);
-    start_generation(std::move(reply));
+    // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
+    // so a slow one never holds an I/O thread that other clients' bytes need.
+    net::post(workers_, [self = shared_from_this(), r = std::move(r)] {
+      auto reply = std::make_shared<Reply>(self->api_.handle(r));
+      net::dispatch(self->stream_.get_executor(), [self, reply] {
+        if (!reply->stream) return self->send(std::move(*reply), self->keep_alive_);
+        self->start_generation(std::move(*reply));
+      });
+    });
   }
 
   void send(Reply reply, bool keep_alive) {
@@ -182,6 +189,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   ApiService& api_;
+  net::thread_pool& workers_;
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -198,6 +206,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   net::io_context ioc;
+  net::thread_pool workers{4};  // request preparation (see Session::on_request)
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -222,7 +231,7 @@ struct HttpServer::Impl {
         return;
       }
       set_close_on_exec(socket.native_handle());
-      std::make_shared<Session>(std::move(socket), api)->start();
+      std::make_shared<Session>(std::move(socket), api, workers)->start();
       accept(api);
     });
   }
@@ -281,6 +290,7 @@ void HttpServer::stop() {
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  impl_->workers.join();  // preparations still running finish; their replies have nowhere to go
 }
 
 }  // namespace autoglm
