@@ -556,6 +556,42 @@ TEST_F(Server, SlowRequestsDoNotHoldTheIoThreads) {
   EXPECT_LT(health_done, first_slow_done.load()) << "the health check waited for a slow request";
 }
 
+TEST_F(Server, ClientsOverTheirRateGet429) {
+  ServerConfig cfg;
+  cfg.rate_limit_per_second = 0.1;
+  cfg.rate_limit_burst = 2;
+  start(cfg);
+  const std::string body = R"({"content": "hello"})";
+  EXPECT_EQ(request(port, "POST", "/tokenize", body).status, 200);
+  EXPECT_EQ(request(port, "POST", "/tokenize", body).status, 200);
+  const Response refused = request(port, "POST", "/tokenize", body);
+  expect_error(refused, 429, "");
+  EXPECT_EQ(refused.retry_after, "10");
+  EXPECT_EQ(request(port, "GET", "/metrics").status, 200) << "scrapes are not rate limited";
+}
+
+TEST_F(Server, ConnectionsOverTheLimitAreClosed) {
+  ServerConfig cfg;
+  cfg.max_connections = 4;
+  start(cfg);
+  net::io_context ioc;
+  std::vector<std::unique_ptr<tcp::socket>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<tcp::socket>(ioc));
+    held.back()->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server has accepted them
+  EXPECT_EQ(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 0)
+      << "a fifth connection was served";
+  held.clear();  // the server notices the closed connections and frees their places
+  int status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    status = raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  }
+  EXPECT_EQ(status, 200);
+}
+
 // Graceful drain: a task and a stream in flight finish (the stream with [DONE]); a request
 // that arrives meanwhile gets 503 with Retry-After; then the server stops.
 TEST_F(Server, DrainLetsRequestsInFlightFinish) {

@@ -50,7 +50,8 @@ Reply error_reply(int status, const std::string& message, const std::string& par
   return r;
 }
 
-ApiService::ApiService(ServerConfig config) : config_(std::move(config)) {}
+ApiService::ApiService(ServerConfig config)
+    : config_(std::move(config)), rate_limiter_(config_.rate_limit_per_second, config_.rate_limit_burst) {}
 ApiService::~ApiService() {
   std::unique_lock<std::mutex> lock(tasks_mutex_);
   tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
@@ -180,6 +181,16 @@ Reply ApiService::route(const HttpRequest& req) {
       return error_reply(401, has ? "invalid API key" : "missing API key (Authorization: Bearer ...)", "",
                          "authentication_error");
   }
+  if (path != "/metrics")
+    if (auto wait = rate_limiter_.take(config_.api_keys.empty() ? "address " + req.client_address : "key " + key)) {
+      Reply r =
+          error_reply(429,
+                      "too many requests from this client: at most " + json(config_.rate_limit_per_second).dump() +
+                          " per second (burst " + json(config_.rate_limit_burst).dump() + ")",
+                      "", "rate_limit_error");
+      r.headers.emplace_back("Retry-After", std::to_string(int64_t(std::ceil(*wait))));
+      return r;
+    }
   if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
   if (path == "/metrics") return metrics_text();
   if (path == "/v1/models") return models();

@@ -18,6 +18,7 @@
 #include "runtime/runtime_parts.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/rate_limiter.h"
 #include "server/response_writer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +29,7 @@ struct HttpRequest {
   std::string target;         // path and query
   std::string authorization;  // the Authorization header
   std::string body;
+  std::string client_address;  // the peer's IP address (rate limits without API keys)
 };
 
 struct Reply {
@@ -91,6 +93,7 @@ class ApiService {
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
+  RateLimiter rate_limiter_;
   std::shared_ptr<void> track(const std::shared_ptr<StreamHandle>& handle);
   std::mutex flight_mutex_;
   std::vector<std::weak_ptr<StreamHandle>> in_flight_;  // for cancel_in_flight

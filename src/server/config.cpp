@@ -247,6 +247,21 @@ Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig
   return r.strings(node, "api_keys", c.api_keys);
 }
 
+Status read_rate_limit(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  if (!node.IsMap()) return r.error(node, "rate_limit", "must be a mapping (requests_per_second, burst)");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (key == "requests_per_second")
+      AUTOGLM_RETURN_IF_ERROR(
+          r.ranged<double>(kv.second, "rate_limit.requests_per_second", c.rate_limit_per_second, 0, 1e6));
+    else if (key == "burst")
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, "rate_limit.burst", c.rate_limit_burst, 1, 1e6));
+    else
+      return r.error(kv.first, "rate_limit." + key, "is not a known key (requests_per_second, burst)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status check_access_rules(const ServerConfig& c) {
@@ -296,6 +311,9 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
       {"shutdown_grace_s",
        [&](const YAML::Node& n) { return r.ranged<double>(n, "shutdown_grace_s", c.shutdown_grace_s, 0, 3600); }},
+      {"max_connections",
+       [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_connections", c.max_connections, 1, 1 << 20); }},
+      {"rate_limit", [&](const YAML::Node& n) { return read_rate_limit(r, n, c); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},

@@ -49,8 +49,11 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ApiService& api, net::thread_pool& workers)
-      : stream_(std::move(socket)), api_(api), workers_(workers) {}
+  Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open)
+      : stream_(std::move(socket)), api_(api), workers_(workers), open_(open) {
+    ++open_;
+  }
+  ~Session() { --open_; }
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
@@ -79,6 +82,9 @@ class Session : public std::enable_shared_from_this<Session> {
     r.target = std::string(req.target());
     r.authorization = std::string(req[http::field::authorization]);
     r.body = std::move(req.body());
+    beast::error_code ec_peer;
+    const auto peer = stream_.socket().remote_endpoint(ec_peer);
+    if (!ec_peer) r.client_address = peer.address().to_string();
     keep_alive_ = req.keep_alive();
     // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
     // so a slow one never holds an I/O thread that other clients' bytes need.
@@ -190,6 +196,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   ApiService& api_;
   net::thread_pool& workers_;
+  std::atomic<int64_t>& open_;  // the server's count of open connections
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -207,6 +214,7 @@ class Session : public std::enable_shared_from_this<Session> {
 struct HttpServer::Impl {
   net::io_context ioc;
   net::thread_pool workers{4};  // request preparation (see Session::on_request)
+  std::atomic<int64_t> open_connections{0};
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -231,7 +239,12 @@ struct HttpServer::Impl {
         return;
       }
       set_close_on_exec(socket.native_handle());
-      std::make_shared<Session>(std::move(socket), api, workers)->start();
+      if (open_connections.load() >= api.config().max_connections) {  // over the limit: closed at once
+        beast::error_code ignored;
+        socket.close(ignored);
+      } else {
+        std::make_shared<Session>(std::move(socket), api, workers, open_connections)->start();
+      }
       accept(api);
     });
   }
