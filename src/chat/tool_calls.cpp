@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/json_brackets.h"
 #include "sample/json_schema.h"
 
 namespace autoglm {
@@ -33,27 +34,8 @@ std::vector<json> json_values(const std::string& text) {
   while (i < text.size()) {
     while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) || text[i] == ';')) ++i;
     if (i >= text.size()) break;
-    // Find the end of one value by bracket depth outside strings.
-    int depth = 0;
-    bool in_string = false, escaped = false;
-    size_t j = i;
-    for (; j < text.size(); ++j) {
-      const char c = text[j];
-      if (in_string) {
-        if (escaped)
-          escaped = false;
-        else if (c == '\\')
-          escaped = true;
-        else if (c == '"')
-          in_string = false;
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        ++depth;
-      } else if (c == '}' || c == ']') {
-        if (--depth == 0) break;
-      }
-    }
+    // The value ends where its brackets close.
+    const size_t j = scan_json_brackets(text, i, [](size_t, int depth) { return depth != 0; });
     if (j >= text.size()) return {};
     try {
       out.push_back(json::parse(text.substr(i, j + 1 - i)));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/json_brackets.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -12,27 +13,14 @@ void bad(const std::string& param, const std::string& message) {
 
 namespace {
 
-// The deepest nesting of arrays and objects in a JSON text (strings skipped), in one pass:
-// bodies are copied and walked recursively later, so depth is bounded before parsing.
+// The deepest nesting of arrays and objects in a JSON text, in one pass: bodies are copied
+// and walked recursively later, so depth is bounded before parsing.
 int json_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  int deepest = 0;
+  scan_json_brackets(text, 0, [&](size_t, int depth) {
+    deepest = std::max(deepest, depth);
+    return true;
+  });
   return deepest;
 }
 
