@@ -627,5 +627,30 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   EXPECT_EQ(api->in_flight(), 0);
 }
 
+// Past the grace period, the tools that tasks still run are ended: the drain does not wait
+// for their timeouts.
+TEST_F(Server, DrainEndsToolsStillRunningAfterTheGrace) {
+  ServerConfig cfg;
+  ToolConfig slow = echo_tool();
+  slow.name = "slow";
+  slow.triggers = {"^slow\\b"};
+  slow.exec.command = {"/bin/sleep", "30"};
+  slow.exec.timeout_ms = 60000;
+  cfg.tools = {slow};
+  start(cfg);
+  Response task_reply;
+  std::thread task([&] {
+    task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
+  });
+  for (int i = 0; i < 500 && api->in_flight() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the tool has started
+  server->drain_and_stop(0.2);
+  task.join();
+  // The tool was ended, so the task answered (its step failed) before the server stopped.
+  ASSERT_EQ(task_reply.status, 200) << task_reply.body;
+  EXPECT_TRUE(task_reply.j()["steps"][0].contains("error")) << task_reply.body;
+  EXPECT_EQ(api->in_flight(), 0);
+}
+
 }  // namespace
 }  // namespace autoglm

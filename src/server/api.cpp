@@ -12,6 +12,7 @@
 #include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "server/openai_request.h"
+#include "tasks/subprocess.h"
 #include "tasks/task_pipeline.h"
 
 namespace autoglm {
@@ -103,9 +104,12 @@ int64_t ApiService::in_flight() {
 }
 
 void ApiService::cancel_in_flight() {
-  std::lock_guard<std::mutex> lock(flight_mutex_);
-  for (const auto& weak : in_flight_)
-    if (auto h = weak.lock()) h->cancel();
+  {
+    std::lock_guard<std::mutex> lock(flight_mutex_);
+    for (const auto& weak : in_flight_)
+      if (auto h = weak.lock()) h->cancel();
+  }
+  terminate_running_commands();  // tasks waiting on tools finish with that step's error
 }
 
 Status ApiService::load(const RuntimeOptions& base) {

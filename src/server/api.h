@@ -71,7 +71,8 @@ class ApiService {
   // those in flight go on. in_flight() counts generations whose reply is not done, and tasks.
   void begin_drain();
   int64_t in_flight();
-  // Asks every generation in flight to stop (each ends with finish_reason "cancelled").
+  // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
+  // ends the tool commands that tasks are running.
   void cancel_in_flight();
 
   Reply handle(const HttpRequest& request);

@@ -212,9 +212,9 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 struct HttpServer::Impl {
+  std::atomic<int64_t> open_connections{0};  // first: sessions destroyed with ioc count down
   net::io_context ioc;
   net::thread_pool workers{4};  // request preparation (see Session::on_request)
-  std::atomic<int64_t> open_connections{0};
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -304,6 +304,9 @@ void HttpServer::stop() {
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
   impl_->workers.join();  // preparations still running finish; their replies have nowhere to go
+  // Destroying the context destroys the sessions its pending handlers hold: every connection
+  // still open is closed, so no client waits on a stopped server.
+  impl_ = std::make_unique<Impl>();
 }
 
 }  // namespace autoglm

@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "tasks/fd_read.h"
 
@@ -176,7 +178,23 @@ std::optional<int> read_wait_status(int fd, SteadyTime deadline) {
   return status;
 }
 
+// The supervisors of the commands running now (a process-wide fact: they are our children).
+std::mutex& running_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::set<pid_t>& running_supervisors() {
+  static std::set<pid_t> pids;
+  return pids;
+}
+
 }  // namespace
+
+void terminate_running_commands() {
+  std::lock_guard<std::mutex> lock(running_mutex());
+  for (pid_t pid : running_supervisors()) kill(pid, SIGTERM);
+}
 
 CommandResult run_confined(const CommandSpec& spec) {
   CommandResult r;
@@ -207,6 +225,10 @@ CommandResult run_confined(const CommandSpec& spec) {
     close(status_pipe[0]);
     return r;
   }
+  {
+    std::lock_guard<std::mutex> lock(running_mutex());
+    running_supervisors().insert(supervisor);
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.timeout_ms);
   r.error = read_all(out[0], deadline, spec.max_output_bytes, r.output, spec.timeout_ms);
   if (r.error.empty()) {
@@ -219,6 +241,10 @@ CommandResult run_confined(const CommandSpec& spec) {
   }
   close(out[0]);
   close(status_pipe[0]);
+  {  // out of the set before it is reaped, so its pid is never signalled after reuse
+    std::lock_guard<std::mutex> lock(running_mutex());
+    running_supervisors().erase(supervisor);
+  }
   kill(supervisor, SIGTERM);  // whatever the command left running goes with it
   int status = 0;
   while (waitpid(supervisor, &status, 0) < 0 && errno == EINTR) {

@@ -31,4 +31,8 @@ struct CommandResult {
 
 CommandResult run_confined(const CommandSpec& spec);
 
+// Ends every command running now (their supervisors kill all they started); the runs return
+// with an error. For a server that stops while tools still run.
+void terminate_running_commands();
+
 }  // namespace autoglm
