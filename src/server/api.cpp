@@ -281,7 +281,8 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   }).detach();
   Reply r;
   r.stream = handle;
-  r.consume = [](const StreamEvent& ev) {
+  // In flight until the reply has been sent, not only until the task is done.
+  r.consume = [in_flight = track(handle)](const StreamEvent& ev) {
     ReplyChunk chunk;
     chunk.complete = true;
     chunk.status = http_status_of(ev.finish_reason);
