@@ -599,16 +599,20 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   ToolConfig slow = echo_tool();
   slow.name = "slow";
   slow.triggers = {"^slow\\b"};
-  slow.exec.command = {"/bin/sh", "-c", "sleep 1; echo done"};
+  slow.exec.command = {"/bin/sh", "-c", "sleep 3; echo done"};
   cfg.tools = {slow};
+  cfg.context_window = 4096;
   start(cfg);
   Response task_reply, stream_reply;
   std::thread task([&] {
     task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
   });
-  std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", chat("hello", 200, true)); });
-  for (int i = 0; i < 500 && api->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  ASSERT_GE(api->in_flight(), 1);
+  json long_stream = json::parse(chat("hello", 1500, true));
+  long_stream["ignore_eos"] = true;
+  std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", long_stream.dump()); });
+  // Both are in flight together for a while (the tool sleeps 3 s, the stream is 1500 tokens).
+  for (int i = 0; i < 2000 && api->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(api->in_flight(), 2);
   std::thread drain([&] { server->drain_and_stop(30); });
   Response refused;
   for (int i = 0; i < 200 && refused.status != 503; ++i) {
@@ -634,7 +638,7 @@ TEST_F(Server, DrainEndsToolsStillRunningAfterTheGrace) {
   ToolConfig slow = echo_tool();
   slow.name = "slow";
   slow.triggers = {"^slow\\b"};
-  slow.exec.command = {"/bin/sleep", "30"};
+  slow.exec.command = {"/bin/sleep", "30.125"};
   slow.exec.timeout_ms = 60000;
   cfg.tools = {slow};
   start(cfg);
@@ -642,8 +646,10 @@ TEST_F(Server, DrainEndsToolsStillRunningAfterTheGrace) {
   std::thread task([&] {
     task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
   });
-  for (int i = 0; i < 500 && api->in_flight() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the tool has started
+  // The task's generation picks the tool's arguments first: wait until the tool runs.
+  for (int i = 0; i < 2000 && !test::process_with_argument("30.125"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(test::process_with_argument("30.125")) << "the tool never started";
   server->drain_and_stop(0.2);
   task.join();
   // The tool was ended, so the task answered (its step failed) before the server stopped.

@@ -101,16 +101,6 @@ TEST(ToolExecutors, CommandGetsOnlyAllowlistedEnvironmentAndItsDirectory) {
   EXPECT_EQ(o.output, "/tmp\n");
 }
 
-// True while a live process has `arg` as one of its argv elements (zombies have none).
-bool process_with_argument(const std::string& arg) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find(std::string(1, '\0') + arg + std::string(1, '\0')) != std::string::npos) return true;
-  }
-  return false;
-}
-
 // Polls `done` every 20 ms for up to 10 s.
 bool eventually(const std::function<bool()>& done) {
   for (int i = 0; i < 500; ++i) {
@@ -163,7 +153,7 @@ TEST(ToolExecutors, EscapedProcessDiesAtTheTimeoutAndThePortIsFree) {
   ASSERT_TRUE(reg);
   const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
   EXPECT_NE(o.error.find("timed out after 300 ms"), std::string::npos) << o.error;
-  EXPECT_FALSE(process_with_argument("4242.25")) << "the escaped sleep outlived its tool's timeout";
+  EXPECT_FALSE(test::process_with_argument("4242.25")) << "the escaped sleep outlived its tool's timeout";
   close(listener);
   const int again = inheritable_listener(port);
   EXPECT_GE(again, 0) << "port " << port << " is still held";
@@ -177,7 +167,7 @@ TEST(ToolExecutors, WhatACommandLeavesRunningEndsWithIt) {
   const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test");
   EXPECT_TRUE(o.ok) << o.error;
   EXPECT_EQ(o.output, "started\n");
-  EXPECT_FALSE(process_with_argument("4243.25")) << "the tool's daemon outlived it";
+  EXPECT_FALSE(test::process_with_argument("4243.25")) << "the tool's daemon outlived it";
 }
 
 TEST(ToolExecutors, ServerDeathEndsTheCommandsItStarted) {
@@ -189,10 +179,10 @@ TEST(ToolExecutors, ServerDeathEndsTheCommandsItStarted) {
     _exit(0);
   }
   ASSERT_GT(server, 0);
-  ASSERT_TRUE(eventually([] { return process_with_argument("4244.25"); })) << "the tool never started";
+  ASSERT_TRUE(eventually([] { return test::process_with_argument("4244.25"); })) << "the tool never started";
   kill(server, SIGKILL);
   waitpid(server, nullptr, 0);
-  EXPECT_TRUE(eventually([] { return !process_with_argument("4244.25"); })) << "the tool outlived the server";
+  EXPECT_TRUE(eventually([] { return !test::process_with_argument("4244.25"); })) << "the tool outlived the server";
 }
 
 // A one-shot HTTP server on loopback: answers each connection with `reply`, keeps the request.

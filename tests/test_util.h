@@ -49,6 +49,16 @@ inline bool shared_required() {
   return (ci && std::string(ci) == "true") || (required && std::string(required) == "1");
 }
 
+// True while a live process has `arg` as one of its argv elements (zombies have none).
+inline bool process_with_argument(const std::string& arg) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(std::string(1, '\0') + arg + std::string(1, '\0')) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace autoglm::test
 
 // Skips the current test when a file of ../shared is absent (fails instead under CI).
