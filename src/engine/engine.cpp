@@ -86,13 +86,21 @@ struct Sequence {
 
 namespace {
 
-// Waiting order: higher priority first, then earlier arrival (id).
-bool runs_before(const Sequence& a, const Sequence& b) {
-  return a.request.priority != b.request.priority ? a.request.priority > b.request.priority : a.id < b.id;
+SeqView view_of(const Sequence& s) {
+  SeqView v;
+  v.id = s.id;
+  v.priority = s.request.priority;
+  v.admit_order = s.admit_order;
+  v.n_tokens = int64_t(s.tokens.size());
+  v.n_prompt = s.n_prompt;
+  v.n_computed = s.n_computed;
+  return v;
 }
 
+// Keeps `list` in the scheduler's waiting order.
 void insert_sorted(std::list<std::unique_ptr<Sequence>>& list, std::unique_ptr<Sequence> seq) {
-  auto it = std::find_if(list.begin(), list.end(), [&](const auto& other) { return runs_before(*seq, *other); });
+  const SeqView v = view_of(*seq);
+  auto it = std::find_if(list.begin(), list.end(), [&](const auto& other) { return runs_before(v, view_of(*other)); });
   list.insert(it, std::move(seq));
 }
 
@@ -294,17 +302,6 @@ class Engine::Planner : public KvPlanner {
 };
 
 namespace {
-
-SeqView view_of(const Sequence& s) {
-  SeqView v;
-  v.id = s.id;
-  v.priority = s.request.priority;
-  v.admit_order = s.admit_order;
-  v.n_tokens = int64_t(s.tokens.size());
-  v.n_prompt = s.n_prompt;
-  v.n_computed = s.n_computed;
-  return v;
-}
 
 // Moves the sequence `id` out of `list`.
 std::unique_ptr<Sequence> take(std::list<std::unique_ptr<Sequence>>& list, SeqId id) {

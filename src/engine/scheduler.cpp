@@ -6,11 +6,6 @@
 namespace autoglm {
 namespace {
 
-// Waiting order: higher priority first, then earlier arrival.
-bool runs_before(const SeqView& a, const SeqView& b) {
-  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
-}
-
 struct Planning {
   std::vector<SeqView> running;  // still running (preempted ones leave)
   std::list<SeqView> waiting;
@@ -61,6 +56,10 @@ struct Planning {
 };
 
 }  // namespace
+
+bool runs_before(const SeqView& a, const SeqView& b) {
+  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+}
 
 ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
                              const SchedulerLimits& limits, KvPlanner& kv) {

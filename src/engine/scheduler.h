@@ -61,7 +61,10 @@ struct ScheduleOutput {
   std::vector<SeqId> admitted;       // waiting -> running, in order
 };
 
-// `running` in the engine's order, `waiting` sorted (priority, then id).
+// The waiting order: higher priority first, then earlier arrival (lower id).
+bool runs_before(const SeqView& a, const SeqView& b);
+
+// `running` in the engine's order, `waiting` sorted by runs_before.
 ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
                              const SchedulerLimits& limits, KvPlanner& kv);
 
