@@ -58,6 +58,40 @@ tool_access: {a: [echo]}
       << c->tools[0].parameters_json;
 }
 
+TEST(ServerConfig, ReadsTheRequestLimits) {
+  auto c = parse_server_config(R"(
+limits:
+  json_depth: 32
+  prompt_tokens: 100
+  stop_strings: 4
+  stop_string_bytes: 64
+  top_logprobs: 5
+  grammar_bytes: 4096
+  grammar_symbols: 1000
+  grammar_stacks: 64
+  template_steps: 5000
+  template_output_bytes: 2048
+)",
+                               "test.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const RequestLimits& l = c->limits;
+  EXPECT_EQ(l.json_depth, 32);
+  EXPECT_EQ(l.prompt_tokens, 100);
+  EXPECT_EQ(l.stop_strings, 4);
+  EXPECT_EQ(l.stop_string_bytes, 64);
+  EXPECT_EQ(l.top_logprobs, 5);
+  EXPECT_EQ(l.grammar_bytes, 4096);
+  EXPECT_EQ(l.grammar_symbols, 1000);
+  EXPECT_EQ(l.grammar_stacks, 64);
+  EXPECT_EQ(l.template_steps, 5000);
+  EXPECT_EQ(l.template_output_bytes, 2048);
+  // Absent keys keep their defaults.
+  auto d = parse_server_config("limits: {json_depth: 16}\n", "test.yaml");
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_EQ(d->limits.json_depth, 16);
+  EXPECT_EQ(d->limits.grammar_stacks, RequestLimits{}.grammar_stacks);
+}
+
 void expect_error(const std::string& yaml, const std::string& fragment) {
   auto c = parse_server_config(yaml, "cfg.yaml");
   ASSERT_FALSE(c.is_ok()) << yaml;
@@ -81,6 +115,9 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
   expect_error("tools:\n  - name: a\n    exec: {shell: x}\n", "'tools[0].exec.shell' is not a known key");
   expect_error("tools:\n  - name: a\n" + exec + "tool_access: {k: [b]}\n", "tool_access: 'b' names no tool");
   expect_error("max_running: 0\n", "'max_running' must be between 1");
+  expect_error("limits: {json_depth: 1}\n", "cfg.yaml:1: 'limits.json_depth' must be between 2");
+  expect_error("port: 1\nlimits:\n  grammar_rules: 5\n", "cfg.yaml:3: 'limits.grammar_rules' is not a known key");
+  expect_error("limits: [1]\n", "'limits' must be a mapping (json_depth, prompt_tokens");
   expect_error("model: [unclosed\n", "YAML syntax error");
 }
 
@@ -97,6 +134,19 @@ TEST(ServerConfig, DefaultFileParses) {
   auto c = load_server_config(path);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->port, 8080);
+  // The file spells out the built-in limits: the two agree.
+  const RequestLimits d;
+  const RequestLimits& l = c->limits;
+  EXPECT_EQ(l.json_depth, d.json_depth);
+  EXPECT_EQ(l.prompt_tokens, d.prompt_tokens);
+  EXPECT_EQ(l.stop_strings, d.stop_strings);
+  EXPECT_EQ(l.stop_string_bytes, d.stop_string_bytes);
+  EXPECT_EQ(l.top_logprobs, d.top_logprobs);
+  EXPECT_EQ(l.grammar_bytes, d.grammar_bytes);
+  EXPECT_EQ(l.grammar_symbols, d.grammar_symbols);
+  EXPECT_EQ(l.grammar_stacks, d.grammar_stacks);
+  EXPECT_EQ(l.template_steps, d.template_steps);
+  EXPECT_EQ(l.template_output_bytes, d.template_output_bytes);
 }
 
 }  // namespace

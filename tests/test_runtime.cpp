@@ -109,6 +109,41 @@ TEST_F(RuntimeApi, ConstraintsAreGivenAsText) {
   EXPECT_NE(bad.status().message().find("constraint"), std::string::npos) << bad.status().message();
 }
 
+TEST(RuntimeOpen, RequestLimitsApplyToSubmit) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.threads = 2;
+  o.kv_memory_mib = 16;
+  o.limits.json_depth = 4;
+  o.limits.prompt_tokens = 60;
+  o.limits.stop_strings = 1;
+  o.limits.grammar_symbols = 300;
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  const auto refused = [&](const Request& r, const std::string& limit) {
+    auto handle = (*rt)->submit(r);
+    ASSERT_FALSE(handle.is_ok()) << limit;
+    EXPECT_NE(handle.status().message().find("limit " + limit), std::string::npos) << handle.status().message();
+  };
+  Request r;
+  for (int i = 0; i < 20; ++i) r.text += "Once upon a time there was a girl. ";
+  refused(r, "prompt_tokens");
+  r.text = "Once";
+  r.stop = {"a", "b"};
+  refused(r, "stop_strings");
+  r.stop = {};
+  r.constraint = {ConstraintKind::kGbnf, "root ::= \"a\"{0,200}"};
+  refused(r, "grammar_symbols");
+  r.constraint = {};
+  r.text.clear();
+  r.chat = Conversation{};
+  r.chat->messages_json = R"([{"role": "user", "content": "hi", "x": [[[[1]]]]}])";
+  refused(r, "json_depth");
+  r.chat->messages_json = R"([{"role": "user", "content": "hi"}])";
+  r.max_tokens = 2;
+  EXPECT_TRUE((*rt)->generate_text(r).is_ok());
+}
+
 TEST_F(RuntimeApi, LogitsOfOnePassPickTheGreedyToken) {
   const auto ids = rt->encode("Once upon a time");
   auto rows = rt->logits(ids, true);

@@ -173,6 +173,65 @@ TEST_F(Server, DeepJsonIsA400OnEveryRoute) {
   EXPECT_EQ(request(port, "GET", "/health").status, 200);
 }
 
+// Every configured limit is applied to requests, and its error names the field and the limit.
+TEST_F(Server, ConfiguredLimitsAreAppliedAndNamed) {
+  ServerConfig cfg;
+  cfg.limits.json_depth = 8;
+  cfg.limits.prompt_tokens = 120;
+  cfg.limits.stop_strings = 2;
+  cfg.limits.stop_string_bytes = 8;
+  cfg.limits.top_logprobs = 3;
+  cfg.limits.grammar_bytes = 2048;
+  cfg.limits.grammar_symbols = 500;
+  cfg.limits.grammar_stacks = 64;
+  cfg.limits.template_steps = 1000;
+  cfg.limits.template_output_bytes = 16384;
+  start(cfg);
+  const auto refused = [&](const char* route, const json& body, const std::string& param, const std::string& limit) {
+    const Response r = request(port, "POST", route, body.dump());
+    expect_error(r, 400, param);
+    EXPECT_NE(r.body.find("limit " + limit), std::string::npos) << r.body;
+  };
+  const json hi = {{"role", "user"}, {"content", "hi"}};
+  const json chat = {{"messages", {hi}}, {"max_tokens", 2}};
+  const auto with = [](json body, const char* key, json value) {
+    body[key] = std::move(value);
+    return body;
+  };
+  json nested = 1;
+  for (int i = 0; i < 9; ++i) nested = json::array({nested});
+  refused("/v1/chat/completions", with(chat, "metadata", nested), "", "json_depth");
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += " once upon a time";
+  refused("/v1/completions", {{"prompt", words}}, "prompt", "prompt_tokens");
+  refused("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", words}}}}}, "messages",
+          "prompt_tokens");
+  refused("/v1/chat/completions", with(chat, "stop", {"a", "b", "c"}), "stop", "stop_strings");
+  refused("/v1/chat/completions", with(chat, "stop", {"123456789"}), "stop", "stop_string_bytes");
+  refused("/v1/chat/completions", with(with(chat, "logprobs", true), "top_logprobs", 4), "top_logprobs",
+          "top_logprobs");
+  refused("/v1/chat/completions", with(chat, "grammar", "root ::= \"a\" # " + std::string(3000, 'x')), "grammar",
+          "grammar_bytes");
+  refused("/v1/chat/completions", with(chat, "grammar", "root ::= \"a\"{0,400}"), "grammar", "grammar_symbols");
+  std::string alternatives = "root ::= a0\n";
+  for (int k = 0; k < 8; ++k) {
+    const std::string next = "a" + std::to_string(k + 1);
+    alternatives += "a" + std::to_string(k) + " ::= " + next + " \"0\" | " + next + " \"1\"\n";
+  }
+  alternatives += "a8 ::= \"x\"\n";
+  refused("/v1/chat/completions", with(chat, "grammar", alternatives), "grammar", "grammar_stacks");
+  json many = json::array();
+  for (int i = 0; i < 2000; ++i) many.push_back(hi);
+  refused("/v1/chat/completions", with(chat, "messages", many), "messages", "template_steps");
+  refused("/v1/chat/completions", with(chat, "messages", {{{"role", "user"}, {"content", std::string(20000, 'a')}}}),
+          "messages", "template_output_bytes");
+  // Within every limit, the request is served.
+  json fine = with(with(with(chat, "stop", {"12345678", "b"}), "logprobs", true), "top_logprobs", 3);
+  fine["grammar"] = "root ::= [a-z]{1,20}";
+  const Response ok = request(port, "POST", "/v1/chat/completions", fine.dump());
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
 TEST_F(Server, LoadingAnswers503) {
   start(ServerConfig(), /*load=*/false);
   expect_error(request(port, "GET", "/health"), 503, "");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autoglm/engine.h"
+#include "autoglm/limits.h"
 #include "autoglm/log.h"
 #include "autoglm/sampling_params.h"
 #include "autoglm/status.h"
@@ -47,7 +48,8 @@ struct RuntimeOptions {
   int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted
   bool profile = false;            // per-op forward times
   bool start_engine = true;        // false: no engine or KV pool (tokenizer, chat and logits only)
-  LogSink log;                     // where the library's log lines go (null: keep the current sink)
+  RequestLimits limits;
+  LogSink log;  // where the library's log lines go (null: keep the current sink)
   // Progress of long load steps (quantizing, repacking): step name, done, total.
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };

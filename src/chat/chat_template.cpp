@@ -78,6 +78,8 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   try {
     jinja::RenderLimits limits;
     limits.cancel = cancel_;
+    limits.max_steps = max_steps_;
+    limits.max_output_bytes = max_output_bytes_;
     return jinja::render(*body_, vars, limits);
   } catch (const jinja::Error& e) {
     return invalid_argument(std::string("chat template: ") + e.what());

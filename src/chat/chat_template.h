@@ -34,11 +34,17 @@ class ChatTemplate {
   const std::string& source() const { return source_; }
   // Renders stop at their next step, with an error, once *flag is true (server shutdown).
   void set_cancel_flag(const std::atomic<bool>* flag) { cancel_ = flag; }
+  void set_limits(int64_t max_steps, size_t max_output_bytes) {
+    max_steps_ = max_steps;
+    max_output_bytes_ = max_output_bytes;
+  }
 
  private:
   std::string source_;
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Node>>> body_;
   const std::atomic<bool>* cancel_ = nullptr;
+  int64_t max_steps_ = 4'000'000;
+  size_t max_output_bytes_ = size_t(32) << 20;
 };
 
 }  // namespace autoglm

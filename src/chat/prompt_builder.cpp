@@ -4,8 +4,12 @@ namespace autoglm {
 
 using nlohmann::ordered_json;
 
-PromptBuilder::PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer)
-    : template_(chat_template), tokenizer_(tokenizer), family_(tool_call_family(chat_template.source())) {}
+PromptBuilder::PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
+                             GrammarLimits grammar_limits)
+    : template_(chat_template),
+      tokenizer_(tokenizer),
+      family_(tool_call_family(chat_template.source())),
+      grammar_limits_(grammar_limits) {}
 
 ordered_json PromptBuilder::special_token_variables() const {
   const Vocab& v = tokenizer_.vocab();
@@ -42,7 +46,7 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
     const bool named = request.tool_choice == ToolChoice::kNamed;
     auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");
     if (!gbnf) return fail(named ? "tool_choice" : "tools", gbnf.status());
-    auto grammar = Grammar::parse(*gbnf);
+    auto grammar = Grammar::parse(*gbnf, grammar_limits_);
     if (!grammar) return fail("tools", grammar.status());
     prompt.forced_call = *grammar;
   }

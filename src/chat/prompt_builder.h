@@ -44,7 +44,7 @@ struct Prompt {
 class PromptBuilder {
  public:
   // Both must outlive the builder; the tool-call family is read off the template once.
-  PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
+  PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer, GrammarLimits grammar_limits = {});
 
   // On error, *error_param (when given) names the request field at fault: "messages" for
   // the template, "tools" or "tool_choice" for the forced call.
@@ -63,6 +63,7 @@ class PromptBuilder {
   const ChatTemplate& template_;
   const Tokenizer& tokenizer_;
   ToolCallFamily family_;
+  GrammarLimits grammar_limits_;  // of forced tool calls
 };
 
 }  // namespace autoglm

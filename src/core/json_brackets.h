@@ -33,4 +33,15 @@ size_t scan_json_brackets(std::string_view text, size_t from, OnBracket&& on_bra
   return text.size();
 }
 
+// The deepest nesting of arrays and objects in a JSON text: request data is copied and
+// walked recursively after the parse, so its depth is bounded before.
+inline int json_depth(std::string_view text) {
+  int deepest = 0;
+  scan_json_brackets(text, 0, [&](size_t, int depth) {
+    deepest = depth > deepest ? depth : deepest;
+    return true;
+  });
+  return deepest;
+}
+
 }  // namespace autoglm

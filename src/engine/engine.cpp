@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/constrained.h"
 #include "engine/prompt_check.h"
+#include "engine/request_limits.h"
 #include "engine/scheduler.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
@@ -139,6 +140,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   for (int32_t t : request.prompt)
     if (t < 0 || t >= model_.spec().n_vocab)
       return invalid_argument("prompt: token id " + std::to_string(t) + " is out of range");
+  if (auto over = check_request_limits(request, config_.limits)) return invalid_argument(over->message);
   const int64_t n = int64_t(request.prompt.size());
   AUTOGLM_RETURN_IF_ERROR(check_prompt_fits(n, config_.n_ctx));
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)

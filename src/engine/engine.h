@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoglm/engine.h"
+#include "autoglm/limits.h"
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
 #include "engine/request.h"
@@ -33,6 +34,7 @@ struct EngineConfig {
   bool prefix_cache = true;
   DType kv_type = DType::F16;  // must have passed kv_format for the model
   bool profile = false;        // per-op times in op_profile()
+  RequestLimits limits;        // checked on every submit
 };
 
 // Counters and gauges, read from any thread.

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "core/cpu_features.h"
+#include "core/json_brackets.h"
 #include "core/log.h"
 #include "core/read_file.h"
 #include "engine/generator.h"
@@ -76,7 +77,10 @@ Status dry_render(const Runtime::Parts& p) {
   return Status::ok();
 }
 
-Result<ordered_json> parse_json_field(const std::string& text, const char* field) {
+Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
+  if (json_depth(text) > limits.json_depth)
+    return invalid_argument(std::string(field) + ": nests arrays and objects deeper than " +
+                            std::to_string(limits.json_depth) + " levels (limit json_depth)");
   try {
     return ordered_json::parse(text);
   } catch (const ordered_json::exception& e) {
@@ -84,37 +88,38 @@ Result<ordered_json> parse_json_field(const std::string& text, const char* field
   }
 }
 
-Result<PromptRequest> prompt_request(const Conversation& chat) {
+Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimits& limits) {
   PromptRequest r;
   r.add_generation_prompt = chat.add_generation_prompt;
   if (!chat.messages_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.messages, parse_json_field(chat.messages_json, "messages_json"));
+    AUTOGLM_ASSIGN_OR_RETURN(r.messages, parse_json_field(chat.messages_json, "messages_json", limits));
     if (!r.messages.is_array()) return invalid_argument("messages_json: must be an array of messages");
   } else {
     for (const ChatMessage& m : chat.messages) r.messages.push_back({{"role", m.role}, {"content", m.content}});
   }
   if (!chat.tools_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.tools, parse_json_field(chat.tools_json, "tools_json"));
+    AUTOGLM_ASSIGN_OR_RETURN(r.tools, parse_json_field(chat.tools_json, "tools_json", limits));
     if (!r.tools.is_array()) return invalid_argument("tools_json: must be an array of tools");
     r.tool_choice = ToolChoice::kAuto;
   }
   if (!chat.template_kwargs_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.template_kwargs, parse_json_field(chat.template_kwargs_json, "template_kwargs_json"));
+    AUTOGLM_ASSIGN_OR_RETURN(r.template_kwargs,
+                             parse_json_field(chat.template_kwargs_json, "template_kwargs_json", limits));
     if (!r.template_kwargs.is_object()) return invalid_argument("template_kwargs_json: must be an object");
   }
   return r;
 }
 
-Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c) {
+Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c, const RequestLimits& limits) {
   if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
   std::string gbnf = c.text;
   if (c.kind == ConstraintKind::kJsonSchema) {
-    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, "constraint"));
+    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, "constraint", limits));
     auto converted = json_schema_to_gbnf(nlohmann::json(schema));
     if (!converted) return invalid_argument("constraint: " + converted.status().message());
     gbnf = *converted;
   }
-  auto grammar = Grammar::parse(gbnf);
+  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
   if (!grammar) return invalid_argument("constraint: " + grammar.status().message());
   return std::shared_ptr<const Grammar>(*grammar);
 }
@@ -141,6 +146,7 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   ec.max_queued = o.max_queued;
   ec.prefix_cache = o.prefix_cache;
   ec.profile = o.profile;
+  ec.limits = o.limits;
   return ec;
 }
 
@@ -161,7 +167,8 @@ Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, co
     return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
-  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer);
+  p.chat_template->set_limits(options.limits.template_steps, size_t(options.limits.template_output_bytes));
+  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(options.limits));
   AUTOGLM_RETURN_IF_ERROR(dry_render(p));
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
   p.pool =
@@ -177,7 +184,7 @@ Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
   if (sources != 1) return invalid_argument("request: give exactly one of tokens, text and chat");
   GenerationRequest g;
   if (request.chat) {
-    AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(*request.chat));
+    AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(*request.chat, p.options.limits));
     AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, p.prompts->build(conversation));
     g.prompt = std::move(prompt.ids);
   } else if (!request.text.empty()) {
@@ -188,7 +195,7 @@ Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
   g.max_tokens = request.max_tokens;
   g.sampling = request.sampling;
   g.stop = request.stop;
-  AUTOGLM_ASSIGN_OR_RETURN(g.grammar, constraint_grammar(request.constraint));
+  AUTOGLM_ASSIGN_OR_RETURN(g.grammar, constraint_grammar(request.constraint, p.options.limits));
   g.priority = request.priority;
   if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
   g.top_logprobs = request.top_logprobs;
@@ -247,13 +254,13 @@ SpecialTokens Runtime::special_tokens() const {
 }
 
 Result<std::string> Runtime::render_chat(const Conversation& chat) const {
-  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat));
+  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat, parts_->options.limits));
   AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, parts_->prompts->build(conversation));
   return prompt.text;
 }
 
 Result<std::vector<int32_t>> Runtime::chat_tokens(const Conversation& chat) const {
-  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat));
+  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat, parts_->options.limits));
   AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, parts_->prompts->build(conversation));
   return prompt.ids;
 }

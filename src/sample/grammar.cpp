@@ -43,7 +43,6 @@ namespace {
 
 constexpr size_t kMaxStackDepth = 512;
 constexpr int kMaxRepeat = 10000;
-constexpr size_t kMaxGrammarSymbols = 200000;
 
 size_t utf8_length(uint8_t lead) {
   if (lead < 0x80) return 1;
@@ -78,7 +77,9 @@ size_t decode_utf8(const std::string& s, size_t i, uint32_t& cp) {
 // Recursive-descent parser of the GBNF text into rules and character sets.
 class GbnfParser {
  public:
-  explicit GbnfParser(const std::string& text) : t_(text) {}
+  GbnfParser(const std::string& text, const GrammarLimits& limits) : t_(text), max_symbols_(limits.max_symbols) {
+    g_.max_stacks_ = limits.max_stacks;
+  }
 
   Result<std::shared_ptr<const Grammar>> run() {
     skip_space(true);
@@ -312,9 +313,9 @@ class GbnfParser {
     const GrammarSymbol s = as_symbol(std::move(item));
     // Bounded repetitions expand into copies and helper rules: bound what they add up to.
     symbols_ += size_t(lo) + 2 * size_t(std::max(0, hi - lo));
-    if (symbols_ > kMaxGrammarSymbols)
-      return error("the grammar expands to more than " + std::to_string(kMaxGrammarSymbols) +
-                   " symbols (repetition counts add up)");
+    if (symbols_ > max_symbols_)
+      return error("the grammar expands to more than " + std::to_string(max_symbols_) +
+                   " symbols (repetition counts add up; limit grammar_symbols)");
     for (int k = 0; k < lo; ++k) seq.push_back(s);
     if (hi < 0) {  // R ::= s R | ε
       const int32_t r = helper_rule({});
@@ -404,6 +405,7 @@ class GbnfParser {
 
   const std::string& t_;
   size_t i_ = 0;
+  size_t max_symbols_;
   size_t symbols_ = 0;  // symbols the grammar has expanded to so far
   Grammar g_;
   std::map<std::string, int32_t> rule_index_;
@@ -454,12 +456,15 @@ void Grammar::compute_min_lengths() {
   }
 }
 
-Result<std::shared_ptr<const Grammar>> Grammar::parse(const std::string& text) {
-  AUTOGLM_ASSIGN_OR_RETURN(auto grammar, GbnfParser(text).run());
-  if (GrammarState(grammar).overflowed())  // nested alternatives multiply the parses at the start
-    return invalid_argument("grammar: more than " + std::to_string(GrammarState::kMaxStacks) +
-                            " parses at its start (alternatives nested too deeply)");
-  return grammar;
+Result<std::shared_ptr<const Grammar>> Grammar::parse(const std::string& text, const GrammarLimits& limits) {
+  if (text.size() > limits.max_text_bytes)
+    return invalid_argument("grammar: " + std::to_string(text.size()) + " bytes of grammar text, over the limit of " +
+                            std::to_string(limits.max_text_bytes) + " (limit grammar_bytes)");
+  AUTOGLM_ASSIGN_OR_RETURN(auto parsed, GbnfParser(text, limits).run());
+  if (GrammarState(parsed).overflowed())  // nested alternatives multiply the parses at the start
+    return invalid_argument("grammar: more than " + std::to_string(limits.max_stacks) +
+                            " parses at its start (alternatives nested too deeply; limit grammar_stacks)");
+  return parsed;
 }
 
 GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
@@ -476,12 +481,12 @@ void GrammarState::normalize() {
 
 // Moves the stack forward to the character classes it may read next (one stack per choice).
 // Choices wait in a work list (no recursion: nested nullable rules can be 10^4 deep), and
-// at most kMaxStacks stacks come out; past that the state is marked overflowed.
+// at most the grammar's max_stacks come out; past that the state is marked overflowed.
 void GrammarState::expand(Stack first, std::vector<Stack>& out) {
   std::vector<Stack> todo;
   todo.push_back(std::move(first));
   while (!todo.empty()) {
-    if (out.size() >= kMaxStacks) {
+    if (out.size() >= grammar_->max_stacks()) {
       overflowed_ = true;
       return;
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/limits.h"
 #include "autoglm/status.h"
 
 namespace autoglm {
@@ -43,16 +44,29 @@ struct GrammarRule {
   std::vector<std::vector<GrammarSymbol>> alternatives;
 };
 
+// What one grammar may cost; requests' grammars and schemas are untrusted. Errors name the
+// limit by these field names (the server's `limits:` config uses the same names).
+struct GrammarLimits {
+  size_t max_text_bytes = size_t(1) << 20;  // grammar_bytes: the GBNF text (a schema's after conversion)
+  size_t max_symbols = 200000;              // grammar_symbols: after repetitions expand
+  size_t max_stacks = 4096;                 // grammar_stacks: parses alive at once
+
+  static GrammarLimits of(const RequestLimits& limits) {
+    return {size_t(limits.grammar_bytes), size_t(limits.grammar_symbols), size_t(limits.grammar_stacks)};
+  }
+};
+
 class Grammar {
  public:
-  // Parses and checks GBNF text; errors name the line and column (or the rule).
-  static Result<std::shared_ptr<const Grammar>> parse(const std::string& text);
+  // Parses and checks GBNF text; errors name the line and column (or the rule, or the limit).
+  static Result<std::shared_ptr<const Grammar>> parse(const std::string& text, const GrammarLimits& limits = {});
 
   const std::vector<GrammarRule>& rules() const { return rules_; }
   const std::vector<CharSet>& sets() const { return sets_; }
   int32_t root() const { return root_; }
   // The fewest characters a rule can match.
   int32_t min_length(int32_t rule) const { return min_length_[size_t(rule)]; }
+  size_t max_stacks() const { return max_stacks_; }
 
  private:
   friend class GbnfParser;
@@ -61,6 +75,7 @@ class Grammar {
   std::vector<GrammarRule> rules_;
   std::vector<CharSet> sets_;
   int32_t root_ = -1;
+  size_t max_stacks_ = GrammarLimits{}.max_stacks;
 };
 
 // Where a text stands in a grammar: every pushdown stack it is consistent with.
@@ -75,10 +90,9 @@ class GrammarState {
   GrammarState advance_bytes(const std::string& bytes) const;
 
   bool dead() const { return stacks_.empty(); }
-  // More than kMaxStacks parses at once: the state is dead (Grammar::parse refuses grammars
-  // whose start overflows).
+  // More than the grammar's max_stacks parses at once: the state is dead (Grammar::parse
+  // refuses grammars whose start overflows).
   bool overflowed() const { return overflowed_; }
-  static constexpr size_t kMaxStacks = 4096;
   bool accepting() const;     // the text so far is a whole sentence of the grammar
   bool can_continue() const;  // some stack still expects a character
   // The fewest characters that complete the text into a sentence (0 when accepting).

@@ -11,6 +11,7 @@
 #include "core/random_id.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
+#include "engine/request_limits.h"
 #include "server/openai_request.h"
 #include "tasks/subprocess.h"
 #include "tasks/task_pipeline.h"
@@ -76,6 +77,7 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   o.max_batch_tokens = c.max_batch_tokens;
   o.max_queued = c.max_queued;
   o.profile = c.profile;
+  o.limits = c.limits;
   return o;
 }
 
@@ -225,7 +227,7 @@ Reply ApiService::metrics_text() {
 // POST /v1/tasks {"input", "session"?, "max_steps"?, "seed"?, "force_action"?}: runs on its own
 // thread (a task waits on several generations and tools) and replies when it is done.
 Reply ApiService::run_task(const std::string& body, const std::string& api_key) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, config_.limits.json_depth);
   if (!j.contains("input") || !j["input"].is_string() || j["input"].get<std::string>().empty())
     bad("input", "'input' must be a non-empty string");
   auto request = std::make_shared<TaskRequest>();
@@ -295,7 +297,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
 }
 
 Reply ApiService::tokenize(const std::string& body) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, config_.limits.json_depth);
   if (!j.contains("content") || !j["content"].is_string()) bad("content", "'content' must be a string");
   const bool add_special = bool_param(j, "add_special", true);
   const bool with_pieces = bool_param(j, "with_pieces", false);
@@ -313,7 +315,7 @@ Reply ApiService::tokenize(const std::string& body) {
 }
 
 Reply ApiService::detokenize(const std::string& body) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, config_.limits.json_depth);
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
   std::vector<int32_t> ids;
   for (const auto& t : j["tokens"]) {
@@ -329,7 +331,7 @@ Reply ApiService::detokenize(const std::string& body) {
 // The request path: typed request -> prompt -> engine request -> stream handle whose
 // events the response writer turns into the reply.
 Reply ApiService::generate(const std::string& body, bool chat) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, config_.limits.json_depth);
   if (auto other = wrong_model(j, service_->model_name)) return *other;
   ResponseShape shape;
   GenerationParams params;
@@ -365,6 +367,8 @@ Reply ApiService::generate(const std::string& body, bool chat) {
 
   GenerationRequest g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
                                        service_->engine->config().n_ctx);
+  if (auto over = check_request_limits(g, config_.limits))
+    bad(over->param == "prompt" ? prompt_param : over->param, over->message);
   auto handle = service_->engine->submit(std::move(g));
   if (!handle) {
     if (handle.status().code() == StatusCode::kResourceExhausted) return busy(handle.status().message());

@@ -262,6 +262,40 @@ Status read_rate_limit(const ConfigReader& r, const YAML::Node& node, ServerConf
   return Status::ok();
 }
 
+Status read_limits(const ConfigReader& r, const YAML::Node& node, RequestLimits& l) {
+  struct Key {
+    const char* name;
+    int64_t* value;
+    int64_t lo, hi;
+  };
+  int64_t json_depth = l.json_depth;
+  const Key keys[] = {
+      {"json_depth", &json_depth, 2, 100000},
+      {"prompt_tokens", &l.prompt_tokens, 0, 1 << 24},
+      {"stop_strings", &l.stop_strings, 0, 1024},
+      {"stop_string_bytes", &l.stop_string_bytes, 1, 1 << 20},
+      {"top_logprobs", &l.top_logprobs, 0, 1000},
+      {"grammar_bytes", &l.grammar_bytes, 1024, int64_t(1) << 30},
+      {"grammar_symbols", &l.grammar_symbols, 100, 100000000},
+      {"grammar_stacks", &l.grammar_stacks, 16, 1 << 20},
+      {"template_steps", &l.template_steps, 1000, int64_t(1) << 40},
+      {"template_output_bytes", &l.template_output_bytes, 1024, int64_t(64) << 20},
+  };
+  std::string known;
+  for (const Key& k : keys) known += (known.empty() ? "" : ", ") + std::string(k.name);
+  if (!node.IsMap()) return r.error(node, "limits", "must be a mapping (" + known + ")");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const Key* found = nullptr;
+    for (const Key& k : keys)
+      if (key == k.name) found = &k;
+    if (!found) return r.error(kv.first, "limits." + key, "is not a known key (" + known + ")");
+    AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, "limits." + key, *found->value, found->lo, found->hi));
+  }
+  l.json_depth = int(json_depth);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status check_access_rules(const ServerConfig& c) {
@@ -314,6 +348,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"max_connections",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_connections", c.max_connections, 1, 1 << 20); }},
       {"rate_limit", [&](const YAML::Node& n) { return read_rate_limit(r, n, c); }},
+      {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},

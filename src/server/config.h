@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/limits.h"
 #include "autoglm/status.h"
 #include "tasks/task_pipeline.h"
 #include "tasks/tools.h"
@@ -43,6 +44,7 @@ struct ServerConfig {
   std::vector<std::string> http_allowlist;                      // hosts http tools may reach; empty: loopback
   std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all
   TaskOptions task;
+  RequestLimits limits;  // `limits:` what one request may cost
 };
 
 // Rules across keys that command-line flags can still change (--api-key), checked when the

@@ -22,11 +22,12 @@ std::string content_text(const json& content, const std::string& param) {
   return text;
 }
 
+// Its count and lengths are checked against the limits with the rest of the engine request.
 std::vector<std::string> stop_param(const json& body) {
   if (!body.contains("stop") || body["stop"].is_null()) return {};
   const json& s = body["stop"];
   if (s.is_string()) return {s.get<std::string>()};
-  if (!s.is_array() || s.size() > 16) bad("stop", "'stop' must be a string or an array of at most 16 strings");
+  if (!s.is_array()) bad("stop", "'stop' must be a string or an array of strings");
   std::vector<std::string> out;
   for (const auto& x : s) {
     if (!x.is_string()) bad("stop", "'stop' must hold strings only");
@@ -50,7 +51,7 @@ int32_t priority_param(const json& body, const ServerConfig& cfg) {
 
 // The grammar a request asks for: response_format json_object / json_schema, or the
 // `grammar` extension (GBNF text); null for free text.
-std::shared_ptr<const Grammar> grammar_param(const json& body) {
+std::shared_ptr<const Grammar> grammar_param(const json& body, const RequestLimits& limits) {
   const json rf = body.value("response_format", json());
   const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
   std::string gbnf;
@@ -81,7 +82,7 @@ std::shared_ptr<const Grammar> grammar_param(const json& body) {
     param = "grammar";
   }
   if (gbnf.empty()) return nullptr;
-  auto grammar = Grammar::parse(gbnf);
+  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
   if (!grammar) bad(param, grammar.status().message());
   return *grammar;
 }
@@ -197,7 +198,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   if (j.contains("seed") && !j["seed"].is_null()) p.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
   p.stop = stop_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
-  p.grammar = grammar_param(j);
+  p.grammar = grammar_param(j, config.limits);
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   p.timeout_seconds = optional_number(j, "timeout", 0.001, 86400);
@@ -228,7 +229,7 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
     r.parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
   r.params.logprobs = bool_param(j, "logprobs", false);
   if (r.params.logprobs)
-    r.params.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, 20, 0));
+    r.params.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, INT32_MAX, 0));
   else if (j.contains("top_logprobs") && !j["top_logprobs"].is_null())
     bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   return r;
@@ -246,7 +247,7 @@ CompletionRequest parse_completion_request(const json& j, const ServerConfig& co
     bad("prompt", "'prompt' must be a string");
   r.params = common_params(j, config);
   if (j.contains("logprobs") && !j["logprobs"].is_null()) {  // the legacy form: the number of alternatives
-    r.params.top_logprobs = int32_t(integer_param(j, "logprobs", 0, 20, 0));
+    r.params.top_logprobs = int32_t(integer_param(j, "logprobs", 0, INT32_MAX, 0));
     r.params.logprobs = true;
   }
   return r;

@@ -11,24 +11,10 @@ void bad(const std::string& param, const std::string& message) {
   throw ParamError{param, message};
 }
 
-namespace {
-
-// The deepest nesting of arrays and objects in a JSON text, in one pass: bodies are copied
-// and walked recursively later, so depth is bounded before parsing.
-int json_depth(const std::string& text) {
-  int deepest = 0;
-  scan_json_brackets(text, 0, [&](size_t, int depth) {
-    deepest = std::max(deepest, depth);
-    return true;
-  });
-  return deepest;
-}
-
-}  // namespace
-
-json parse_body(const std::string& body) {
-  if (json_depth(body) > kMaxJsonDepth)
-    bad("", "the body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+json parse_body(const std::string& body, int max_depth) {
+  if (json_depth(body) > max_depth)
+    bad("",
+        "the body nests arrays and objects deeper than " + std::to_string(max_depth) + " levels (limit json_depth)");
   json j;
   try {
     j = json::parse(body);

@@ -17,12 +17,9 @@ struct ParamError {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message);
 
-// Arrays and objects nested deeper than this in a request body are a 400 (OpenAI's own
-// requests stay far below it).
-constexpr int kMaxJsonDepth = 128;
-
-// The body as a JSON object.
-json parse_body(const std::string& body);
+// The body as a JSON object; arrays and objects nested deeper than max_depth (the
+// json_depth limit) are a 400.
+json parse_body(const std::string& body, int max_depth);
 
 double number_param(const json& body, const char* name, double lo, double hi, double dflt);
 int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt);

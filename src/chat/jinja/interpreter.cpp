@@ -46,7 +46,8 @@ class Renderer {
     const int64_t before = steps_;
     steps_ += units;
     if (steps_ > limits_.max_steps)
-      throw Error("the template takes more than " + std::to_string(limits_.max_steps) + " steps");
+      throw Error("the template takes more than " + std::to_string(limits_.max_steps) +
+                  " steps (limit template_steps)");
     const bool new_thousand = (before >> 10) != (steps_ >> 10);
     if (new_thousand && limits_.cancel && limits_.cancel->load(std::memory_order_relaxed))
       throw Error("rendering was cancelled (the server is stopping)");
@@ -275,8 +276,11 @@ class Renderer {
     }
   }
 
-  static void append(std::string& out, const std::string& text) {
+  void append(std::string& out, const std::string& text) const {
     check_string_size(out.size() + text.size(), "the output");
+    if (out.size() + text.size() > limits_.max_output_bytes)
+      throw Error("the output would exceed " + std::to_string(limits_.max_output_bytes) +
+                  " bytes (limit template_output_bytes)");
     out += text;
   }
 

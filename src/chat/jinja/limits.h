@@ -14,9 +14,10 @@
 namespace autoglm::jinja {
 
 struct RenderLimits {
-  int max_depth = 400;                        // nested statements, expressions and macro calls
-  int64_t max_steps = 4'000'000;              // statements, expressions and loop items evaluated
-  const std::atomic<bool>* cancel = nullptr;  // when set, the render stops at its next step
+  int max_depth = 400;                         // nested statements, expressions and macro calls
+  int64_t max_steps = 4'000'000;               // statements, expressions and loop items evaluated
+  size_t max_output_bytes = size_t(32) << 20;  // the rendered text (at most kMaxStringBytes)
+  const std::atomic<bool>* cancel = nullptr;   // when set, the render stops at its next step
 };
 
 // Nesting of the parsed template (parentheses, `not`, blocks inside blocks).
