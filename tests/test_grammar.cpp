@@ -114,13 +114,25 @@ std::string binary_levels(int levels) {
 TEST(GbnfLimits, LongRuleChainsParseWithoutRecursion) {
   std::string chain = "root ::= a0\n";
   for (int i = 0; i < 100000; ++i) chain += rule_name(i) + " ::= " + rule_name(i + 1) + "\n";
-  auto g = Grammar::parse(chain + "a100000 ::= \"x\"\n");
+  GrammarLimits roomy;  // 2 MB of text: over the default grammar_bytes
+  roomy.max_text_bytes = 8 << 20;
+  auto g = Grammar::parse(chain + "a100000 ::= \"x\"\n", roomy);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   EXPECT_TRUE(GrammarState(*g).advance('x').accepting());
   EXPECT_EQ((*g)->min_length((*g)->root()), 1);
-  auto cycle = Grammar::parse(chain + "a100000 ::= a0 \"x\"\n");
+  auto cycle = Grammar::parse(chain + "a100000 ::= a0 \"x\"\n", roomy);
   ASSERT_FALSE(cycle.is_ok());
   EXPECT_NE(cycle.status().message().find("left-recursive"), std::string::npos) << cycle.status().message();
+}
+
+TEST(GbnfLimits, TextOverTheByteLimitIsRefusedBeforeParsing) {
+  GrammarLimits small;
+  small.max_text_bytes = 64;
+  const std::string text = "root ::= \"a\" # " + std::string(100, 'x');
+  ASSERT_TRUE(Grammar::parse(text).is_ok());
+  auto g = Grammar::parse(text, small);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("limit grammar_bytes"), std::string::npos) << g.status().message();
 }
 
 TEST(GbnfLimits, RepetitionsThatAddUpAreRefused) {

@@ -252,6 +252,8 @@ TEST_F(Server, BadInputGetsItsStatus) {
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})"), 400, "max_tokens");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "top_p": 7})"), 400, "top_p");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop");
+  // Found by fuzz_request_json: a number too large for a double is a 400 like any bad JSON.
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "temperature": 3E3333})"), 400, "");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "priority": "vip"})"), 400, "priority");
   // Invalid UTF-8, raw and as a broken two-byte sequence.
   const Response raw = request(port, "POST", "/v1/completions", "{\"prompt\": \"\xff\xfe\"}");

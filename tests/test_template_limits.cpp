@@ -90,6 +90,28 @@ TEST(TemplateLimits, ACancelledRenderStopsAtItsNextStep) {
   EXPECT_EQ(render_error("{% for a in range(100) %}{{ a }}{% endfor %}", &cancel), "");
 }
 
+TEST(TemplateLimits, IntegerLiteralsOutOfRangeAreAParseError) {
+  // Found by fuzz_jinja: the literal used to escape the parser as std::out_of_range.
+  expect_error_containing("{{ 99999999999999999999999 }}",
+                          "line 1: the integer 99999999999999999999999 is out of range");
+  EXPECT_EQ(render_error("{{ 9223372036854775807 }}{{ 1" + std::string(400, '0') + ".5 }}"), "");
+}
+
+TEST(TemplateLimits, ConfiguredStepAndOutputLimitsApply) {
+  auto t = ChatTemplate::parse("{% for a in range(100) %}{{ 'x' * 100 }}{% endfor %}");
+  ASSERT_TRUE(t.is_ok());
+  ASSERT_TRUE(t->render(kMessages, ordered_json(), true, ordered_json::object()).is_ok());
+  t->set_limits(50, 1 << 20);
+  auto steps = t->render(kMessages, ordered_json(), true, ordered_json::object());
+  ASSERT_FALSE(steps.is_ok());
+  EXPECT_NE(steps.status().message().find("limit template_steps"), std::string::npos) << steps.status().message();
+  t->set_limits(1000000, 5000);
+  auto output = t->render(kMessages, ordered_json(), true, ordered_json::object());
+  ASSERT_FALSE(output.is_ok());
+  EXPECT_NE(output.status().message().find("limit template_output_bytes"), std::string::npos)
+      << output.status().message();
+}
+
 TEST(TemplateLimits, OrdinaryTemplatesStayWellInsideTheLimits) {
   // A long conversation through a template with a macro and nested loops renders.
   ordered_json messages = ordered_json::array();

@@ -10,6 +10,7 @@
 
 #include "core/last_resort.h"
 #include "core/log.h"
+#include "server/http_limits.h"
 
 namespace autoglm {
 
@@ -21,12 +22,6 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
-// The request line and headers together.
-constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
-// Bytes read but not yet parsed: a header block, a chunk header with its extensions, or the
-// trailer of a chunked body (which Beast does not count against the header limit). Below
-// Beast's 64 KiB field size, so no field can make it throw.
-constexpr size_t kMaxUnparsedBytes = 32 * 1024;
 
 // Asio opens sockets without O_CLOEXEC; a tool started later must not inherit them.
 void set_close_on_exec(int fd) {
@@ -62,8 +57,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void read_request() {
     parser_.emplace();
-    parser_->body_limit(uint64_t(api_.config().max_body_bytes));
-    parser_->header_limit(kMaxHeaderBytes);
+    apply_request_limits(*parser_, api_.config().max_body_bytes);
     stream_.expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });

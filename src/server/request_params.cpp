@@ -18,7 +18,7 @@ json parse_body(const std::string& body, int max_depth) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 3E3333
     bad("", std::string("the body is not valid JSON (or not UTF-8): ") + e.what());
   }
   if (!j.is_object()) bad("", "the body must be a JSON object");

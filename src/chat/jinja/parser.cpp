@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "chat/jinja/limits.h"
@@ -108,6 +110,17 @@ struct Token {
   Value value;
 };
 
+// Digits only (underscores removed); more than an int64 holds is an error, not a throw out of
+// the parser.
+int64_t integer_literal(const std::string& digits, int line) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size())
+    throw Error("line " + std::to_string(line) + ": the integer " + digits.substr(0, 32) +
+                (digits.size() > 32 ? "..." : "") + " is out of range");
+  return v;
+}
+
 std::vector<Token> tokenize(const std::string& s, int line) {
   std::vector<Token> out;
   size_t i = 0;
@@ -132,8 +145,8 @@ std::vector<Token> tokenize(const std::string& s, int line) {
       }
       std::string num = s.substr(i, j - i);
       num.erase(std::remove(num.begin(), num.end(), '_'), num.end());
-      out.push_back(is_float ? Token{Token::Kind::kFloat, num, Value(std::stod(num))}
-                             : Token{Token::Kind::kInt, num, Value(int64_t(std::stoll(num)))});
+      out.push_back(is_float ? Token{Token::Kind::kFloat, num, Value(std::strtod(num.c_str(), nullptr))}
+                             : Token{Token::Kind::kInt, num, Value(integer_literal(num, line))});
       i = j;
     } else if (c == '\'' || c == '"') {
       std::string str;
