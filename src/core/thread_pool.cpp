@@ -72,11 +72,19 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_share(int index) {
+bool ThreadPool::run_one_share() {
+  // A claim past the last share leaves job_ alone: the job may already have ended.
+  const int share = next_share_.fetch_add(1, std::memory_order_acq_rel);
+  if (share >= n_threads_) return false;
   const int64_t chunk = (job_n_ + n_threads_ - 1) / n_threads_;
-  const int64_t begin = int64_t(index) * chunk;
+  const int64_t begin = int64_t(share) * chunk;
   const int64_t end = std::min(job_n_, begin + chunk);
-  if (begin < end) (*job_)(index, begin, end);
+  if (begin < end) (*job_)(share, begin, end);
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.notify_one();
+  }
+  return true;
 }
 
 void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn) {
@@ -88,21 +96,28 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)
   std::lock_guard<std::mutex> turn(call_mutex_);
   job_ = &fn;
   job_n_ = n;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  pending_.store(n_threads_, std::memory_order_relaxed);
+  next_share_.store(0, std::memory_order_release);  // publishes job_ and job_n_ to claimers
   {
     std::lock_guard<std::mutex> lock(mutex_);  // orders the bump against sleeping workers' checks
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_share(0);
-  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  // The caller claims shares too: one that no worker has claimed by the time the caller is
+  // free belongs to a worker that is asleep or off the CPU, and waiting for it would stall
+  // every stream in the step by a scheduler time slice.
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  while (run_one_share()) {
+  }
+  if (!spin_until(all_done)) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   }
+  next_share_.store(n_threads_, std::memory_order_release);  // late workers find nothing to claim
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop(int) {
   uint64_t seen = 0;
   for (;;) {
     auto has_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -112,10 +127,7 @@ void ThreadPool::worker_loop(int index) {
       if (stopping_) return;
     }
     seen = generation_.load(std::memory_order_acquire);
-    run_share(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_.notify_one();
+    while (run_one_share()) {
     }
   }
 }

@@ -24,15 +24,18 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index, begin, end) over [0, n) split into contiguous chunks,
-  // one per thread; returns when all are done. Callers on different threads take
-  // turns; fn must not call parallel_for itself.
+  // Calls fn(share, begin, end) over [0, n) split into size() contiguous shares; returns
+  // when all are done. Each share runs on exactly one thread (share indexes per-share
+  // scratch), but not necessarily its own: threads claim shares, so when a worker is kept
+  // off the CPU by other work the caller runs its share instead of waiting for it. The
+  // split, and so every result, does not depend on who runs what. Callers on different
+  // threads take turns; fn must not call parallel_for itself.
   // fn is only referenced: it must outlive the call (a lambda argument does).
   void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
 
  private:
   void worker_loop(int index);
-  void run_share(int index);
+  bool run_one_share();  // claims and runs one share; false when none is left
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -43,7 +46,8 @@ class ThreadPool {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> next_share_{0};  // the next unclaimed share of the current job
+  std::atomic<int> pending_{0};     // shares not yet finished
   bool stopping_ = false;
   int64_t job_n_ = 0;
   const FunctionRef<void(int, int64_t, int64_t)>* job_ = nullptr;

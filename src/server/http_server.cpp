@@ -10,6 +10,7 @@
 
 #include "core/last_resort.h"
 #include "core/log.h"
+#include "core/thread_priority.h"
 #include "server/http_limits.h"
 
 namespace autoglm {
@@ -83,6 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
     // so a slow one never holds an I/O thread that other clients' bytes need.
     net::post(workers_, [self = shared_from_this(), r = std::move(r)] {
+      use_background_priority();  // the engine's forward passes come first
       auto reply = std::make_shared<Reply>(self->api_.handle(r));
       net::dispatch(self->stream_.get_executor(), [self, reply] {
         if (!reply->stream) return self->send(std::move(*reply), self->keep_alive_);
@@ -217,6 +219,7 @@ struct HttpServer::Impl {
   // An exception out of a handler unwinds only that handler (its connection closes as the
   // session is released); the thread logs it and goes on serving.
   void run() {
+    use_background_priority();  // a flood of request bytes must not starve the forward passes
     bool stopped = false;
     while (!stopped)
       stopped = run_guarded(
