@@ -9,7 +9,8 @@ PromptBuilder::PromptBuilder(const ChatTemplate& chat_template, const Tokenizer&
     : template_(chat_template),
       tokenizer_(tokenizer),
       family_(tool_call_family(chat_template.source())),
-      grammar_limits_(grammar_limits) {}
+      grammar_limits_(grammar_limits),
+      markers_(tokenizer.vocab()) {}
 
 ordered_json PromptBuilder::special_token_variables() const {
   const Vocab& v = tokenizer_.vocab();
@@ -17,11 +18,12 @@ ordered_json PromptBuilder::special_token_variables() const {
           {"eos_token", v.eos >= 0 ? v.pieces[size_t(v.eos)] : ""}};
 }
 
-std::vector<int32_t> PromptBuilder::encode(const std::string& text, bool parse_special) const {
+std::vector<int32_t> PromptBuilder::encode(const std::string& text, bool parse_special,
+                                           const std::vector<Tokenizer::ByteRange>& plain) const {
   const Vocab& v = tokenizer_.vocab();
   const std::string& bos = v.bos >= 0 ? v.pieces[size_t(v.bos)] : "";
   const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
-  return tokenizer_.encode(text, /*add_special=*/!has_bos, parse_special);
+  return tokenizer_.encode(text, /*add_special=*/!has_bos, parse_special, plain);
 }
 
 std::vector<int32_t> PromptBuilder::encode_text(const std::string& text) const {
@@ -34,14 +36,21 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
     return status;
   };
   const bool show_tools = request.tool_choice != ToolChoice::kNone && request.tools.is_array();
+  // Request and tool text is untrusted: its control-token markers stay text (marker_guard.h).
+  MarkerGuard guard(markers_);
+  ordered_json messages = request.messages, tools = show_tools ? request.tools : ordered_json();
+  ordered_json kwargs = request.template_kwargs;
+  guard.hide(messages);
+  guard.hide(tools);
+  guard.hide(kwargs);
   ordered_json variables = special_token_variables();
-  for (const auto& [k, v] : request.template_kwargs.items()) variables[k] = v;
-  auto text = template_.render(request.messages, show_tools ? request.tools : ordered_json(),
-                               request.add_generation_prompt, variables);
+  for (const auto& [k, v] : kwargs.items()) variables[k] = v;
+  auto text = template_.render(messages, tools, request.add_generation_prompt, variables);
   if (!text) return fail("messages", text.status());
   Prompt prompt;
-  prompt.text = std::move(*text);
-  prompt.ids = encode(prompt.text, /*parse_special=*/true);
+  std::vector<Tokenizer::ByteRange> plain;
+  prompt.text = guard.restore(*text, plain);
+  prompt.ids = encode(prompt.text, /*parse_special=*/true, plain);
   if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
     const bool named = request.tool_choice == ToolChoice::kNamed;
     auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");

@@ -13,6 +13,7 @@
 
 #include "autoglm/status.h"
 #include "chat/chat_template.h"
+#include "chat/marker_guard.h"
 #include "chat/tool_calls.h"
 #include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -58,12 +59,14 @@ class PromptBuilder {
   nlohmann::ordered_json special_token_variables() const;
 
  private:
-  std::vector<int32_t> encode(const std::string& text, bool parse_special) const;
+  std::vector<int32_t> encode(const std::string& text, bool parse_special,
+                              const std::vector<Tokenizer::ByteRange>& plain = {}) const;
 
   const ChatTemplate& template_;
   const Tokenizer& tokenizer_;
   ToolCallFamily family_;
   GrammarLimits grammar_limits_;  // of forced tool calls
+  ControlMarkers markers_;        // kept from becoming control tokens in untrusted text
 };
 
 }  // namespace autoglm

@@ -85,18 +85,27 @@ void Tokenizer::encode_text(const std::string& text, bool after_special, bool fi
 // Fragments of plain text and the added tokens found between them (longest token first).
 // Each token is searched for within the plain fragments only, so the work is the text's
 // length times the number of added tokens, however dense the markers are.
-std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string& text, bool parse_special) const {
+std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string& text, bool parse_special,
+                                                               const std::vector<ByteRange>& plain) const {
   std::vector<Fragment> fragments;
-  if (!text.empty()) fragments.push_back({-1, 0, text.size()});
+  size_t at = 0;
+  for (const ByteRange& r : plain) {
+    if (r.begin < at || r.end > text.size() || r.begin >= r.end) continue;  // not sorted, or empty
+    if (r.begin > at) fragments.push_back({-1, at, r.begin - at});
+    fragments.push_back({-1, r.begin, r.end - r.begin, true});
+    at = r.end;
+  }
+  if (at < text.size()) fragments.push_back({-1, at, text.size() - at});
   for (int32_t special : special_by_length_) {
     const TokenType type = vocab_.types[size_t(special)];
-    if (!parse_special && type != TokenType::kUserDefined) continue;
+    const bool control = type != TokenType::kUserDefined;
+    if (!parse_special && control) continue;
     const std::string& piece = vocab_.pieces[size_t(special)];
     const auto rules_it = pipeline_.added_rules.find(special);
     const AddedTokenRules rules = rules_it == pipeline_.added_rules.end() ? AddedTokenRules{} : rules_it->second;
     std::vector<Fragment> next;
     for (const Fragment& f : fragments) {
-      if (f.id >= 0) {
+      if (f.id >= 0 || (control && f.untrusted)) {
         next.push_back(f);
         continue;
       }
@@ -116,11 +125,11 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string
           while (b > pos && is_ascii_space(text[b - 1])) --b;
         if (rules.rstrip)
           while (e < end && is_ascii_space(text[e])) ++e;
-        if (b > pos) next.push_back({-1, pos, b - pos});
+        if (b > pos) next.push_back({-1, pos, b - pos, f.untrusted});
         next.push_back({special, b, e - b});
         pos = from = e;
       }
-      if (pos < end) next.push_back({-1, pos, end - pos});
+      if (pos < end) next.push_back({-1, pos, end - pos, f.untrusted});
     }
     fragments = std::move(next);
   }
@@ -128,18 +137,29 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_added_tokens(const std::string
 }
 
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special) const {
+  return encode(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special,
+                                       const std::vector<ByteRange>& plain) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
   bool after_special = true;
   bool first = true;
-  for (const Fragment& f : split_added_tokens(text, parse_special)) {
+  const auto fragments = split_added_tokens(text, parse_special, plain);
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    const Fragment& f = fragments[i];
     if (f.id >= 0) {
       out.push_back(f.id);
       after_special = true;
-    } else {
-      encode_text(text.substr(f.start, f.len), after_special, first, out);
-      after_special = false;
+      first = false;
+      continue;
     }
+    // Neighbouring text fragments (a plain range beside trusted text) are one text.
+    size_t len = f.len;
+    while (i + 1 < fragments.size() && fragments[i + 1].id < 0) len += fragments[++i].len;
+    encode_text(text.substr(f.start, len), after_special, first, out);
+    after_special = false;
     first = false;
   }
   if (add_special && vocab_.add_eos) out.push_back(vocab_.eos);

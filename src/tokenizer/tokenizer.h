@@ -44,6 +44,14 @@ class Tokenizer {
   // add_special: BOS/EOS as the vocabulary asks. parse_special: control tokens written
   // in the text ("<|im_start|>") become those tokens; user-defined tokens always do.
   std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special = false) const;
+  // parse_special, except inside `plain` (byte ranges, sorted, not overlapping): text there
+  // is tokenized as with parse_special off, so control-token markers in it stay ordinary
+  // text. For a chat prompt whose markup is the template's but whose content is untrusted.
+  struct ByteRange {
+    size_t begin, end;
+  };
+  std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special,
+                              const std::vector<ByteRange>& plain) const;
 
   // The bytes a token stands for; control and unknown tokens only when `special`.
   std::string token_to_piece(int32_t id, bool special = false) const;
@@ -60,8 +68,10 @@ class Tokenizer {
   struct Fragment {
     int32_t id;  // -1: plain text
     size_t start, len;
+    bool untrusted = false;  // inside a `plain` range: control tokens are not matched
   };
-  std::vector<Fragment> split_added_tokens(const std::string& text, bool parse_special) const;
+  std::vector<Fragment> split_added_tokens(const std::string& text, bool parse_special,
+                                           const std::vector<ByteRange>& plain) const;
   void encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const;
   std::string decode_with_pipeline(const std::vector<int32_t>& ids, bool special) const;
 
