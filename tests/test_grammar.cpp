@@ -204,6 +204,34 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithThePath) {
   EXPECT_NE(r.status().message().find("unknown type 'strung'"), std::string::npos);
 }
 
+TEST(JsonSchema, ReferenceChainsCountTowardTheDepthLimit) {
+  // d0 -> d1 -> ... -> d20000: each $ref used to start the depth count again, so the chain
+  // recursed 20 000 deep (a stack overflow under ASan).
+  json defs = json::object();
+  const int n = 20000;
+  const auto name = [](int i) {
+    std::string s = "d";
+    s += std::to_string(i);
+    return s;
+  };
+  for (int i = 0; i < n; ++i) {
+    std::string ref = "#/$defs/";
+    ref += name(i + 1);
+    defs[name(i)] = {{"$ref", ref}};
+  }
+  defs[name(n)] = {{"type", "integer"}};
+  auto r = json_schema_to_gbnf(json{{"$defs", defs}, {"$ref", "#/$defs/d0"}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("nested too deeply"), std::string::npos) << r.status().message();
+  // A short chain and a recursive schema still convert.
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "string"}},
+                                                 "$ref": "#/$defs/a"})"))
+                  .is_ok());
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"$defs": {"node": {"type": "object", "properties":
+                                                 {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"})"))
+                  .is_ok());
+}
+
 TEST(JsonSchema, AnyObject) {
   auto g = compile(json_object_gbnf());
   ASSERT_TRUE(g);

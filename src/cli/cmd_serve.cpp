@@ -58,6 +58,7 @@ int serve(const ServeArgs& a) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);                    // no reload: ignored with a log line instead of killing the server
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread inherits the mask; main waits below
 
   ApiService api(cfg);
@@ -70,9 +71,13 @@ int serve(const ServeArgs& a) {
   }
   std::fprintf(stderr, "ready: %s\n", cfg.model.c_str());
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP)
+    std::fprintf(stderr, "SIGHUP ignored: the server does not reload; restart it to apply a new config\n");
   std::fprintf(stderr, "stopping (signal %d): draining requests in flight for up to %g s\n", sig, cfg.shutdown_grace_s);
+  // In this order: stop accepting and drain (the HTTP server), then the tasks and the engine
+  // (the service), then free.
   server.drain_and_stop(cfg.shutdown_grace_s);
+  api.shutdown();
   std::fprintf(stderr, "stopped\n");
   return 0;
 }

@@ -3,10 +3,10 @@
 #include <fstream>
 
 #include "core/cpu_features.h"
-#include "core/json_brackets.h"
 #include "core/log.h"
 #include "core/read_file.h"
 #include "engine/generator.h"
+#include "formats/json_request.h"
 #include "model/kv_cache.h"
 #include "runtime/runtime_parts.h"
 #include "sample/json_schema.h"
@@ -78,14 +78,9 @@ Status dry_render(const Runtime::Parts& p) {
 }
 
 Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
-  if (json_depth(text) > limits.json_depth)
-    return invalid_argument(std::string(field) + ": nests arrays and objects deeper than " +
-                            std::to_string(limits.json_depth) + " levels (limit json_depth)");
-  try {
-    return ordered_json::parse(text);
-  } catch (const ordered_json::exception& e) {
-    return invalid_argument(std::string(field) + ": not valid JSON: " + e.what());
-  }
+  auto j = parse_json_request(text, limits.json_depth);
+  if (!j) return invalid_argument(std::string(field) + ": " + j.status().message());
+  return j;
 }
 
 Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimits& limits) {

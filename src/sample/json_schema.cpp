@@ -114,7 +114,7 @@ class Converter {
                                     "exclusiveMinimum", "multipleOf", "uniqueItems", "contains", "if", "prefixItems",
                                     "minProperties", "maxProperties", "dependentRequired"})
       if (s.contains(unsupported)) return refuse(path, std::string("'") + unsupported + "' is not supported");
-    if (s.contains("$ref")) return visit_ref(s["$ref"], path);
+    if (s.contains("$ref")) return visit_ref(s["$ref"], path, depth);
     if (s.contains("const")) return gbnf_literal(s["const"].dump());
     if (s.contains("enum")) return visit_enum(s["enum"], path);
     for (const char* key : {"anyOf", "oneOf"})
@@ -124,7 +124,8 @@ class Converter {
     return expr;
   }
 
-  Result<std::string> visit_ref(const json& ref, const std::string& path) {
+  // A reference is one more level: a chain of $refs counts toward the depth limit like nesting.
+  Result<std::string> visit_ref(const json& ref, const std::string& path, int depth) {
     if (!ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0)
       return refuse(path, "only local $ref (\"#/...\") is supported");
     const std::string target = ref.get<std::string>();
@@ -138,7 +139,7 @@ class Converter {
     if (!root_.contains(pointer)) return refuse(path, "$ref '" + target + "' points to nothing");
     const std::string name = new_rule("ref" + target.substr(1), "");
     refs_[target] = name;  // before visiting: recursive schemas refer to the rule by name
-    AUTOGLM_ASSIGN_OR_RETURN(rules_[name], visit(root_.at(pointer), target, 0));
+    AUTOGLM_ASSIGN_OR_RETURN(rules_[name], visit(root_.at(pointer), target, depth + 1));
     return name;
   }
 

@@ -55,8 +55,16 @@ Reply error_reply(int status, const std::string& message, const std::string& par
 ApiService::ApiService(ServerConfig config)
     : config_(std::move(config)), rate_limiter_(config_.rate_limit_per_second, config_.rate_limit_burst) {}
 ApiService::~ApiService() {
-  std::unique_lock<std::mutex> lock(tasks_mutex_);
-  tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
+  shutdown();
+}
+
+void ApiService::shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(tasks_mutex_);
+    tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
+  }
+  ready_ = false;
+  service_.reset();  // the task pipeline, then the engine's thread, then the model
 }
 
 namespace {
@@ -260,7 +268,10 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
       return busy("too many tasks running");
     ++tasks_running_;
   }
-  std::thread([this, tasks, request, handle, metrics] {
+  // A failure the request caused (an input too long for the context) is a 4xx naming the
+  // field; the thread sets it before the handle publishes the event.
+  auto failure = std::make_shared<std::pair<int, std::string>>(500, "");
+  std::thread([this, tasks, request, handle, metrics, failure]() mutable {
     StreamEvent ev;
     ev.finished = true;
     const auto fail = [&](const std::string& message) {
@@ -272,25 +283,37 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
         "task",
         [&] {
           auto result = tasks->run(*request);
-          if (!result) return fail(result.status().message());
+          if (!result) {
+            const StatusCode code = result.status().code();
+            if (code == StatusCode::kInvalidArgument || code == StatusCode::kOutOfRange) *failure = {400, "input"};
+            if (code == StatusCode::kNotFound) *failure = {404, "session"};
+            if (code == StatusCode::kResourceExhausted) *failure = {429, ""};
+            return fail(result.status().message());
+          }
           metrics->count_task((*result)["status"]);
           ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
         },
         [&](const std::string& what) { fail("internal error: " + what); });
     handle->push(std::move(ev));
+    // Nothing of the service may be touched after the count reaches 0 (its destructor may run
+    // at once): the pipeline, the request and the handle are released first.
+    tasks.reset();
+    request.reset();
+    handle.reset();
     std::lock_guard<std::mutex> lock(tasks_mutex_);
     if (--tasks_running_ == 0) tasks_done_.notify_all();
   }).detach();
   Reply r;
   r.stream = handle;
   // In flight until the reply has been sent, not only until the task is done.
-  r.consume = [in_flight = track(handle)](const StreamEvent& ev) {
+  r.consume = [in_flight = track(handle), failure](const StreamEvent& ev) {
     ReplyChunk chunk;
     chunk.complete = true;
-    chunk.status = http_status_of(ev.finish_reason);
+    chunk.status = ev.finish_reason == FinishReason::kError ? failure->first : http_status_of(ev.finish_reason);
+    const char* type = chunk.status >= 500 ? "server_error" : "invalid_request_error";
     chunk.bytes = ev.finish_reason != FinishReason::kError
                       ? ev.text
-                      : error_reply(chunk.status, ev.error, "", "server_error").body;
+                      : error_reply(chunk.status, ev.error, failure->second, type).body;
     return chunk;
   };
   return r;

@@ -64,6 +64,9 @@ class ApiService {
   // Opens the runtime (model, tokenizer, template, engine) from the configuration; `base`
   // carries what the configuration does not (repacking, pinning, load progress).
   Status load(const RuntimeOptions& base = {});
+  // After the HTTP server has stopped: waits for the tasks still running, then stops the
+  // engine and frees the model. The destructor does the same.
+  void shutdown();
   bool ready() const { return ready_.load(); }
   // Shutdown has begun: chat template renders in progress stop at their next step.
   void begin_stop();

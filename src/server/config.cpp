@@ -299,6 +299,10 @@ Status read_limits(const ConfigReader& r, const YAML::Node& node, RequestLimits&
 }  // namespace
 
 Status check_access_rules(const ServerConfig& c) {
+  // An empty key would match a missing or empty Authorization header (or turn checks off).
+  for (const std::string& key : c.api_keys)
+    if (key.empty())
+      return invalid_argument("api_keys holds an empty key (from --api-key \"\" or the config): refused");
   for (const auto& [key, tools] : c.tool_access) {
     const std::string shown = "'..." + key.substr(key.size() - std::min<size_t>(4, key.size())) + "'";
     if (c.api_keys.empty())

@@ -48,8 +48,8 @@ struct ServerConfig {
 };
 
 // Rules across keys that command-line flags can still change (--api-key), checked when the
-// service loads: tool_access needs api_keys, and names only keys among them (else any caller
-// could claim a key, or go without one, and run every tool).
+// service loads: no API key is empty; tool_access needs api_keys, and names only keys among
+// them (else any caller could claim a key, or go without one, and run every tool).
 Status check_access_rules(const ServerConfig& config);
 
 // Parses YAML text; `origin` names the file in messages.

@@ -133,10 +133,26 @@ class Session : public std::enable_shared_from_this<Session> {
     drain();  // events that came before the notifier was set
   }
 
-  // A client that goes away cancels its request (the read ends with an error).
+  // A client that goes away cancels its request: the read ends with an error. A half-close
+  // (end of file: the client has sent all it will, and still reads) is not one; nor are bytes
+  // sent while it waits (pipelined), which are dropped, up to a bound, until the reply is out.
   void watch_for_disconnect() {
-    stream_.socket().async_read_some(net::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec && self->handle_ && !self->complete_) self->handle_->cancel();
+    stream_.socket().async_read_some(net::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (!self->handle_ || self->complete_) return;
+      if (ec == net::error::eof) {  // half-closed, or gone: a stream finds out with its next write
+        if (self->streaming_) {
+          self->pending_ += ": \n\n";  // an SSE comment: a closed peer answers it with a reset
+          self->flush();
+        }
+        // Pending operations are what keep a session alive: this wait holds it until the
+        // reply is out (close() cancels it) or the server stops.
+        self->hold_.expires_at(std::chrono::steady_clock::time_point::max());
+        self->hold_.async_wait([self](beast::error_code) {});
+        return;  // a plain reply is still written when it is ready
+      }
+      self->stray_bytes_ += n;
+      if (ec || self->stray_bytes_ > kMaxUnparsedBytes) return self->handle_->cancel();
+      self->watch_for_disconnect();
     });
   }
 
@@ -184,6 +200,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() {
+    hold_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -202,7 +219,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool complete_ = false;
   bool writing_ = false;
   std::string pending_;
-  std::array<char, 1> probe_{};
+  std::array<char, 512> probe_{};
+  size_t stray_bytes_ = 0;                          // bytes a client sent while its request was generating
+  net::steady_timer hold_{stream_.get_executor()};  // keeps a half-closed session until its reply
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/json_brackets.h"
+#include "formats/json_request.h"
 #include "tokenizer/utf8.h"
 
 namespace autoglm {
@@ -12,17 +13,14 @@ void bad(const std::string& param, const std::string& message) {
 }
 
 json parse_body(const std::string& body, int max_depth) {
+  // One bracket pass first: a hostile body is refused before anything is built.
   if (json_depth(body) > max_depth)
     bad("",
         "the body nests arrays and objects deeper than " + std::to_string(max_depth) + " levels (limit json_depth)");
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 3E3333
-    bad("", std::string("the body is not valid JSON (or not UTF-8): ") + e.what());
-  }
-  if (!j.is_object()) bad("", "the body must be a JSON object");
-  return j;
+  auto j = parse_json_request(body, max_depth);  // linear however many keys an object has
+  if (!j) bad("", "the body is not valid JSON (or not UTF-8): " + j.status().message());
+  if (!j->is_object()) bad("", "the body must be a JSON object");
+  return std::move(j).value();
 }
 
 double number_param(const json& body, const char* name, double lo, double hi, double dflt) {
