@@ -32,6 +32,7 @@ tools:
     description: Repeat a message back
     parameters: {type: object, properties: {message: {type: string, maxLength: 64}}, required: [message]}
     exec: {command: ["/bin/echo", "{message}"], timeout_ms: 2000, max_output_bytes: 4096, env: [LANG]}
+    arguments: {message: {allow_leading_dash: true, path_under: /srv/notes}}
 task: {max_steps: 3, session_ttl_s: 60}
 tool_access: {a: [echo]}
 )",
@@ -52,6 +53,8 @@ tool_access: {a: [echo]}
   EXPECT_EQ(c->tools[0].triggers, (std::vector<std::string>{"weather in"}));
   EXPECT_EQ(c->tools[1].exec.command, (std::vector<std::string>{"/bin/echo", "{message}"}));
   EXPECT_EQ(c->tools[1].exec.max_output_bytes, 4096);
+  EXPECT_TRUE(c->tools[1].arguments.at("message").allow_leading_dash);
+  EXPECT_EQ(c->tools[1].arguments.at("message").path_under, "/srv/notes");
   EXPECT_EQ(c->task.max_steps, 3);
   EXPECT_EQ(c->tool_access.at("a"), (std::vector<std::string>{"echo"}));
   EXPECT_NE(c->tools[0].parameters_json.find("\"required\":[\"city\"]"), std::string::npos)
@@ -115,6 +118,8 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
   expect_error("tools:\n  - name: a\n    exec: {shell: x}\n", "'tools[0].exec.shell' is not a known key");
   expect_error("tools:\n  - name: a\n" + exec + "tool_access: {k: [b]}\n", "tool_access: 'b' names no tool");
   expect_error("max_running: 0\n", "'max_running' must be between 1");
+  expect_error("tools:\n  - name: a\n" + exec + "    arguments: {x: {path_under: rel}}\n",
+               "'tools[0].arguments.x.path_under' must be an absolute directory");
   expect_error("limits: {json_depth: 1}\n", "cfg.yaml:1: 'limits.json_depth' must be between 2");
   expect_error("port: 1\nlimits:\n  grammar_rules: 5\n", "cfg.yaml:3: 'limits.grammar_rules' is not a known key");
   expect_error("limits: [1]\n", "'limits' must be a mapping (json_depth, prompt_tokens");

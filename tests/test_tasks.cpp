@@ -61,6 +61,49 @@ TEST(ToolExecutors, MaliciousArgumentsStayOneLiteralArgument) {
   EXPECT_FALSE(std::filesystem::exists(marker)) << "a shell ran";
 }
 
+TEST(ToolExecutors, OptionsAndPathsOutsideTheirRootAreRefused) {
+  // A leading '-' reaches the command as an option: refused unless the parameter allows it.
+  auto reg = registry({command_tool("echo", {"/bin/echo", "{message}"})});
+  ASSERT_TRUE(reg);
+  for (const std::string evil : {"--help", "-e \\x41", "-n"}) {
+    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
+    EXPECT_FALSE(o.ok) << evil;
+    EXPECT_NE(o.error.find("tool 'echo', parameter 'message': a value starting with '-' is refused"), std::string::npos)
+        << o.error;
+  }
+  ToolConfig dashes = command_tool("echo", {"/bin/echo", "x", "{message}"});
+  dashes.arguments["message"].allow_leading_dash = true;
+  reg = registry({dashes});
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(execute_tool(*reg, reg->tools()[0], json{{"message", "-1"}}, "test").output, "x -1\n");
+  // A path confined under a root: '..' and symlinks that leave it are refused; inside, the
+  // command gets the resolved path.
+  namespace fs = std::filesystem;
+  const fs::path root = test::temp_path("tool-root");
+  fs::remove_all(root);
+  fs::create_directories(root / "docs");
+  fs::create_symlink("/etc", root / "escape");
+  ToolConfig cat = command_tool("show", {"/bin/echo", "{message}"});
+  cat.arguments["message"].path_under = root.string();
+  reg = registry({cat});
+  ASSERT_TRUE(reg);
+  for (const std::string evil : {"../secret", "docs/../../x", "/etc/passwd", "escape/passwd"}) {
+    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
+    EXPECT_FALSE(o.ok) << evil;
+    EXPECT_NE(o.error.find("tool 'show', parameter 'message': '" + evil + "' resolves outside"), std::string::npos)
+        << o.error;
+  }
+  const ToolOutcome ok = execute_tool(*reg, reg->tools()[0], json{{"message", "docs/../docs/a.txt"}}, "test");
+  EXPECT_TRUE(ok.ok) << ok.error;
+  EXPECT_EQ(ok.output, (fs::weakly_canonical(root) / "docs" / "a.txt").string() + "\n");
+  // A rule for a parameter the schema does not have is a configuration error.
+  ToolConfig wrong = command_tool("echo", {"/bin/echo", "{message}"});
+  wrong.arguments["mesage"].allow_leading_dash = true;
+  auto bad = ToolRegistry::build({wrong});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("tools[0].arguments.mesage"), std::string::npos) << bad.status().message();
+}
+
 TEST(ToolExecutors, TimeoutOversizedOutputAndFailuresAreOutcomes) {
   auto reg =
       registry({command_tool("slow", {"/bin/sleep", "5"}, 200),

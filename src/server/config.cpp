@@ -134,6 +134,31 @@ Status read_exec(const ConfigReader& r, const YAML::Node& node, const std::strin
   return Status::ok();
 }
 
+// arguments: {NAME: {allow_leading_dash: bool, path_under: /dir}}
+Status read_argument_rules(const ConfigReader& r, const YAML::Node& node, const std::string& path,
+                           std::map<std::string, ArgumentRule>& rules) {
+  if (!node.IsMap()) return r.error(node, path, "must map parameter names to rules (allow_leading_dash, path_under)");
+  for (const auto& kv : node) {
+    const std::string name = kv.first.Scalar(), at = path + "." + name;
+    if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a mapping (allow_leading_dash, path_under)");
+    ArgumentRule rule;
+    for (const auto& item : kv.second) {
+      const std::string key = item.first.Scalar();
+      if (key == "allow_leading_dash") {
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(item.second, at + "." + key, rule.allow_leading_dash));
+      } else if (key == "path_under") {
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(item.second, at + "." + key, rule.path_under));
+        if (rule.path_under.empty() || rule.path_under[0] != '/')
+          return r.error(item.second, at + "." + key, "must be an absolute directory");
+      } else {
+        return r.error(item.first, at + "." + key, "is not a known key (allow_leading_dash, path_under)");
+      }
+    }
+    rules[name] = rule;
+  }
+  return Status::ok();
+}
+
 Status read_tools(const ConfigReader& r, const YAML::Node& node, std::vector<ToolConfig>& tools) {
   if (!node.IsSequence()) return r.error(node, "tools", "must be a list");
   std::set<std::string> names;
@@ -157,8 +182,10 @@ Status read_tools(const ConfigReader& r, const YAML::Node& node, std::vector<Too
       } else if (key == "exec") {
         AUTOGLM_RETURN_IF_ERROR(read_exec(r, kv.second, at, tool.exec));
         has_exec = true;
+      } else if (key == "arguments") {
+        AUTOGLM_RETURN_IF_ERROR(read_argument_rules(r, kv.second, at, tool.arguments));
       } else {
-        return r.error(kv.first, at, "is not a known key (name, description, parameters, triggers, exec)");
+        return r.error(kv.first, at, "is not a known key (name, description, parameters, triggers, exec, arguments)");
       }
     }
     if (tool.name.empty()) return r.error(t, path + ".name", "is required");

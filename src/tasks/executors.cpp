@@ -1,5 +1,7 @@
 #include "tasks/executors.h"
 
+#include <filesystem>
+
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -196,13 +198,41 @@ std::string fill_placeholders(const std::string& text, const json& arguments, bo
   return out;
 }
 
+Result<json> checked_arguments(const Tool& tool, const json& arguments) {
+  json out = arguments;
+  if (!arguments.is_object()) return out;
+  const bool command = !tool.config.exec.command.empty();
+  for (auto& [name, value] : out.items()) {
+    const auto rule_it = tool.config.arguments.find(name);
+    const ArgumentRule rule = rule_it == tool.config.arguments.end() ? ArgumentRule{} : rule_it->second;
+    const std::string text = value_text(value);
+    const std::string where = "tool '" + tool.config.name + "', parameter '" + name + "': ";
+    if (command && !rule.allow_leading_dash && !text.empty() && text[0] == '-')
+      return invalid_argument(where +
+                              "a value starting with '-' is refused (it would reach the command as an option; " +
+                              "arguments." + name + ".allow_leading_dash allows it)");
+    if (rule.path_under.empty()) continue;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path root = fs::weakly_canonical(rule.path_under, ec);
+    const fs::path resolved = fs::weakly_canonical(root / fs::path(text), ec);  // an absolute value replaces root
+    if (ec) return invalid_argument(where + "cannot resolve '" + text + "': " + ec.message());
+    const auto [end_root, unused] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+    if (end_root != root.end()) return invalid_argument(where + "'" + text + "' resolves outside " + root.string());
+    value = resolved.string();  // the command gets the resolved path
+  }
+  return out;
+}
+
 ToolOutcome execute_tool(const ToolRegistry& registry, const Tool& tool, const json& arguments,
                          const std::string& who) {
   const auto start = Clock::now();
   const ToolExec& e = tool.config.exec;
-  ToolOutcome o = !e.command.empty() ? run_command(e, arguments)
-                  : !e.url.empty()   ? run_http(registry, e, arguments)
-                                     : run_builtin(e, arguments);
+  auto checked = checked_arguments(tool, arguments);
+  ToolOutcome o = !checked             ? failure(checked.status().message())
+                  : !e.command.empty() ? run_command(e, *checked)
+                  : !e.url.empty()     ? run_http(registry, e, *checked)
+                                       : run_builtin(e, *checked);
   o.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   registry.stats().record(tool.config.name, o.ok, o.ms / 1000.0);
   char ms[32];

@@ -19,6 +19,10 @@ struct ToolOutcome {
 
 // `arguments` must already satisfy the tool's schema (the pipeline generates them under it).
 // `who`: the caller as the log should name it (the server passes "key ...abcd" or "anonymous").
+// The arguments after the tool's argument rules (tools.h, ArgumentRule): an error names the
+// tool and the parameter; confined paths come back resolved.
+Result<nlohmann::json> checked_arguments(const Tool& tool, const nlohmann::json& arguments);
+
 ToolOutcome execute_tool(const ToolRegistry& registry, const Tool& tool, const nlohmann::json& arguments,
                          const std::string& who);
 

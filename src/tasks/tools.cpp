@@ -124,6 +124,9 @@ Result<std::shared_ptr<ToolRegistry>> ToolRegistry::build(const std::vector<Tool
       t.triggers.push_back(*re);
     }
     AUTOGLM_RETURN_IF_ERROR(check_exec(t.config.exec, t.parameters, r->http_allowlist_, path + ".exec"));
+    for (const auto& [name, rule] : t.config.arguments)
+      if (!t.parameters.contains("properties") || !t.parameters["properties"].contains(name))
+        return path_error(path + ".arguments." + name, "names no property of 'parameters'");
     r->tools_.push_back(std::move(t));
   }
   return r;

@@ -28,12 +28,21 @@ struct ToolExec {
   int64_t max_output_bytes = 65536;
 };
 
+// What a model-chosen argument may be, beyond its schema (tools[i].arguments.NAME). Values
+// come from a model that reads untrusted text, so by default none may start with '-' (it
+// would reach a command as an option).
+struct ArgumentRule {
+  bool allow_leading_dash = false;
+  std::string path_under;  // the value is a path that must resolve (.., symlinks) under this directory
+};
+
 struct ToolConfig {
   std::string name;
   std::string description;
   std::string parameters_json = "{\"type\": \"object\"}";  // JSON Schema of the arguments
   std::vector<std::string> triggers;
   ToolExec exec;
+  std::map<std::string, ArgumentRule> arguments;  // by parameter name
 };
 
 const std::vector<std::string>& builtin_tool_names();
