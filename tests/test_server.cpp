@@ -340,6 +340,35 @@ TEST_F(Server, FullQueueAnswers429WithRetryAfter) {
   EXPECT_EQ(r.retry_after, "1");
 }
 
+// One key cannot learn whether another key's prompt is cached: cached prefixes are scoped per
+// API key (and per cache_salt); prefix_cache_per_key: false shares them.
+TEST_F(Server, CachedPrefixesAreScopedPerKey) {
+  for (bool per_key : {true, false}) {
+    ServerConfig cfg;
+    cfg.api_keys = {"key-a", "key-b"};
+    cfg.prefix_cache_per_key = per_key;
+    start(cfg);
+    const std::string prompt = chat("Tell me a story about a girl named Lily who finds a red ball in the park.", 4);
+    const auto cached = [&](const std::string& key, const std::string& body) {
+      const Response r = request(port, "POST", "/v1/chat/completions", body, "Bearer " + key);
+      EXPECT_EQ(r.status, 200) << r.body;
+      return int(r.j()["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    };
+    EXPECT_EQ(cached("key-a", prompt), 0);
+    EXPECT_GT(cached("key-a", prompt), 0) << "the same key reuses its prefix";
+    if (per_key) {
+      EXPECT_EQ(cached("key-b", prompt), 0) << "another key sees nothing of key-a's cache";
+    } else {
+      EXPECT_GT(cached("key-b", prompt), 0) << "shared across keys when configured";
+    }
+    json salted = json::parse(prompt);
+    salted["cache_salt"] = "tenant-7";
+    EXPECT_EQ(cached("key-a", salted.dump()), 0) << "a new cache_salt starts a new chain";
+    EXPECT_GT(cached("key-a", salted.dump()), 0);
+    server->stop();
+  }
+}
+
 TEST_F(Server, SecondTurnReportsCachedTokens) {
   start(ServerConfig());
   const std::string user1 = "Tell me a story about a girl named Lily who finds a red ball in the park.";

@@ -261,7 +261,7 @@ void Engine::publish_full_blocks(Sequence& seq) {
 int64_t Engine::reuse_prefix(Sequence& seq) {
   const int64_t bs = blocks_.block_size();
   const int64_t reusable = (int64_t(seq.tokens.size()) - 1) / bs;
-  uint64_t chain = 0;
+  uint64_t chain = seq.request.cache_salt;
   int64_t matched = 0;
   for (; matched < reusable; ++matched) {
     const uint64_t h = BlockPool::chain_hash(chain, seq.tokens.data() + matched * bs, bs);
@@ -282,7 +282,7 @@ void Engine::release_kv(Sequence& seq) {
   seq.kv.release_all();
   seq.n_computed = 0;
   seq.n_hashed = 0;
-  seq.chain = 0;
+  seq.chain = seq.request.cache_salt;
 }
 
 // The scheduler's view of the engine's sequences and pool.

@@ -211,7 +211,7 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
   if (path == "/v1/tasks") return run_task(req.body, key);
-  return generate(req.body, path == "/v1/chat/completions");
+  return generate(req.body, path == "/v1/chat/completions", key);
 }
 
 Reply ApiService::models() {
@@ -353,7 +353,18 @@ Reply ApiService::detokenize(const std::string& body) {
 
 // The request path: typed request -> prompt -> engine request -> stream handle whose
 // events the response writer turns into the reply.
-Reply ApiService::generate(const std::string& body, bool chat) {
+// The prefix-cache salt of a request: its API key's unless the cache is shared across keys,
+// and the request's own cache_salt.
+uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
+  const std::string scope = config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "";
+  if (scope.empty() && request_salt.empty()) return 0;
+  std::string material = scope;
+  material += '\0';
+  material += request_salt;
+  return std::hash<std::string>{}(material) | 1;  // never 0, the unsalted chain
+}
+
+Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {
   const json j = parse_body(body, config_.limits.json_depth);
   if (auto other = wrong_model(j, service_->model_name)) return *other;
   ResponseShape shape;
@@ -390,6 +401,7 @@ Reply ApiService::generate(const std::string& body, bool chat) {
 
   GenerationRequest g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
                                        service_->engine->config().n_ctx);
+  g.cache_salt = cache_salt(api_key, params.cache_salt);
   if (auto over = check_request_limits(g, config_.limits))
     bad(over->param == "prompt" ? prompt_param : over->param, over->message);
   auto handle = service_->engine->submit(std::move(g));

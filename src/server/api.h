@@ -84,7 +84,8 @@ class ApiService {
 
  private:
   Reply route(const HttpRequest& request);
-  Reply generate(const std::string& body, bool chat);
+  Reply generate(const std::string& body, bool chat, const std::string& api_key);
+  uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
   Reply tokenize(const std::string& body);
   Reply detokenize(const std::string& body);
   Reply models();

@@ -365,6 +365,8 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"threads", [&](const YAML::Node& n) { return r.ranged(n, "threads", c.threads, 0, 1024); }},
       {"kv_cache", [&](const YAML::Node& n) { return read_kv_cache(r, n, c); }},
       {"prefix_cache", [&](const YAML::Node& n) { return r.scalar(n, "prefix_cache", c.prefix_cache); }},
+      {"prefix_cache_per_key",
+       [&](const YAML::Node& n) { return r.scalar(n, "prefix_cache_per_key", c.prefix_cache_per_key); }},
       {"profile", [&](const YAML::Node& n) { return r.scalar(n, "profile", c.profile); }},
       {"max_batch_tokens",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_batch_tokens", c.max_batch_tokens, 1, 1 << 20); }},

@@ -28,7 +28,8 @@ struct ServerConfig {
   int64_t kv_block_size = 16;
   std::string kv_dtype = "f16";
   bool prefix_cache = true;
-  bool profile = false;  // per-op forward time in /metrics
+  bool prefix_cache_per_key = true;  // each API key its own cached prefixes (false: shared by all keys)
+  bool profile = false;              // per-op forward time in /metrics
   int64_t max_batch_tokens = 128;
   int64_t max_running = 16;
   int64_t max_queued = 256;

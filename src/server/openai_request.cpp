@@ -202,6 +202,10 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   p.timeout_seconds = optional_number(j, "timeout", 0.001, 86400);
+  if (j.contains("cache_salt") && !j["cache_salt"].is_null()) {
+    if (!j["cache_salt"].is_string()) bad("cache_salt", "'cache_salt' must be a string");
+    p.cache_salt = j["cache_salt"].get<std::string>();
+  }
   p.stream = bool_param(j, "stream", false);
   if (j.contains("stream_options") && j["stream_options"].is_object())
     p.include_usage = bool_param(j["stream_options"], "include_usage", false);

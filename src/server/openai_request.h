@@ -36,6 +36,7 @@ struct GenerationParams {
   bool stream = false, include_usage = false;
   bool logprobs = false;
   int32_t top_logprobs = -1;  // -1: none
+  std::string cache_salt;     // requests share cached prefixes only with the same salt (vLLM's name)
 };
 
 struct ChatRequest {
