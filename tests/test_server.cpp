@@ -131,6 +131,33 @@ std::string chunked_tokenize(const std::string& size_line, const std::string& tr
          size_line + "\r\n{\"content\":\"hello\"}\r\n0\r\n" + trailer + "\r\n";
 }
 
+// A request the server refuses anyway (wrong key, unknown route) is answered from its headers,
+// before its body arrives; bodies held at once are bounded across connections.
+TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
+  ServerConfig cfg;
+  cfg.api_keys = {"key-a"};
+  cfg.max_body_bytes_in_flight = 100000;
+  start(cfg);
+  const auto head = [](const std::string& key, size_t length) {
+    return "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " + key +
+           "\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
+  };
+  // No body is sent: the old server waited for it (until its idle timeout) before checking the key.
+  EXPECT_EQ(raw_exchange(port, head("wrong", 8000000)), 401);
+  // One connection holds 80 000 announced bytes while it sends nothing more...
+  net::io_context ioc;
+  tcp::socket holder(ioc);
+  holder.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  net::write(holder, net::buffer(head("key-a", 80000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // ...so another 80 000 would pass the budget: 503, try again.
+  EXPECT_EQ(raw_exchange(port, head("key-a", 80000)), 503);
+  holder.close();  // its reservation goes with it
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string body = json{{"content", std::string(79000, 'a')}}.dump();
+  EXPECT_EQ(raw_exchange(port, head("key-a", body.size()) + body), 200);
+}
+
 // A client that half-closes after its request, or sends a stray byte while it waits, still
 // gets its reply (the disconnect watcher used to take either for a disconnect).
 TEST_F(Server, HalfCloseAndStrayBytesStillGetTheReply) {

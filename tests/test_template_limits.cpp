@@ -97,6 +97,15 @@ TEST(TemplateLimits, IntegerLiteralsOutOfRangeAreAParseError) {
   EXPECT_EQ(render_error("{{ 9223372036854775807 }}{{ 1" + std::string(400, '0') + ".5 }}"), "");
 }
 
+TEST(TemplateLimits, BreakOutsideALoopIsAParseError) {
+  // Found by fuzz_jinja: the interpreter's break escaped render() as an unknown exception.
+  expect_error_containing("{{ 'a' }}{% break %}", "line 1: 'break' outside a for loop");
+  expect_error_containing("{% if true %}{% continue %}{% endif %}", "'continue' outside a for loop");
+  expect_error_containing("{% for x in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}",
+                          "'break' outside a for loop");
+  EXPECT_EQ(render_error("{% for x in range(5) %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}"), "");
+}
+
 TEST(TemplateLimits, ConfiguredStepAndOutputLimitsApply) {
   auto t = ChatTemplate::parse("{% for a in range(100) %}{{ 'x' * 100 }}{% endfor %}");
   ASSERT_TRUE(t.is_ok());

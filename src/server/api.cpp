@@ -148,6 +148,11 @@ Status ApiService::load(const RuntimeOptions& base) {
 }
 
 Reply ApiService::handle(const HttpRequest& request) {
+  if (auto refused = admit(request)) return *refused;
+  return handle_admitted(request);
+}
+
+Reply ApiService::handle_admitted(const HttpRequest& request) {
   Reply r;
   try {
     r = route(request);
@@ -161,19 +166,27 @@ Reply ApiService::handle(const HttpRequest& request) {
   return r;
 }
 
-Reply ApiService::route(const HttpRequest& req) {
-  std::string path = req.target.substr(0, req.target.find('?'));
+namespace {
+
+std::string path_of(const std::string& target) {
+  return target.substr(0, target.find('?'));
+}
+
+std::string bearer_key(const std::string& authorization) {
+  const std::string bearer = "Bearer ";
+  return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
+}
+
+}  // namespace
+
+std::optional<Reply> ApiService::admit(const HttpRequest& req) {
+  const std::string path = path_of(req.target);
   if (draining_ && path != "/metrics") {  // shutting down: clients go elsewhere
     Reply r = error_reply(503, "the server is shutting down", "", "service_unavailable");
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  if (path == "/health") {
-    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
-    Reply r;
-    r.body = R"({"status":"ok"})";
-    return r;
-  }
+  if (path == "/health") return std::nullopt;
   static const std::vector<std::pair<std::string, std::string>> routes = {
       {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
       {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"}};
@@ -185,15 +198,14 @@ Reply ApiService::route(const HttpRequest& req) {
     }
   if (!known) return error_reply(404, "no route " + req.method + " " + path);
   if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
-  const std::string bearer = "Bearer ";
-  const bool has = req.authorization.compare(0, bearer.size(), bearer) == 0;
-  const std::string key = has ? req.authorization.substr(bearer.size()) : "";
+  const std::string key = bearer_key(req.authorization);
   const bool open_route = path == "/metrics" && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
     if (std::none_of(config_.api_keys.begin(), config_.api_keys.end(),
                      [&](const std::string& k) { return constant_time_equal(k, key); }))
-      return error_reply(401, has ? "invalid API key" : "missing API key (Authorization: Bearer ...)", "",
-                         "authentication_error");
+      return error_reply(401,
+                         !req.authorization.empty() ? "invalid API key" : "missing API key (Authorization: Bearer ...)",
+                         "", "authentication_error");
   }
   if (path != "/metrics")
     if (auto wait = rate_limiter_.take(config_.api_keys.empty() ? "address " + req.client_address : "key " + key)) {
@@ -205,7 +217,20 @@ Reply ApiService::route(const HttpRequest& req) {
       r.headers.emplace_back("Retry-After", std::to_string(int64_t(std::ceil(*wait))));
       return r;
     }
+  return std::nullopt;
+}
+
+// An admitted request (see admit) to its route.
+Reply ApiService::route(const HttpRequest& req) {
+  const std::string path = path_of(req.target);
+  if (path == "/health") {
+    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+    Reply r;
+    r.body = R"({"status":"ok"})";
+    return r;
+  }
   if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+  const std::string key = bearer_key(req.authorization);
   if (path == "/metrics") return metrics_text();
   if (path == "/v1/models") return models();
   if (path == "/tokenize") return tokenize(req.body);

@@ -79,6 +79,11 @@ class ApiService {
   void cancel_in_flight();
 
   Reply handle(const HttpRequest& request);
+  // The checks that need no body (draining, route and method, API key, rate limit), made when
+  // the headers have arrived: a refusal is answered before any body is read. A request that
+  // passed them goes to handle_admitted; handle does both.
+  std::optional<Reply> admit(const HttpRequest& head);
+  Reply handle_admitted(const HttpRequest& request);
   ServerMetrics& metrics() { return metrics_; }
   const ServerConfig& config() const { return config_; }
 

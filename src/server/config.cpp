@@ -376,6 +376,10 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
+      {"max_body_bytes_in_flight",
+       [&](const YAML::Node& n) {
+         return r.ranged<int64_t>(n, "max_body_bytes_in_flight", c.max_body_bytes_in_flight, 1024, int64_t(1) << 40);
+       }},
       {"shutdown_grace_s",
        [&](const YAML::Node& n) { return r.ranged<double>(n, "shutdown_grace_s", c.shutdown_grace_s, 0, 3600); }},
       {"max_connections",

@@ -2,9 +2,11 @@
 // sessions and the HTTP fuzz target, so the fuzzer parses exactly as the server does.
 #pragma once
 
+#include <atomic>
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace autoglm {
 
@@ -20,5 +22,29 @@ void apply_request_limits(Parser& parser, int64_t max_body_bytes) {
   parser.body_limit(uint64_t(max_body_bytes));
   parser.header_limit(kMaxHeaderBytes);
 }
+
+// Bytes of request bodies held at once across all connections: reserved when a request's
+// headers announce its body, given back when the reservation is destroyed (the body is no
+// longer needed). 200 clients each starting an 8 MB body must not add 1.6 GB.
+class BodyBudget {
+ public:
+  // nullptr when `bytes` more would pass `cap`.
+  static std::shared_ptr<BodyBudget> reserve(std::atomic<int64_t>& in_flight, int64_t bytes, int64_t cap) {
+    const int64_t after = in_flight.fetch_add(bytes) + bytes;
+    if (bytes > 0 && after > cap) {
+      in_flight.fetch_sub(bytes);
+      return nullptr;
+    }
+    return std::shared_ptr<BodyBudget>(new BodyBudget(in_flight, bytes));
+  }
+  ~BodyBudget() { in_flight_.fetch_sub(bytes_); }
+  BodyBudget(const BodyBudget&) = delete;
+  BodyBudget& operator=(const BodyBudget&) = delete;
+
+ private:
+  BodyBudget(std::atomic<int64_t>& in_flight, int64_t bytes) : in_flight_(in_flight), bytes_(bytes) {}
+  std::atomic<int64_t>& in_flight_;
+  int64_t bytes_;
+};
 
 }  // namespace autoglm

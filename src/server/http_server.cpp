@@ -45,8 +45,9 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open)
-      : stream_(std::move(socket)), api_(api), workers_(workers), open_(open) {
+  Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open,
+          std::atomic<int64_t>& bodies_in_flight)
+      : stream_(std::move(socket)), api_(api), workers_(workers), open_(open), bodies_in_flight_(bodies_in_flight) {
     ++open_;
   }
   ~Session() { --open_; }
@@ -56,36 +57,65 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // The headers first: a request the service refuses (no route, wrong key, over its rate, the
+  // server draining) is answered before its body is read, and a body is read only while the
+  // memory of all bodies in flight stays under max_body_bytes_in_flight.
   void read_request() {
     parser_.emplace();
     apply_request_limits(*parser_, api_.config().max_body_bytes);
     stream_.expires_after(kIdleTimeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  bool read_failed(beast::error_code ec) {
+    if (!ec) return false;
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) {
+      close();
+    } else if (auto reply = read_error_reply(ec, api_.config().max_body_bytes)) {
+      send(std::move(*reply), false);
+    } else {
+      close();
+    }
+    return true;
+  }
+
+  void on_header(beast::error_code ec) {
+    if (read_failed(ec)) return;
+    auto& req = parser_->get();
+    head_ = HttpRequest{};
+    head_.method = std::string(req.method_string());
+    head_.target = std::string(req.target());
+    head_.authorization = std::string(req[http::field::authorization]);
+    beast::error_code ec_peer;
+    const auto peer = stream_.socket().remote_endpoint(ec_peer);
+    if (!ec_peer) head_.client_address = peer.address().to_string();
+    if (auto refused = api_.admit(head_)) return send(std::move(*refused), false);  // the body is never read
+    // A chunked body may grow to the limit: it is counted at the limit.
+    const uint64_t announced =
+        parser_->chunked() ? uint64_t(api_.config().max_body_bytes) : parser_->content_length().value_or(0);
+    body_budget_ = BodyBudget::reserve(bodies_in_flight_, int64_t(announced), api_.config().max_body_bytes_in_flight);
+    if (!body_budget_) {
+      Reply busy = error_reply(503, "too much request data in flight; try again shortly", "", "service_unavailable");
+      busy.headers.emplace_back("Retry-After", "1");
+      return send(std::move(busy), false);
+    }
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
   }
 
   void on_request(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted)
-      return close();
-    if (ec) {
-      if (auto reply = read_error_reply(ec, api_.config().max_body_bytes)) return send(std::move(*reply), false);
-      return close();
-    }
+    if (read_failed(ec)) return;
     auto& req = parser_->get();
-    HttpRequest r;
-    r.method = std::string(req.method_string());
-    r.target = std::string(req.target());
-    r.authorization = std::string(req[http::field::authorization]);
+    HttpRequest r = std::move(head_);
     r.body = std::move(req.body());
-    beast::error_code ec_peer;
-    const auto peer = stream_.socket().remote_endpoint(ec_peer);
-    if (!ec_peer) r.client_address = peer.address().to_string();
     keep_alive_ = req.keep_alive();
     // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
-    // so a slow one never holds an I/O thread that other clients' bytes need.
-    net::post(workers_, [self = shared_from_this(), r = std::move(r)] {
+    // so a slow one never holds an I/O thread that other clients' bytes need. The body's
+    // budget is held until the preparation is done with it.
+    net::post(workers_, [self = shared_from_this(), r = std::move(r), budget = std::move(body_budget_)] {
       use_background_priority();  // the engine's forward passes come first
-      auto reply = std::make_shared<Reply>(self->api_.handle(r));
+      auto reply = std::make_shared<Reply>(self->api_.handle_admitted(r));
       net::dispatch(self->stream_.get_executor(), [self, reply] {
         if (!reply->stream) return self->send(std::move(*reply), self->keep_alive_);
         self->start_generation(std::move(*reply));
@@ -209,7 +239,10 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   ApiService& api_;
   net::thread_pool& workers_;
-  std::atomic<int64_t>& open_;  // the server's count of open connections
+  std::atomic<int64_t>& open_;              // the server's count of open connections
+  std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
+  HttpRequest head_;                        // the request being read, until its body is in
+  std::shared_ptr<BodyBudget> body_budget_;
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -228,6 +261,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   std::atomic<int64_t> open_connections{0};  // first: sessions destroyed with ioc count down
+  std::atomic<int64_t> bodies_in_flight{0};
   net::io_context ioc;
   net::thread_pool workers{4};  // request preparation (see Session::on_request)
   tcp::acceptor acceptor{ioc};
@@ -259,7 +293,7 @@ struct HttpServer::Impl {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Session>(std::move(socket), api, workers, open_connections)->start();
+        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight)->start();
       }
       accept(api);
     });

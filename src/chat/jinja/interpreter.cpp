@@ -367,7 +367,13 @@ class Renderer {
 }  // namespace
 
 std::string render(const Body& body, const Object& variables, const RenderLimits& limits) {
-  return Renderer(variables, limits).run(body);
+  try {
+    return Renderer(variables, limits).run(body);
+  } catch (const BreakLoop&) {  // the parser allows neither outside a loop; a last guard
+    throw Error("'break' outside a for loop");
+  } catch (const ContinueLoop&) {
+    throw Error("'continue' outside a for loop");
+  }
 }
 
 }  // namespace autoglm::jinja

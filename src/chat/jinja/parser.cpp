@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "chat/jinja/limits.h"
 
@@ -584,6 +585,7 @@ class TemplateParser {
       return n;
     }
     if (kw == "break" || kw == "continue") {
+      if (loop_depth_ == 0) fail(s.line, "'" + kw + "' outside a for loop");
       p.expect_end();
       return std::make_unique<Node>(kw == "break" ? Node::Kind::kBreak : Node::Kind::kContinue);
     }
@@ -624,7 +626,9 @@ class TemplateParser {
     if (p.accept_name("if")) n->filter = p.expression();
     if (p.accept_name("recursive")) p.fail("recursive loops are not supported");
     p.expect_end();
+    ++loop_depth_;
     n->body = parse_body({"else", "endfor"});
+    --loop_depth_;
     if (keyword(segs_[pos_]) == "else") {
       ++pos_;
       n->else_body = parse_body({"endfor"});
@@ -667,7 +671,9 @@ class TemplateParser {
       if (!p.is_op(")")) p.expect_op(",");
     }
     p.expect_end();
+    const int outer_loops = std::exchange(loop_depth_, 0);  // a macro's body is not inside the caller's loop
     n->body = parse_body({"endmacro"});
+    loop_depth_ = outer_loops;
     expect_keyword("endmacro");
     return n;
   }
@@ -675,6 +681,7 @@ class TemplateParser {
   std::vector<Segment> segs_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for loops around the statement being parsed (break and continue need one)
 };
 
 }  // namespace
