@@ -300,6 +300,14 @@ TEST_F(Server, BadInputGetsItsStatus) {
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})"), 400, "max_tokens");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "top_p": 7})"), 400, "top_p");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop");
+  // A field of the wrong type where a string was read with a default used to throw (a 500).
+  expect_error(request(port, "POST", "/v1/chat/completions",
+                       R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})"),
+               400, "messages[0].content");
+  expect_error(request(port, "POST", "/v1/chat/completions",
+                       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                           "json_schema": {"schema": {"type": "string", "nullable": 1}}}})"),
+               400, "response_format.json_schema.schema");
   // Found by fuzz_request_json: a number too large for a double is a 400 like any bad JSON.
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "temperature": 3E3333})"), 400, "");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "priority": "vip"})"), 400, "priority");

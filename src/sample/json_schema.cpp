@@ -120,6 +120,7 @@ class Converter {
     for (const char* key : {"anyOf", "oneOf"})
       if (s.contains(key)) return visit_alternatives(s[key], path + "/" + key, depth);
     AUTOGLM_ASSIGN_OR_RETURN(std::string expr, visit_type(s, path, depth));
+    if (s.contains("nullable") && !s["nullable"].is_boolean()) return refuse(path, "'nullable' must be a boolean");
     if (s.value("nullable", false)) expr = "( " + expr + " | " + use("null") + " )";
     return expr;
   }

@@ -15,7 +15,8 @@ std::string content_text(const json& content, const std::string& param) {
   if (!content.is_array()) bad(param, "'" + param + "' must be a string or an array of text parts");
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"}");
     text += check_utf8(part["text"].get<std::string>(), param);
   }
@@ -118,7 +119,7 @@ void read_tool_choice(const json& body, bool have_tools, PromptRequest& out) {
     out.tool_choice = mode == "none" ? ToolChoice::kNone : mode == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
     return;
   }
-  if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
+  if (c.is_object() && string_field(c, "type") == "function" && c.contains("function") && c["function"].is_object() &&
       c["function"].contains("name") && c["function"]["name"].is_string()) {
     if (!have_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
     out.tool_choice = ToolChoice::kNamed;

@@ -49,6 +49,11 @@ bool bool_param(const json& body, const char* name, bool dflt) {
   return body[name].get<bool>();
 }
 
+std::string string_field(const json& obj, const char* name) {
+  if (!obj.is_object() || !obj.contains(name) || !obj[name].is_string()) return "";
+  return obj[name].get<std::string>();
+}
+
 std::string check_utf8(const std::string& s, const std::string& param) {
   if (utf8::sanitize(s) != s) bad(param, "'" + param + "' is not valid UTF-8");
   return s;

@@ -24,6 +24,8 @@ json parse_body(const std::string& body, int max_depth);
 double number_param(const json& body, const char* name, double lo, double hi, double dflt);
 int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt);
 bool bool_param(const json& body, const char* name, bool dflt);
+// obj[name] when it is a string, else "" (json::value would throw on another type: a 500).
+std::string string_field(const json& obj, const char* name);
 // The text itself, when it is valid UTF-8.
 std::string check_utf8(const std::string& s, const std::string& param);
 
