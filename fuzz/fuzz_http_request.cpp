@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ec) break;
     const auto& req = parser.get();
     try {
-      const auto body = autoglm::parse_body(req.body(), config.limits.json_depth);
+      const auto body = autoglm::parse_body(req.body(), config.limits);
       if (req.target() == "/v1/chat/completions") autoglm::parse_chat_request(body, config);
       if (req.target() == "/v1/completions") autoglm::parse_completion_request(body, config);
     } catch (const autoglm::ParamError&) {

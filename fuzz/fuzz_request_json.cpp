@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const autoglm::ServerConfig config;
   autoglm::json body;
   try {
-    body = autoglm::parse_body(text, config.limits.json_depth);
+    body = autoglm::parse_body(text, config.limits);
   } catch (const autoglm::ParamError&) {
     return 0;
   }

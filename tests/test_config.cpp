@@ -65,6 +65,7 @@ TEST(ServerConfig, ReadsTheRequestLimits) {
   auto c = parse_server_config(R"(
 limits:
   json_depth: 32
+  json_object_keys: 100
   prompt_tokens: 100
   stop_strings: 4
   stop_string_bytes: 64
@@ -79,6 +80,7 @@ limits:
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   const RequestLimits& l = c->limits;
   EXPECT_EQ(l.json_depth, 32);
+  EXPECT_EQ(l.json_object_keys, 100);
   EXPECT_EQ(l.prompt_tokens, 100);
   EXPECT_EQ(l.stop_strings, 4);
   EXPECT_EQ(l.stop_string_bytes, 64);
@@ -122,7 +124,7 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
                "'tools[0].arguments.x.path_under' must be an absolute directory");
   expect_error("limits: {json_depth: 1}\n", "cfg.yaml:1: 'limits.json_depth' must be between 2");
   expect_error("port: 1\nlimits:\n  grammar_rules: 5\n", "cfg.yaml:3: 'limits.grammar_rules' is not a known key");
-  expect_error("limits: [1]\n", "'limits' must be a mapping (json_depth, prompt_tokens");
+  expect_error("limits: [1]\n", "'limits' must be a mapping (json_depth, json_object_keys, prompt_tokens");
   expect_error("model: [unclosed\n", "YAML syntax error");
 }
 
@@ -143,6 +145,7 @@ TEST(ServerConfig, DefaultFileParses) {
   const RequestLimits d;
   const RequestLimits& l = c->limits;
   EXPECT_EQ(l.json_depth, d.json_depth);
+  EXPECT_EQ(l.json_object_keys, d.json_object_keys);
   EXPECT_EQ(l.prompt_tokens, d.prompt_tokens);
   EXPECT_EQ(l.stop_strings, d.stop_strings);
   EXPECT_EQ(l.stop_string_bytes, d.stop_string_bytes);

@@ -34,6 +34,13 @@ TEST(JsonRequest, BadTextIsAnErrorThatSaysWhy) {
   };
   EXPECT_NE(error("[[[[1]]]]", 3).find("deeper than 3 levels (limit json_depth)"), std::string::npos);
   EXPECT_EQ(error("[[[1]]]", 3), "parsed");
+  const auto keys = [](const std::string& text, int64_t max) {
+    auto j = parse_json_request(text, 128, max);
+    return j.is_ok() ? std::string("parsed") : j.status().message();
+  };
+  EXPECT_NE(keys(R"({"a": 1, "b": 2, "c": 3})", 2).find("more than 2 keys (limit json_object_keys)"),
+            std::string::npos);
+  EXPECT_EQ(keys(R"({"a": 1, "b": 2, "a": 3})", 2), "parsed");  // a repeated key is not a new one
   EXPECT_NE(error(R"({"t": 3E3333})").find("number overflow"), std::string::npos) << error(R"({"t": 3E3333})");
   EXPECT_NE(error("{\"a\": \"\xff\"}").find("UTF-8"), std::string::npos) << error("{\"a\": \"\xff\"}");
   EXPECT_NE(error(R"({"a": 1,})").find("syntax error"), std::string::npos) << error(R"({"a": 1,})");

@@ -225,6 +225,7 @@ TEST_F(Server, DeepJsonIsA400OnEveryRoute) {
 TEST_F(Server, ConfiguredLimitsAreAppliedAndNamed) {
   ServerConfig cfg;
   cfg.limits.json_depth = 8;
+  cfg.limits.json_object_keys = 64;
   cfg.limits.prompt_tokens = 120;
   cfg.limits.stop_strings = 2;
   cfg.limits.stop_string_bytes = 8;
@@ -249,6 +250,13 @@ TEST_F(Server, ConfiguredLimitsAreAppliedAndNamed) {
   json nested = 1;
   for (int i = 0; i < 9; ++i) nested = json::array({nested});
   refused("/v1/chat/completions", with(chat, "metadata", nested), "", "json_depth");
+  json wide = json::object();
+  for (int i = 0; i < 65; ++i) {
+    std::string key = "k";
+    key += std::to_string(i);
+    wide[key] = i;
+  }
+  refused("/v1/chat/completions", with(chat, "metadata", wide), "", "json_object_keys");
   std::string words;
   for (int i = 0; i < 60; ++i) words += " once upon a time";
   refused("/v1/completions", {{"prompt", words}}, "prompt", "prompt_tokens");

@@ -10,6 +10,7 @@ namespace autoglm {
 // also the keys of the server's `limits:` config section.
 struct RequestLimits {
   int json_depth = 128;                               // nesting of JSON request data (bodies, messages_json, ...)
+  int64_t json_object_keys = 65536;                   // keys of one JSON object in request data
   int64_t prompt_tokens = 0;                          // tokens of one prompt; 0: the context window
   int64_t stop_strings = 16;                          // stop strings per request
   int64_t stop_string_bytes = 1024;                   // bytes of one stop string

@@ -11,7 +11,7 @@ using json = nlohmann::ordered_json;
 
 class LinearBuilder : public nlohmann::json_sax<json> {
  public:
-  explicit LinearBuilder(int max_depth) : max_depth_(max_depth) {}
+  LinearBuilder(int max_depth, int64_t max_keys) : max_depth_(max_depth), max_keys_(max_keys) {}
 
   bool null() override { return put(nullptr) != nullptr; }
   bool boolean(bool v) override { return put(v) != nullptr; }
@@ -54,6 +54,10 @@ class LinearBuilder : public nlohmann::json_sax<json> {
     // ordered_map is a vector of pairs: append to it, and index it, as the vector it is.
     using Pairs = std::vector<std::pair<const std::string, json>>;
     auto& items = static_cast<Pairs&>(top.value->get_ref<json::object_t&>());
+    if (int64_t(items.size()) >= max_keys_ && !top.keys.count(key_)) {
+      fail("an object has more than " + std::to_string(max_keys_) + " keys (limit json_object_keys)");
+      return nullptr;
+    }
     const auto [it, added] = top.keys.try_emplace(key_, items.size());
     if (!added) {
       items[it->second].second = std::move(v);
@@ -79,14 +83,15 @@ class LinearBuilder : public nlohmann::json_sax<json> {
   }
 
   int max_depth_;
+  int64_t max_keys_;
   std::vector<Open> open_;  // a child's parent does not grow while the child is open
   std::string key_;
 };
 
 }  // namespace
 
-Result<json> parse_json_request(std::string_view text, int max_depth) {
-  LinearBuilder builder(max_depth);
+Result<json> parse_json_request(std::string_view text, int max_depth, int64_t max_object_keys) {
+  LinearBuilder builder(max_depth, max_object_keys);
   const bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                                   /*strict=*/true, /*ignore_comments=*/false);
   if (!ok || !builder.error.empty()) return invalid_argument(builder.error.empty() ? "not valid JSON" : builder.error);

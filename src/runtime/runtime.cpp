@@ -78,7 +78,7 @@ Status dry_render(const Runtime::Parts& p) {
 }
 
 Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
-  auto j = parse_json_request(text, limits.json_depth);
+  auto j = parse_json_request(text, limits.json_depth, limits.json_object_keys);
   if (!j) return invalid_argument(std::string(field) + ": " + j.status().message());
   return j;
 }

@@ -260,7 +260,7 @@ Reply ApiService::metrics_text() {
 // POST /v1/tasks {"input", "session"?, "max_steps"?, "seed"?, "force_action"?}: runs on its own
 // thread (a task waits on several generations and tools) and replies when it is done.
 Reply ApiService::run_task(const std::string& body, const std::string& api_key) {
-  const json j = parse_body(body, config_.limits.json_depth);
+  const json j = parse_body(body, config_.limits);
   if (!j.contains("input") || !j["input"].is_string() || j["input"].get<std::string>().empty())
     bad("input", "'input' must be a non-empty string");
   auto request = std::make_shared<TaskRequest>();
@@ -345,7 +345,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
 }
 
 Reply ApiService::tokenize(const std::string& body) {
-  const json j = parse_body(body, config_.limits.json_depth);
+  const json j = parse_body(body, config_.limits);
   if (!j.contains("content") || !j["content"].is_string()) bad("content", "'content' must be a string");
   const bool add_special = bool_param(j, "add_special", true);
   const bool with_pieces = bool_param(j, "with_pieces", false);
@@ -363,7 +363,7 @@ Reply ApiService::tokenize(const std::string& body) {
 }
 
 Reply ApiService::detokenize(const std::string& body) {
-  const json j = parse_body(body, config_.limits.json_depth);
+  const json j = parse_body(body, config_.limits);
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
   std::vector<int32_t> ids;
   for (const auto& t : j["tokens"]) {
@@ -390,7 +390,7 @@ uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& r
 }
 
 Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {
-  const json j = parse_body(body, config_.limits.json_depth);
+  const json j = parse_body(body, config_.limits);
   if (auto other = wrong_model(j, service_->model_name)) return *other;
   ResponseShape shape;
   GenerationParams params;

@@ -298,6 +298,7 @@ Status read_limits(const ConfigReader& r, const YAML::Node& node, RequestLimits&
   int64_t json_depth = l.json_depth;
   const Key keys[] = {
       {"json_depth", &json_depth, 2, 100000},
+      {"json_object_keys", &l.json_object_keys, 16, int64_t(1) << 30},
       {"prompt_tokens", &l.prompt_tokens, 0, 1 << 24},
       {"stop_strings", &l.stop_strings, 0, 1024},
       {"stop_string_bytes", &l.stop_string_bytes, 1, 1 << 20},

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+
 #include <string>
+#include "autoglm/limits.h"
 
 namespace autoglm {
 
@@ -17,9 +19,8 @@ struct ParamError {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message);
 
-// The body as a JSON object; arrays and objects nested deeper than max_depth (the
-// json_depth limit) are a 400.
-json parse_body(const std::string& body, int max_depth);
+// The body as a JSON object; past the json_depth and json_object_keys limits it is a 400.
+json parse_body(const std::string& body, const RequestLimits& limits);
 
 double number_param(const json& body, const char* name, double lo, double hi, double dflt);
 int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt);
