@@ -8,12 +8,13 @@
 // Loopback only. Node.js 18+, no dependencies.
 //
 //   node bench/isolation.mjs --bin build/src/cli/autoglm --model ../shared/models/stories260K.gguf --seconds 20
-import { spawn, fork } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { startServer } from '../tests/e2e/serve.mjs';
 
 const { values: o } = parseArgs({
   options: {
@@ -78,17 +79,8 @@ async function attack(url, slowConnections, seconds, wanted) {
 const dir = mkdtempSync(join(tmpdir(), 'isolation-'));
 const config = join(dir, 'config.yaml');
 writeFileSync(config, `max_connections: ${o['max-connections']}\n`);
-const server = spawn(o.bin, ['serve', '-m', o.model, '--port', '0', '-t', '2', '--config', config],
-  { stdio: ['ignore', 'ignore', 'pipe'] });
-const port = await new Promise((resolve, reject) => {
-  let err = '';
-  server.stderr.on('data', (d) => {
-    err += d;
-    const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m && err.includes('ready:')) resolve(Number(m[1]));
-  });
-  server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-});
+const { server, port: started } = startServer(o.bin, ['-m', o.model, '--config', config]);
+const port = await started;
 let restarted = false;
 server.on('exit', () => { restarted = true; });
 const url = `http://127.0.0.1:${port}`;

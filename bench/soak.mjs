@@ -6,10 +6,10 @@
 // warm-up and at the end. Loopback only. Node.js 18+, no dependencies.
 //
 //   node bench/soak.mjs --bin build/src/cli/autoglm --model ../shared/models/stories260K.gguf --seconds 60 -c 8
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { parseArgs } from 'node:util';
+import { startServer } from '../tests/e2e/serve.mjs';
 
 const { values: o } = parseArgs({
   options: {
@@ -21,16 +21,8 @@ const { values: o } = parseArgs({
 });
 const seconds = Number(o.seconds), clients = Number(o.concurrency);
 
-const server = spawn(o.bin, ['serve', '-m', o.model, '--port', '0', '-t', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
-const port = await new Promise((resolve, reject) => {
-  let err = '';
-  server.stderr.on('data', (d) => {
-    err += d;
-    const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m && err.includes('ready:')) resolve(Number(m[1]));
-  });
-  server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-});
+const { server, port: started } = startServer(o.bin, ['-m', o.model]);
+const port = await started;
 let restarted = false;
 server.on('exit', () => { restarted = true; });
 const rssKiB = () => Number(readFileSync(`/proc/${server.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
