@@ -27,6 +27,24 @@ TEST(JsonRequest, DuplicateKeysKeepTheLastValueAndTheFirstPlace) {
   EXPECT_EQ(j->dump(), R"({"a":[3],"b":{"x":[1,2]}})");
 }
 
+TEST(JsonRequest, LoneSurrogateEscapesBecomeTheReplacementCharacter) {
+  // A client cut a string inside a surrogate pair; Python and JavaScript parse this.
+  const auto text_of = [](const std::string& body) {
+    auto j = parse_json_request(body, 128);
+    return j.is_ok() ? (*j)["t"].get<std::string>() : "error: " + j.status().message();
+  };
+  EXPECT_EQ(text_of(R"({"t": "a\ud83d"})"), "a\xEF\xBF\xBD");  // high half alone, at the end
+  EXPECT_EQ(text_of(R"({"t": "\udc00b"})"),
+            "\xEF\xBF\xBD"
+            "b");                                                      // low half alone
+  EXPECT_EQ(text_of(R"({"t": "\ud83d\ude00"})"), "\xF0\x9F\x98\x80");  // a real pair is kept: U+1F600
+  EXPECT_EQ(text_of(R"({"t": "\\ud83d"})"), "\\ud83d");                // an escaped backslash, then text
+  EXPECT_EQ(text_of(R"({"t": "\ud83dx\ud83d\u0041"})"),
+            "\xEF\xBF\xBD"
+            "x\xEF\xBF\xBD"
+            "A");
+}
+
 TEST(JsonRequest, BadTextIsAnErrorThatSaysWhy) {
   const auto error = [](const std::string& text, int depth = 128) {
     auto j = parse_json_request(text, depth);

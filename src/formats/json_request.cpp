@@ -88,9 +88,72 @@ class LinearBuilder : public nlohmann::json_sax<json> {
   std::string key_;
 };
 
+int hex4(std::string_view t, size_t at) {  // the value of 4 hex digits at `at`, or -1
+  if (at + 4 > t.size()) return -1;
+  int v = 0;
+  for (size_t i = at; i < at + 4; ++i) {
+    const char c = t[i];
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// Clients that cut a string inside a surrogate pair send a lone surrogate escape (\uD83D
+// with no low half); Python's and JavaScript's parsers accept it. It becomes \uFFFD, the
+// replacement character, instead of failing the whole request. One pass; escapes are read
+// in order, so an escaped backslash before a 'u' is not taken for an escape.
+std::string replace_lone_surrogates(std::string_view t) {
+  std::string out;
+  out.reserve(t.size());
+  bool in_string = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (!in_string) {
+      in_string = c == '"';
+      out += c;
+      continue;
+    }
+    if (c == '"') in_string = false;
+    if (c != '\\' || i + 1 >= t.size()) {
+      out += c;
+      continue;
+    }
+    if (t[i + 1] != 'u') {  // a two-character escape
+      out.append(t.substr(i, 2));
+      ++i;
+      continue;
+    }
+    const int v = hex4(t, i + 2);
+    const bool high = v >= 0xD800 && v <= 0xDBFF, low = v >= 0xDC00 && v <= 0xDFFF;
+    const bool paired = high && i + 8 <= t.size() && t.substr(i + 6, 2) == "\\u" && hex4(t, i + 8) >= 0xDC00 &&
+                        hex4(t, i + 8) <= 0xDFFF;
+    if ((high && !paired) || low) {
+      out += "\\uFFFD";
+    } else {
+      out.append(t.substr(i, paired ? 12 : 6));
+      if (paired) i += 6;
+    }
+    i += 5;
+  }
+  return out;
+}
+
+bool has_surrogate_escape(std::string_view t) {
+  for (size_t at = t.find("\\u"); at != std::string_view::npos; at = t.find("\\u", at + 2))
+    if (at + 2 < t.size() && (t[at + 2] == 'd' || t[at + 2] == 'D')) return true;
+  return false;
+}
+
 }  // namespace
 
 Result<json> parse_json_request(std::string_view text, int max_depth, int64_t max_object_keys) {
+  std::string repaired;
+  if (has_surrogate_escape(text)) text = repaired = replace_lone_surrogates(text);
   LinearBuilder builder(max_depth, max_object_keys);
   const bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                                   /*strict=*/true, /*ignore_comments=*/false);
