@@ -33,6 +33,7 @@ tools:
     parameters: {type: object, properties: {message: {type: string, maxLength: 64}}, required: [message]}
     exec: {command: ["/bin/echo", "{message}"], timeout_ms: 2000, max_output_bytes: 4096, env: [LANG]}
     arguments: {message: {allow_leading_dash: true, path_under: /srv/notes}}
+cors: {allow_origins: ["https://app.example"], allow_headers: [Authorization], max_age: 60}
 task: {max_steps: 3, session_ttl_s: 60}
 tool_access: {a: [echo]}
 )",
@@ -56,6 +57,9 @@ tool_access: {a: [echo]}
   EXPECT_TRUE(c->tools[1].arguments.at("message").allow_leading_dash);
   EXPECT_EQ(c->tools[1].arguments.at("message").path_under, "/srv/notes");
   EXPECT_EQ(c->task.max_steps, 3);
+  EXPECT_EQ(c->cors_allow_origins, (std::vector<std::string>{"https://app.example"}));
+  EXPECT_EQ(c->cors_allow_headers, (std::vector<std::string>{"Authorization"}));
+  EXPECT_EQ(c->cors_max_age, 60);
   EXPECT_EQ(c->tool_access.at("a"), (std::vector<std::string>{"echo"}));
   EXPECT_NE(c->tools[0].parameters_json.find("\"required\":[\"city\"]"), std::string::npos)
       << c->tools[0].parameters_json;

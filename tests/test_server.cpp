@@ -108,7 +108,7 @@ void expect_error(const Response& r, int status, const std::string& param) {
 // closed the connection without one.
 // With half_close, the client then shuts its write side (it still reads); `after` is sent a
 // moment later, while the request is being answered.
-int raw_exchange(int port, const std::string& bytes, bool half_close = false, const std::string& after = "") {
+std::string raw_response(int port, const std::string& bytes, bool half_close = false, const std::string& after = "") {
   net::io_context ioc;
   tcp::socket socket(ioc);
   socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
@@ -122,8 +122,22 @@ int raw_exchange(int port, const std::string& bytes, bool half_close = false, co
   std::string reply;
   std::array<char, 4096> buf;
   for (size_t n; (n = socket.read_some(net::buffer(buf), ec)) > 0 || !ec;) reply.append(buf.data(), n);
+  return reply;
+}
+
+// The status of raw_response's reply, or 0 when the server closed the connection without one.
+int raw_exchange(int port, const std::string& bytes, bool half_close = false, const std::string& after = "") {
+  const std::string reply = raw_response(port, bytes, half_close, after);
   if (reply.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
   return std::atoi(reply.c_str() + 9);
+}
+
+// A reply's header block (lower-cased) and body.
+std::pair<std::string, std::string> split_reply(std::string reply) {
+  const size_t end = reply.find("\r\n\r\n");
+  std::string head = reply.substr(0, end);
+  for (char& c : head) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return {head, end == std::string::npos ? "" : reply.substr(end + 4)};
 }
 
 std::string chunked_tokenize(const std::string& size_line, const std::string& trailer, const std::string& extra = "") {
@@ -156,6 +170,73 @@ TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const std::string body = json{{"content", std::string(79000, 'a')}}.dump();
   EXPECT_EQ(raw_exchange(port, head("key-a", body.size()) + body), 200);
+}
+
+// GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.
+TEST_F(Server, ModelRetrievalAndHead) {
+  start(ServerConfig{});
+  const std::string name = "stories260K.gguf";  // the served name: the file name
+  const Response one = request(port, "GET", "/v1/models/" + name);
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.j()["id"], name);
+  EXPECT_EQ(one.j()["object"], "model");
+  const Response missing = request(port, "GET", "/v1/models/gpt-4");
+  expect_error(missing, 404, "model");
+  EXPECT_NE(missing.body.find("serves 'stories260K.gguf'"), std::string::npos) << missing.body;
+  const std::string list = request(port, "GET", "/v1/models").body;
+  for (const std::string route : {"/v1/models", "/health", "/v1/models/stories260K.gguf", "/metrics"}) {
+    const auto [head, body] =
+        split_reply(raw_response(port, "HEAD " + route + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    EXPECT_EQ(head.compare(0, 12, "http/1.1 200"), 0) << route << ": " << head;
+    EXPECT_EQ(body, "") << route;
+    if (route == "/v1/models") {
+      EXPECT_NE(head.find("content-length: " + std::to_string(list.size())), std::string::npos) << head;
+    }
+  }
+  EXPECT_EQ(raw_exchange(port, "HEAD /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405);
+}
+
+// CORS: off by default; on, a preflight is answered without a key and every reply to an
+// allowed origin carries Access-Control-Allow-Origin, streams included.
+TEST_F(Server, CorsPreflightAndHeaders) {
+  const std::string preflight =
+      "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nOrigin: https://app.example\r\n"
+      "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\n\r\n";
+  {
+    start(ServerConfig{});
+    const auto [head, body] = split_reply(raw_response(port, preflight));
+    EXPECT_EQ(head.compare(0, 12, "http/1.1 405"), 0) << head;
+    EXPECT_EQ(head.find("access-control-allow-origin"), std::string::npos) << head;
+    server->stop();
+  }
+  ServerConfig cfg;
+  cfg.api_keys = {"key-a"};
+  cfg.cors_allow_origins = {"https://app.example"};
+  start(cfg);
+  const auto [head, body] = split_reply(raw_response(port, preflight));
+  EXPECT_EQ(head.compare(0, 12, "http/1.1 204"), 0) << head;
+  EXPECT_NE(head.find("access-control-allow-origin: https://app.example"), std::string::npos) << head;
+  EXPECT_NE(head.find("access-control-allow-headers: authorization, content-type"), std::string::npos) << head;
+  EXPECT_NE(head.find("access-control-allow-methods: get, head, post, options"), std::string::npos) << head;
+  const auto post = [&](const std::string& origin, bool stream) {
+    const std::string b = chat("Once upon a time", 4, stream);
+    return split_reply(raw_response(port,
+                                    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                    "Authorization: Bearer key-a\r\nOrigin: " +
+                                        origin + "\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b))
+        .first;
+  };
+  EXPECT_NE(post("https://app.example", false).find("access-control-allow-origin: https://app.example"),
+            std::string::npos);
+  EXPECT_NE(post("https://app.example", true).find("access-control-allow-origin: https://app.example"),
+            std::string::npos)
+      << "SSE";
+  EXPECT_EQ(post("https://evil.example", false).find("access-control-allow-origin"), std::string::npos);
+  // An error reply to an allowed origin carries it too, so the page can read the error.
+  const auto [denied, unused] = split_reply(raw_response(
+      port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nOrigin: https://app.example\r\n\r\n"));
+  EXPECT_EQ(denied.compare(0, 12, "http/1.1 401"), 0) << denied;
+  EXPECT_NE(denied.find("access-control-allow-origin: https://app.example"), std::string::npos) << denied;
 }
 
 // A client that half-closes after its request, or sends a stray byte while it waits, still

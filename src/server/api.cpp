@@ -186,18 +186,31 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  if (path == "/health") return std::nullopt;
   static const std::vector<std::pair<std::string, std::string>> routes = {
       {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
-      {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"}};
+      {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"},   {"GET", "/health"},
+      {"GET", "/v1/models/*"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
-    if (p == path) {
+    if (p == path ||
+        (p.back() == '*' && path.size() > p.size() - 1 && path.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0)) {
       known = true;
-      method_ok = method_ok || m == req.method;
+      method_ok = method_ok || m == req.method || (m == "GET" && req.method == "HEAD");  // HEAD: GET without a body
     }
   if (!known) return error_reply(404, "no route " + req.method + " " + path);
+  // A browser's preflight: answered (with no key) when CORS is on and the origin allowed.
+  if (req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
+    Reply r = error_reply(204, "");
+    r.body.clear();
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    std::string allowed;
+    for (const std::string& h : config_.cors_allow_headers) allowed += (allowed.empty() ? "" : ", ") + h;
+    r.headers.emplace_back("Access-Control-Allow-Headers", allowed);
+    r.headers.emplace_back("Access-Control-Max-Age", std::to_string(config_.cors_max_age));
+    return r;
+  }
   if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
+  if (path == "/health") return std::nullopt;
   const std::string key = bearer_key(req.authorization);
   const bool open_route = path == "/metrics" && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
@@ -233,10 +246,32 @@ Reply ApiService::route(const HttpRequest& req) {
   const std::string key = bearer_key(req.authorization);
   if (path == "/metrics") return metrics_text();
   if (path == "/v1/models") return models();
+  if (path.rfind("/v1/models/", 0) == 0) return model(path.substr(std::string("/v1/models/").size()));
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
   if (path == "/v1/tasks") return run_task(req.body, key);
   return generate(req.body, path == "/v1/chat/completions", key);
+}
+
+std::vector<std::pair<std::string, std::string>> ApiService::cors_headers(const std::string& origin) const {
+  const auto& allowed = config_.cors_allow_origins;
+  if (origin.empty() || allowed.empty()) return {};
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return {};
+  return {{"Access-Control-Allow-Origin", any ? "*" : origin}, {"Vary", "Origin"}};
+}
+
+// GET /v1/models/{id}: the model, or a 404 naming the ones served.
+Reply ApiService::model(const std::string& id) {
+  if (id != service_->model_name)
+    return error_reply(404, "no model '" + id + "'; this server serves '" + service_->model_name + "'", "model");
+  Reply r;
+  r.body = json{{"id", service_->model_name},
+                {"object", "model"},
+                {"created", int64_t(std::time(nullptr))},
+                {"owned_by", "open-autoglm"}}
+               .dump();
+  return r;
 }
 
 Reply ApiService::models() {

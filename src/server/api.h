@@ -30,6 +30,7 @@ struct HttpRequest {
   std::string authorization;  // the Authorization header
   std::string body;
   std::string client_address;  // the peer's IP address (rate limits without API keys)
+  std::string origin;          // the Origin header (CORS)
 };
 
 struct Reply {
@@ -83,6 +84,9 @@ class ApiService {
   // the headers have arrived: a refusal is answered before any body is read. A request that
   // passed them goes to handle_admitted; handle does both.
   std::optional<Reply> admit(const HttpRequest& head);
+  // The CORS headers every response to a request from `origin` carries (none when CORS is off
+  // or the origin is not allowed).
+  std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) const;
   Reply handle_admitted(const HttpRequest& request);
   ServerMetrics& metrics() { return metrics_; }
   const ServerConfig& config() const { return config_; }
@@ -94,6 +98,7 @@ class ApiService {
   Reply tokenize(const std::string& body);
   Reply detokenize(const std::string& body);
   Reply models();
+  Reply model(const std::string& id);
   Reply metrics_text();
   Reply run_task(const std::string& body, const std::string& api_key);
 

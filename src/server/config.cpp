@@ -274,6 +274,22 @@ Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig
   return r.strings(node, "api_keys", c.api_keys);
 }
 
+Status read_cors(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  if (!node.IsMap()) return r.error(node, "cors", "must be a mapping (allow_origins, allow_headers, max_age)");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "cors." + key;
+    if (key == "allow_origins")
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, c.cors_allow_origins));
+    else if (key == "allow_headers")
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, c.cors_allow_headers));
+    else if (key == "max_age")
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, c.cors_max_age, 0, 86400));
+    else
+      return r.error(kv.first, at, "is not a known key (allow_origins, allow_headers, max_age)");
+  }
+  return Status::ok();
+}
+
 Status read_rate_limit(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (!node.IsMap()) return r.error(node, "rate_limit", "must be a mapping (requests_per_second, burst)");
   for (const auto& kv : node) {
@@ -387,6 +403,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_connections", c.max_connections, 1, 1 << 20); }},
       {"rate_limit", [&](const YAML::Node& n) { return read_rate_limit(r, n, c); }},
       {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
+      {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},

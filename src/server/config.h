@@ -41,7 +41,11 @@ struct ServerConfig {
   double rate_limit_burst = 20;                           // requests a client may send at once
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
-  bool metrics_require_key = false;  // /metrics needs a key too (off: scrapers expect an open endpoint)
+  bool metrics_require_key = false;
+  // CORS (off while allow_origins is empty): "*" or exact origins ("https://app.example.com").
+  std::vector<std::string> cors_allow_origins;
+  std::vector<std::string> cors_allow_headers = {"Authorization", "Content-Type"};
+  int64_t cors_max_age = 600;  // /metrics needs a key too (off: scrapers expect an open endpoint)
   std::vector<ToolConfig> tools;
   std::vector<std::string> http_allowlist;                      // hosts http tools may reach; empty: loopback
   std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all

@@ -61,6 +61,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // server draining) is answered before its body is read, and a body is read only while the
   // memory of all bodies in flight stays under max_body_bytes_in_flight.
   void read_request() {
+    origin_.clear();
+    head_only_ = false;
     parser_.emplace();
     apply_request_limits(*parser_, api_.config().max_body_bytes);
     stream_.expires_after(kIdleTimeout);
@@ -87,6 +89,8 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.method = std::string(req.method_string());
     head_.target = std::string(req.target());
     head_.authorization = std::string(req[http::field::authorization]);
+    head_.origin = origin_ = std::string(req[http::field::origin]);
+    head_only_ = req.method() == http::verb::head;
     beast::error_code ec_peer;
     const auto peer = stream_.socket().remote_endpoint(ec_peer);
     if (!ec_peer) head_.client_address = peer.address().to_string();
@@ -129,14 +133,20 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "open-autoglm");
     res->set(http::field::content_type, reply.content_type);
     for (const auto& [k, v] : reply.headers) res->set(k, v);
+    for (const auto& [k, v] : api_.cors_headers(origin_)) res->set(k, v);
     res->keep_alive(keep_alive);
     res->body() = std::move(reply.body);
     res->prepare_payload();
     stream_.expires_after(kIdleTimeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+    auto done = [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
       if (ec || !keep_alive) return self->close();
       self->read_request();
-    });
+    };
+    if (!head_only_) return http::async_write(stream_, *res, std::move(done));
+    // HEAD: the headers GET would send (Content-Length included), no body.
+    auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
+    http::async_write_header(stream_, *serializer,
+                             [serializer, done = std::move(done)](beast::error_code ec, size_t n) { done(ec, n); });
   }
 
   // Generation: events arrive on the engine thread and are handled on this strand.
@@ -149,7 +159,9 @@ class Session : public std::enable_shared_from_this<Session> {
       api_.metrics().count_status(200);
       pending_ =
           "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
-          "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+          "Cache-Control: no-cache\r\nConnection: close\r\n";
+      for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
+      pending_ += "\r\n";
       flush();
     }
     watch_for_disconnect();
@@ -242,6 +254,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<int64_t>& open_;              // the server's count of open connections
   std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
   HttpRequest head_;                        // the request being read, until its body is in
+  std::string origin_;                      // of the request being answered (CORS headers)
+  bool head_only_ = false;                  // a HEAD request: the reply's headers only
   std::shared_ptr<BodyBudget> body_budget_;
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
