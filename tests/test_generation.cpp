@@ -1,6 +1,8 @@
 // Sampling, stop strings and single-sequence generation.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,28 @@ TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
   Sampler s(greedy());
   std::vector<float> logits = {0.1f, 3.0f, 3.0f, -1.0f};
   EXPECT_EQ(s.sample(logits.data(), 4, {}), 1);
+}
+
+TEST(Sampler, LogitBiasBansAndForces) {
+  SamplingParams p = greedy();
+  p.logit_bias = {{1, -100.0f}};  // the argmax, banned
+  std::vector<float> logits = {0.1f, 3.0f, 2.0f, -1.0f};
+  EXPECT_EQ(Sampler(p).sample(logits.data(), 4, {}), 2);
+  EXPECT_TRUE(std::isinf(logits[1]) && logits[1] < 0);
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.logit_bias = {{3, 100.0f}, {7, 5.0f}};  // forced; an id past the row is ignored
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    p.seed = seed;
+    std::vector<float> row = {0.1f, 3.0f, 2.0f, -1.0f};
+    EXPECT_EQ(Sampler(p).sample(row.data(), 4, {}), 3) << "seed " << seed;
+  }
+  p.logit_bias = {{2, 100.5f}};
+  EXPECT_FALSE(validate_sampling_params(p).is_ok());
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(validate_sampling_params(p).is_ok());
 }
 
 TEST(Sampler, RepetitionPenaltyChangesTheWinner) {

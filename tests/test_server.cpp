@@ -172,6 +172,46 @@ TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
   EXPECT_EQ(raw_exchange(port, head("key-a", body.size()) + body), 200);
 }
 
+// logit_bias with OpenAI's semantics: -100 bans a token, +100 forces it; a wrong entry is a
+// 400 naming it.
+TEST_F(Server, LogitBiasBansAndForcesTokens) {
+  start(ServerConfig{});
+  const auto first_token = [&](const json& bias, double temperature) {
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", temperature}, {"seed", 7}};
+    if (!bias.is_null()) body["logit_bias"] = bias;
+    const Response r = request(port, "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.j()["choices"][0]["text"].get<std::string>();
+  };
+  // The id of the token a completion added: the last one of prompt + text, tokenized together.
+  const auto last_id = [&](const std::string& text) {
+    const Response r =
+        request(port, "POST", "/tokenize", json{{"content", "Once upon a time" + text}, {"add_special", false}}.dump());
+    return r.j()["tokens"].back().get<int>();
+  };
+  const std::string greedy = first_token(nullptr, 0);
+  ASSERT_FALSE(greedy.empty());
+  const int banned = last_id(greedy);
+  json ban = json::object();
+  ban[std::to_string(banned)] = -100;
+  const std::string other = first_token(ban, 0);
+  EXPECT_NE(other, greedy) << "a banned token was chosen";
+  const int forced = last_id(" cat");
+  ASSERT_NE(forced, banned);
+  json force = json::object();
+  force[std::to_string(forced)] = 100;
+  for (double temperature : {0.0, 1.0}) EXPECT_EQ(last_id(first_token(force, temperature)), forced) << temperature;
+  const auto bad_bias = [&](const json& bias, const std::string& param) {
+    const json body = {{"prompt", "x"}, {"max_tokens", 1}, {"logit_bias", bias}};
+    expect_error(request(port, "POST", "/v1/completions", body.dump()), 400, param);
+  };
+  bad_bias({{"abc", 1}}, "logit_bias.abc");
+  bad_bias({{"5", 101}}, "logit_bias.5");
+  bad_bias({{"5", "high"}}, "logit_bias.5");
+  bad_bias({{"999999", 1}}, "logit_bias.999999");
+  bad_bias(json::array({1}), "logit_bias");
+}
+
 // GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.
 TEST_F(Server, ModelRetrievalAndHead) {
   start(ServerConfig{});

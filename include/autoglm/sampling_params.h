@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace autoglm {
 
@@ -16,6 +18,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // subtracted once if the token occurred
   int32_t penalty_last_n = 64;      // window of recent tokens the penalties look at; -1: all
   std::optional<uint64_t> seed;     // same seed, same output; none: a random seed
+  // Added to a token's logit before everything else (OpenAI's logit_bias): in [-100, 100];
+  // -100 bans the token, +100 all but forces it. A grammar's mask still wins.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 }  // namespace autoglm

@@ -135,6 +135,9 @@ Engine::~Engine() {
 
 Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) {
   AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(request.sampling));
+  for (const auto& [token, bias] : request.sampling.logit_bias)
+    if (token >= model_.spec().n_vocab)
+      return invalid_argument("logit_bias: token id " + std::to_string(token) + " is outside the vocabulary");
   if (request.prompt.empty()) return invalid_argument("prompt: no tokens");
   if (request.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
   for (int32_t t : request.prompt)

@@ -18,6 +18,11 @@ Status validate_sampling_params(const SamplingParams& p) {
   if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2)
     return invalid_argument("presence_penalty must be in [-2, 2]");
   if (p.penalty_last_n < -1) return invalid_argument("penalty_last_n must be >= -1");
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0) return invalid_argument("logit_bias: token id " + std::to_string(token) + " is negative");
+    if (!std::isfinite(bias) || bias < -100 || bias > 100)
+      return invalid_argument("logit_bias: the bias of token " + std::to_string(token) + " must be in [-100, 100]");
+  }
   return Status::ok();
 }
 
@@ -40,7 +45,13 @@ void Sampler::apply_penalties(float* logits, int32_t n_vocab, const std::vector<
   }
 }
 
+void Sampler::apply_logit_bias(float* logits, int32_t n_vocab) const {
+  for (const auto& [token, bias] : params_.logit_bias)
+    if (token >= 0 && token < n_vocab) logits[token] = bias <= -100 ? -INFINITY : logits[token] + bias;
+}
+
 int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
+  apply_logit_bias(logits, n_vocab);
   apply_penalties(logits, n_vocab, history);
   if (params_.temperature <= 0) return int32_t(std::max_element(logits, logits + n_vocab) - logits);
 

@@ -26,6 +26,7 @@ class Sampler {
 
  private:
   void apply_penalties(float* logits, int32_t n_vocab, const std::vector<int32_t>& history);
+  void apply_logit_bias(float* logits, int32_t n_vocab) const;
 
   SamplingParams params_;
   uint64_t seed_;

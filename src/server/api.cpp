@@ -462,6 +462,13 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
   GenerationRequest g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
                                        service_->engine->config().n_ctx);
   g.cache_salt = cache_salt(api_key, params.cache_salt);
+  for (const auto& [token, bias] : g.sampling.logit_bias)
+    if (token >= service_->tokenizer->n_vocab()) {
+      std::string where = "logit_bias.";
+      where += std::to_string(token);
+      bad(where, "token id " + std::to_string(token) + " is outside the vocabulary (" +
+                     std::to_string(service_->tokenizer->n_vocab()) + " tokens)");
+    }
   if (auto over = check_request_limits(g, config_.limits))
     bad(over->param == "prompt" ? prompt_param : over->param, over->message);
   auto handle = service_->engine->submit(std::move(g));

@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <chrono>
 
@@ -21,6 +23,29 @@ std::string content_text(const json& content, const std::string& param) {
     text += check_utf8(part["text"].get<std::string>(), param);
   }
   return text;
+}
+
+// {"token id": bias}: ids as decimal strings, biases in [-100, 100]; an entry that is wrong
+// is named ("logit_bias.50256"). Ids past the vocabulary are checked against the model later.
+std::vector<std::pair<int32_t, float>> logit_bias_param(const json& body) {
+  constexpr size_t kMaxEntries = 1024;
+  if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return {};
+  const json& m = body["logit_bias"];
+  if (!m.is_object()) bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  if (m.size() > kMaxEntries)
+    bad("logit_bias", "'logit_bias' holds more than " + std::to_string(kMaxEntries) + " entries");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : m.items()) {
+    const std::string where = "logit_bias." + key;
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+      bad(where, "'" + where + "': the key must be a token id (a non-negative integer)");
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+      bad(where, "'" + where + "' must be a number in [-100, 100]");
+    out.emplace_back(int32_t(id), float(value.get<double>()));
+  }
+  return out;
 }
 
 // Its count and lengths are checked against the limits with the rest of the engine request.
@@ -198,6 +223,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.repetition_penalty = optional_number(j, "repetition_penalty", 0.01, 10);
   if (j.contains("seed") && !j["seed"].is_null()) p.seed = uint64_t(integer_param(j, "seed", INT64_MIN, INT64_MAX, 0));
   p.stop = stop_param(j);
+  p.logit_bias = logit_bias_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
   p.grammar = grammar_param(j, config.limits);
   p.priority = priority_param(j, config);
@@ -272,6 +298,7 @@ GenerationRequest engine_request(const GenerationParams& p, std::vector<int32_t>
   g.sampling.frequency_penalty = float(p.frequency_penalty);
   g.sampling.repetition_penalty = float(p.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0)));
   g.sampling.seed = p.seed;
+  g.sampling.logit_bias = p.logit_bias;
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
   g.grammar = p.grammar;

@@ -37,6 +37,7 @@ struct GenerationParams {
   bool logprobs = false;
   int32_t top_logprobs = -1;  // -1: none
   std::string cache_salt;     // requests share cached prefixes only with the same salt (vLLM's name)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
 };
 
 struct ChatRequest {
