@@ -2,6 +2,8 @@
 // grammars whose sentences validate, token masks equal a brute-force check of every token.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -230,6 +232,19 @@ TEST(JsonSchema, ReferenceChainsCountTowardTheDepthLimit) {
   EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"$defs": {"node": {"type": "object", "properties":
                                                  {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"})"))
                   .is_ok());
+}
+
+TEST(JsonSchema, NumbersAreAlwaysFiniteDoubles) {
+  auto gbnf = json_schema_to_gbnf(json::parse(R"({"type": "number"})"));
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto g = compile(*gbnf);
+  ASSERT_TRUE(g);
+  for (const std::string ok : {"0", "-1.5", "2e10", "-3.25E-7", "9999999999999999.999999999999999e99"}) {
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+    EXPECT_TRUE(std::isfinite(std::stod(ok))) << ok;
+  }
+  for (const std::string bad : {"1e999", "1e308", "01", "1.", "+1", "99999999999999999"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
 }
 
 TEST(JsonSchema, AnyObject) {

@@ -212,6 +212,21 @@ TEST_F(Server, LogitBiasBansAndForcesTokens) {
   bad_bias(json::array({1}), "logit_bias");
 }
 
+// A "developer" message is the system message (it used to be dropped from the prompt).
+TEST_F(Server, DeveloperMessagesAreSystemMessages) {
+  start(ServerConfig{});
+  const auto prompt_tokens = [&](const std::string& role) {
+    const json body = {
+        {"messages",
+         {{{"role", role}, {"content", "Answer in one short sentence."}}, {{"role", "user"}, {"content", "Hi"}}}},
+        {"max_tokens", 1}};
+    const Response r = request(port, "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.j()["usage"]["prompt_tokens"].get<int>();
+  };
+  EXPECT_EQ(prompt_tokens("developer"), prompt_tokens("system"));
+}
+
 // GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.
 TEST_F(Server, ModelRetrievalAndHead) {
   start(ServerConfig{});

@@ -16,7 +16,9 @@ const std::map<std::string, std::string>& primitives() {
       {"char", R"([^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))"},
       {"string", R"("\"" {p}char* "\"")"},
       {"int-part", R"("0" | [1-9] [0-9]{0,15})"},
-      {"number", R"("-"? {p}int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
+      // At most 16 integer digits and a two-digit exponent: every sentence is a finite double
+      // (a three-digit exponent let 1e999, which parses to Infinity, through).
+      {"number", R"("-"? {p}int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?)"},
       {"integer", R"("-"? {p}int-part)"},
       {"boolean", R"("true" | "false")"},
       {"null", R"("null")"},

@@ -187,6 +187,9 @@ json chat_messages(const json& body) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad(where + ".role", "'" + where + ".role' must be a string");
     json copy = m;
+    // OpenAI's newer name for the system role; chat templates know only "system" (and drop
+    // roles they do not know).
+    if (copy["role"] == "developer") copy["role"] = "system";
     copy["content"] = content_text(m.value("content", json()), where + ".content");
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       copy["tool_calls"] = template_tool_calls(m["tool_calls"], where + ".tool_calls");
