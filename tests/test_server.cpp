@@ -294,6 +294,34 @@ TEST_F(Server, CorsPreflightAndHeaders) {
   EXPECT_NE(denied.find("access-control-allow-origin: https://app.example"), std::string::npos) << denied;
 }
 
+// Expect: 100-continue is answered once the headers pass, before the client sends its body
+// (curl waits a second for it with bodies over 1 MiB); a refused request gets its answer instead.
+TEST_F(Server, ExpectContinueIsAnswered) {
+  ServerConfig cfg;
+  cfg.api_keys = {"key-a"};
+  start(cfg);
+  const std::string body = R"({"content": "hello"})";
+  const auto head = [&](const std::string& key) {
+    return "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\nAuthorization: Bearer " +
+           key + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  };
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  net::write(socket, net::buffer(head("key-a")));
+  std::string interim(25, '\0');
+  net::read(socket, net::buffer(interim));  // no body sent yet: only the interim reply can come
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  net::write(socket, net::buffer(body));
+  std::string reply;
+  std::array<char, 4096> buf;
+  beast::error_code ec;
+  for (size_t n; (n = socket.read_some(net::buffer(buf), ec)) > 0 || !ec;) reply.append(buf.data(), n);
+  EXPECT_EQ(reply.compare(0, 12, "HTTP/1.1 200"), 0) << reply;
+  // A wrong key: the final 401 comes instead of 100 Continue.
+  EXPECT_EQ(raw_exchange(port, head("wrong")), 401);
+}
+
 // A client that half-closes after its request, or sends a stray byte while it waits, still
 // gets its reply (the disconnect watcher used to take either for a disconnect).
 TEST_F(Server, HalfCloseAndStrayBytesStillGetTheReply) {

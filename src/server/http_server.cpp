@@ -104,6 +104,19 @@ class Session : public std::enable_shared_from_this<Session> {
       busy.headers.emplace_back("Retry-After", "1");
       return send(std::move(busy), false);
     }
+    // A client that asked to be told before it sends the body (curl does past 1 MiB) is told.
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      return net::async_write(stream_.socket(), net::buffer(kContinue),
+                              [self = shared_from_this()](beast::error_code ec, size_t) {
+                                if (ec) return self->close();
+                                self->read_body();
+                              });
+    }
+    read_body();
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
   }
