@@ -1,7 +1,8 @@
 // Text -> token ids -> text with real vocabularies (SentencePiece, Llama 3 BPE, Qwen2 BPE
 // with its <|...|> markers). The first byte picks the vocabulary and whether special tokens
-// are parsed; with bit 2 set, bytes below 0x20 become special-token pieces, so inputs are
-// dense random mixes of markers and text.
+// are parsed (its low four bits: the seeds start with a letter, '@' is mode 0); with bit 3
+// set, bytes below 0x20 become special-token pieces, so inputs are dense random mixes of
+// markers and text.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
