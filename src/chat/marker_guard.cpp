@@ -79,16 +79,16 @@ std::string MarkerGuard::restore(const std::string& rendered, std::vector<Tokeni
     const size_t open = rendered.find(kOpen, i);
     if (open == std::string::npos) break;
     const size_t digits = open + kOpen.size();
-    size_t end = digits;
-    while (end < rendered.size() && end - digits < 10 && rendered[end] >= '0' && rendered[end] <= '9') ++end;
-    if (end == digits || rendered.compare(end, kClose.size(), kClose) != 0 ||
-        std::stoull(rendered.substr(digits, end - digits)) >= hidden_.size()) {
+    size_t end = digits, index = 0;
+    for (; end < rendered.size() && end - digits < 10 && rendered[end] >= '0' && rendered[end] <= '9'; ++end)
+      index = index * 10 + size_t(rendered[end] - '0');
+    if (end == digits || rendered.compare(end, kClose.size(), kClose) != 0 || index >= hidden_.size()) {
       out.append(rendered, i, digits - i);  // not one of ours: kept as it is
       i = digits;
       continue;
     }
     out.append(rendered, i, open - i);
-    const std::string& marker = hidden_[size_t(std::stoull(rendered.substr(digits, end - digits)))];
+    const std::string& marker = hidden_[index];
     plain.push_back({out.size(), out.size() + marker.size()});
     out += marker;
     i = end + kClose.size();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,5 +30,15 @@ struct GenerationRequest {
   // blocks (the server gives each API key its own, so no key can probe another's prompts).
   uint64_t cache_salt = 0;
 };
+
+// The cache_salt of a scope (an API key; "" for none) and a request's own salt: 0, the shared
+// chain, when both are empty.
+inline uint64_t prefix_cache_salt(const std::string& scope, const std::string& request_salt) {
+  if (scope.empty() && request_salt.empty()) return 0;
+  std::string material = scope;
+  material += '\0';
+  material += request_salt;
+  return std::hash<std::string>{}(material) | 1;  // never 0
+}
 
 }  // namespace autoglm

@@ -34,6 +34,7 @@ class LinearBuilder : public nlohmann::json_sax<json> {
 
   json root;
   std::string error;
+  bool over_limit = false;  // the error is a limit, not bad JSON
 
  private:
   struct Open {
@@ -55,7 +56,7 @@ class LinearBuilder : public nlohmann::json_sax<json> {
     using Pairs = std::vector<std::pair<const std::string, json>>;
     auto& items = static_cast<Pairs&>(top.value->get_ref<json::object_t&>());
     if (int64_t(items.size()) >= max_keys_ && !top.keys.count(key_)) {
-      fail("an object has more than " + std::to_string(max_keys_) + " keys (limit json_object_keys)");
+      fail("an object has more than " + std::to_string(max_keys_) + " keys (limit json_object_keys)", true);
       return nullptr;
     }
     const auto [it, added] = top.keys.try_emplace(key_, items.size());
@@ -68,7 +69,8 @@ class LinearBuilder : public nlohmann::json_sax<json> {
   }
   bool open(json container) {
     if (int(open_.size()) >= max_depth_)
-      return fail("nests arrays and objects deeper than " + std::to_string(max_depth_) + " levels (limit json_depth)");
+      return fail("nests arrays and objects deeper than " + std::to_string(max_depth_) + " levels (limit json_depth)",
+                  true);
     json* v = put(std::move(container));
     open_.push_back({v, {}});
     return true;
@@ -77,7 +79,8 @@ class LinearBuilder : public nlohmann::json_sax<json> {
     open_.pop_back();
     return true;
   }
-  bool fail(std::string message) {
+  bool fail(std::string message, bool limit = false) {
+    over_limit = over_limit || (error.empty() && limit);
     if (error.empty()) error = std::move(message);
     return false;
   }
@@ -157,6 +160,7 @@ Result<json> parse_json_request(std::string_view text, int max_depth, int64_t ma
   LinearBuilder builder(max_depth, max_object_keys);
   const bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                                   /*strict=*/true, /*ignore_comments=*/false);
+  if (builder.over_limit) return out_of_range(builder.error);
   if (!ok || !builder.error.empty()) return invalid_argument(builder.error.empty() ? "not valid JSON" : builder.error);
   return std::move(builder.root);
 }

@@ -416,12 +416,7 @@ Reply ApiService::detokenize(const std::string& body) {
 // The prefix-cache salt of a request: its API key's unless the cache is shared across keys,
 // and the request's own cache_salt.
 uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
-  const std::string scope = config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "";
-  if (scope.empty() && request_salt.empty()) return 0;
-  std::string material = scope;
-  material += '\0';
-  material += request_salt;
-  return std::hash<std::string>{}(material) | 1;  // never 0, the unsalted chain
+  return prefix_cache_salt(config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "", request_salt);
 }
 
 Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/json_brackets.h"
 #include "formats/json_request.h"
 #include "tokenizer/utf8.h"
 
@@ -13,12 +12,9 @@ void bad(const std::string& param, const std::string& message) {
 }
 
 json parse_body(const std::string& body, const RequestLimits& limits) {
-  const int max_depth = limits.json_depth;
-  // One bracket pass first: a hostile body is refused before anything is built.
-  if (json_depth(body) > max_depth)
-    bad("",
-        "the body nests arrays and objects deeper than " + std::to_string(max_depth) + " levels (limit json_depth)");
-  auto j = parse_json_request(body, max_depth, limits.json_object_keys);  // linear however many keys an object has
+  // Linear however many keys an object has; nesting is refused as it is read, before it is built.
+  auto j = parse_json_request(body, limits.json_depth, limits.json_object_keys);
+  if (!j && j.status().code() == StatusCode::kOutOfRange) bad("", "the body " + j.status().message());
   if (!j) bad("", "the body is not valid JSON (or not UTF-8): " + j.status().message());
   if (!j->is_object()) bad("", "the body must be a JSON object");
   return std::move(j).value();

@@ -89,7 +89,7 @@ Result<std::string> TaskPipeline::generate(const ordered_json& messages, const j
   g.sampling.min_p = 0;
   if (request.seed) g.sampling.seed = *request.seed + uint64_t(step);
   g.grammar = std::move(grammar);
-  if (!request.owner.empty()) g.cache_salt = std::hash<std::string>{}(request.owner + '\0') | 1;  // per key
+  g.cache_salt = prefix_cache_salt(request.owner, "");  // each key its own cached prefixes
   AUTOGLM_ASSIGN_OR_RETURN(auto handle, engine_.submit(std::move(g)));
   std::string text;
   StreamEvent ev;
