@@ -341,8 +341,8 @@ TEST(ToolRegistry, BadDefinitionsNameTheKeyPath) {
   trig.triggers = {"(unclosed"};
   expect_error(trig, "tools[1].triggers[0]");
   ToolConfig schema = command_tool("a", {"/bin/echo"});
-  schema.parameters_json = R"({"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}})";
-  expect_error(schema, "tools[1].parameters: schema at #/properties/x: 'pattern' is not supported");
+  schema.parameters_json = R"({"type": "object", "properties": {"x": {"type": "string", "uniqueItems": true}}})";
+  expect_error(schema, "tools[1].parameters: schema at #/properties/x: 'uniqueItems' is not supported");
   ToolConfig builtin = command_tool("a", {"/bin/echo"});
   builtin.exec.command.clear();
   builtin.exec.builtin = "rm";

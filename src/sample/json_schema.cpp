@@ -1,8 +1,15 @@
 #include "sample/json_schema.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
+
+#include "sample/automaton_gbnf.h"
+#include "sample/regex.h"
+#include "sample/schema_formats.h"
+#include "sample/schema_numbers.h"
 
 namespace autoglm {
 namespace {
@@ -25,11 +32,6 @@ const std::map<std::string, std::string>& primitives() {
       {"value", R"({p}object | {p}array | {p}string | {p}number | {p}boolean | {p}null)"},
       {"object", R"("{" {p}ws ( {p}string ":" {p}ws {p}value ( "," {p}ws {p}string ":" {p}ws {p}value )* )? "}")"},
       {"array", R"("[" {p}ws ( {p}value ( "," {p}ws {p}value )* )? "]")"},
-      {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ))"},
-      {"time",
-       R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,3} )? ( "Z" | [-+] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
-      {"date-time", R"({p}date "T" {p}time)"},
-      {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"},
   };
   return p;
 }
@@ -43,7 +45,6 @@ const std::map<std::string, std::vector<std::string>>& primitive_deps() {
       {"value", {"object", "array", "string", "number", "boolean", "null"}},
       {"object", {"ws", "string", "value"}},
       {"array", {"ws", "value"}},
-      {"date-time", {"date", "time"}},
   };
   return d;
 }
@@ -69,6 +70,25 @@ std::string gbnf_literal(const std::string& text) {
 }
 
 namespace {
+
+// Keywords that change which values are valid and that no grammar here enforces.
+constexpr const char* kRefused[] = {"not",
+                                    "patternProperties",
+                                    "uniqueItems",
+                                    "contains",
+                                    "minContains",
+                                    "maxContains",
+                                    "if",
+                                    "then",
+                                    "else",
+                                    "dependentRequired",
+                                    "dependentSchemas",
+                                    "dependencies",
+                                    "propertyNames",
+                                    "unevaluatedProperties",
+                                    "unevaluatedItems",
+                                    "$dynamicRef",
+                                    "$recursiveRef"};
 
 class Converter {
  public:
@@ -97,10 +117,14 @@ class Converter {
     return name;
   }
 
-  std::string new_rule(const std::string& hint, const std::string& body) {
+  std::string rule_name(const std::string& hint) {
     std::string name;
     for (char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
-    name = prefix_ + "s-" + name + "-" + std::to_string(counter_++);
+    return prefix_ + "s-" + name + "-" + std::to_string(counter_++);
+  }
+
+  std::string new_rule(const std::string& hint, const std::string& body) {
+    const std::string name = rule_name(hint);
     rules_[name] = body;
     return name;
   }
@@ -112,10 +136,12 @@ class Converter {
       return use("value");
     }
     if (!s.is_object()) return refuse(path, "a schema must be an object or a boolean");
-    for (const char* unsupported : {"allOf", "not", "pattern", "patternProperties", "maximum", "exclusiveMaximum",
-                                    "exclusiveMinimum", "multipleOf", "uniqueItems", "contains", "if", "prefixItems",
-                                    "minProperties", "maxProperties", "dependentRequired"})
-      if (s.contains(unsupported)) return refuse(path, std::string("'") + unsupported + "' is not supported");
+    for (const char* refused : kRefused)
+      if (s.contains(refused)) return refuse(path, std::string("'") + refused + "' is not supported");
+    if (s.contains("allOf")) {
+      AUTOGLM_ASSIGN_OR_RETURN(const json merged, merge_all_of(s, path + "/allOf", depth));
+      return visit(merged, path, depth + 1);
+    }
     if (s.contains("$ref")) return visit_ref(s["$ref"], path, depth);
     if (s.contains("const")) return gbnf_literal(s["const"].dump());
     if (s.contains("enum")) return visit_enum(s["enum"], path);
@@ -127,12 +153,10 @@ class Converter {
     return expr;
   }
 
-  // A reference is one more level: a chain of $refs counts toward the depth limit like nesting.
-  Result<std::string> visit_ref(const json& ref, const std::string& path, int depth) {
+  Result<const json*> resolve(const json& ref, const std::string& path) const {
     if (!ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0)
       return refuse(path, "only local $ref (\"#/...\") is supported");
     const std::string target = ref.get<std::string>();
-    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     json::json_pointer pointer;
     try {
       pointer = json::json_pointer(target.substr(1));
@@ -140,10 +164,78 @@ class Converter {
       return refuse(path, "$ref '" + target + "' is not a JSON pointer");
     }
     if (!root_.contains(pointer)) return refuse(path, "$ref '" + target + "' points to nothing");
-    const std::string name = new_rule("ref" + target.substr(1), "");
-    refs_[target] = name;  // before visiting: recursive schemas refer to the rule by name
-    AUTOGLM_ASSIGN_OR_RETURN(rules_[name], visit(root_.at(pointer), target, depth + 1));
+    return &root_.at(pointer);
+  }
+
+  // A reference is one more level: a chain of $refs counts toward the depth limit like nesting.
+  Result<std::string> visit_ref(const json& ref, const std::string& path, int depth) {
+    AUTOGLM_ASSIGN_OR_RETURN(const json* target, resolve(ref, path));
+    const std::string key = ref.get<std::string>();
+    if (auto it = refs_.find(key); it != refs_.end()) return it->second;
+    const std::string name = new_rule("ref" + key.substr(1), "");
+    refs_[key] = name;  // before visiting: recursive schemas refer to the rule by name
+    AUTOGLM_ASSIGN_OR_RETURN(rules_[name], visit(*target, key, depth + 1));
     return name;
+  }
+
+  // allOf as one schema: properties and required combine, additionalProperties takes the
+  // strictest, any other keyword must agree between the branches that name it.
+  Result<json> merge_all_of(const json& s, const std::string& path, int depth) {
+    if (depth > 64) return refuse(path, "nested too deeply");
+    const json& list = s["allOf"];
+    if (!list.is_array() || list.empty()) return refuse(path, "must be a non-empty array of schemas");
+    json merged = s;
+    merged.erase("allOf");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = path + "/" + std::to_string(i);
+      json branch = list[i];
+      while (branch.is_object() && branch.contains("$ref")) {
+        AUTOGLM_ASSIGN_OR_RETURN(const json* target, resolve(branch["$ref"], at));
+        json rest = branch;
+        rest.erase("$ref");
+        branch = *target;
+        for (const auto& [k, v] : rest.items()) branch[k] = v;
+        if (++depth > 64) return refuse(at, "nested too deeply");
+      }
+      if (branch.is_object() && branch.contains("allOf")) {
+        AUTOGLM_ASSIGN_OR_RETURN(branch, merge_all_of(branch, at + "/allOf", depth + 1));
+      }
+      if (!branch.is_object()) return refuse(at, "allOf branches must be schema objects");
+      AUTOGLM_RETURN_IF_ERROR(merge_into(merged, branch, at));
+    }
+    return merged;
+  }
+
+  Status merge_into(json& merged, const json& branch, const std::string& path) const {
+    for (const auto& [key, value] : branch.items()) {
+      if (key == "properties") {
+        for (const auto& [name, sub] : value.items()) {
+          json& slot = merged["properties"][name];
+          if (!slot.is_null() && slot != sub)
+            return refuse(path, "allOf branches define property '" + name + "' differently");
+          slot = sub;
+        }
+      } else if (key == "required") {
+        json& all = merged["required"];
+        if (all.is_null()) all = json::array();
+        for (const json& r : value)
+          if (std::find(all.begin(), all.end(), r) == all.end()) all.push_back(r);
+      } else if (key == "additionalProperties") {
+        if (!merged.contains(key) || value == false) merged[key] = value;
+      } else if (is_annotation(key)) {
+        continue;
+      } else if (merged.contains(key) && merged[key] != value) {
+        return refuse(path, "allOf branches disagree on '" + key + "'");
+      } else {
+        merged[key] = value;
+      }
+    }
+    return Status::ok();
+  }
+
+  static bool is_annotation(const std::string& key) {
+    return key == "title" || key == "description" || key == "default" || key == "examples" || key == "$schema" ||
+           key == "$id" || key == "$comment" || key == "deprecated" || key == "readOnly" || key == "writeOnly";
   }
 
   Result<std::string> visit_enum(const json& values, const std::string& path) {
@@ -168,7 +260,7 @@ class Converter {
     if (type.is_null()) {
       if (s.contains("properties"))
         type = "object";
-      else if (s.contains("items"))
+      else if (s.contains("items") || s.contains("prefixItems"))
         type = "array";
       else
         return use("value");
@@ -194,11 +286,34 @@ class Converter {
     return refuse(path, "unknown type '" + t + "'");
   }
 
+  // Bounds on a count (items, properties) as given by two keywords.
+  struct Count {
+    int64_t lo = 0, hi = -1;  // hi -1: unbounded
+  };
+  Result<Count> count_of(const json& s, const char* min_key, const char* max_key, const std::string& path) const {
+    Count c{s.value(min_key, int64_t(0)), s.contains(max_key) ? s[max_key].get<int64_t>() : -1};
+    if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > 1000 || c.hi > 1000)
+      return refuse(
+          path, std::string(min_key) + "/" + max_key + " must satisfy 0 <= " + min_key + " <= " + max_key + " <= 1000");
+    return c;
+  }
+
+  // `open item ("," item)* close` with the item count in [count.lo, count.hi].
+  std::string separated(const std::string& open, const std::string& item, Count count, const std::string& close) {
+    const std::string start = open + " " + use("ws") + " ";
+    if (count.hi == 0) return start + close;
+    const std::string more = "( \",\" " + use("ws") + " " + item + " )";
+    const std::string tail_lo = std::to_string(count.lo > 0 ? count.lo - 1 : 0);
+    const std::string tail = more + "{" + tail_lo + "," + (count.hi < 0 ? "" : std::to_string(count.hi - 1)) + "}";
+    const std::string list = item + " " + tail;
+    return start + (count.lo > 0 ? list : "( " + list + " )?") + " " + close;
+  }
+
   Result<std::string> visit_object(const json& s, const std::string& path, int depth) {
     const json props = s.value("properties", json::object());
     if (!props.is_object()) return refuse(path, "'properties' must be an object");
     const json extra = s.value("additionalProperties", json());
-    if (props.empty() && (extra.is_null() || extra == true)) return use("object");
+    AUTOGLM_ASSIGN_OR_RETURN(const Count count, count_of(s, "minProperties", "maxProperties", path));
     std::set<std::string> required;
     for (const json& r : s.value("required", json::array())) {
       if (!r.is_string()) return refuse(path, "'required' must list property names");
@@ -206,87 +321,212 @@ class Converter {
         return refuse(path, "required property '" + r.get<std::string>() + "' is not among the properties");
       required.insert(r.get<std::string>());
     }
-    std::vector<std::string> req, opt;
+    if (props.empty()) return visit_map(extra, count, path, depth);
+    std::vector<Property> list;
     for (const auto& [key, sub] : props.items()) {
       AUTOGLM_ASSIGN_OR_RETURN(const std::string value, visit(sub, path + "/properties/" + key, depth + 1));
       const std::string kv = gbnf_literal(json(key).dump()) + " \":\" " + use("ws") + " " + value;
-      (required.count(key) ? req : opt).push_back(new_rule(path + "-" + key, kv));
+      list.push_back({new_rule(path + "-" + key, kv), required.count(key) > 0});
     }
-    if (props.empty() && extra.is_object()) {  // a map: any keys, values of one schema
-      AUTOGLM_ASSIGN_OR_RETURN(const std::string value, visit(extra, path + "/additionalProperties", depth + 1));
-      const std::string kv = new_rule(path + "-entry", use("string") + " \":\" " + use("ws") + " " + value);
-      return "\"{\" " + use("ws") + " ( " + kv + " ( \",\" " + use("ws") + " " + kv + " )* )? \"}\"";
-    }
-    const std::string sep = "\",\" " + use("ws") + " ";
-    std::string body;
-    if (!req.empty()) {
-      body = req[0];
-      for (size_t i = 1; i < req.size(); ++i) body += " " + sep + req[i];
-      for (const std::string& o : opt) body += " ( " + sep + o + " )?";
-    } else if (!opt.empty()) {
-      // The first property written has no comma before it: first_i ::= o_i rest_{i+1} | first_{i+1}.
-      std::string first;
-      for (size_t i = opt.size(); i-- > 0;) {
-        std::string rest;
-        for (size_t j = i + 1; j < opt.size(); ++j) rest += " ( " + sep + opt[j] + " )?";
-        const std::string here = opt[i] + rest;
-        first = first.empty() ? new_rule(path + "-first", here) : new_rule(path + "-first", here + " | " + first);
-      }
-      body = "( " + first + " )?";
-    }
+    PropertyChain chain{list, count, count.hi >= 0 ? count.hi : std::max<int64_t>(count.lo, 1), {}, path};
+    const std::string body = property_chain(chain, 0, 0);
+    if (body.empty()) return refuse(path, "minProperties/maxProperties cannot be met by the listed properties");
     return "\"{\" " + use("ws") + " " + body + " \"}\"";
   }
 
+  // Objects without listed properties: any keys, values of `extra` (a schema, or any value).
+  Result<std::string> visit_map(const json& extra, Count count, const std::string& path, int depth) {
+    if (extra == false) count.hi = 0;
+    if (count.hi >= 0 && count.hi < count.lo) return refuse(path, "minProperties cannot be met");
+    std::string value = use("value");
+    if (extra.is_object()) {
+      AUTOGLM_ASSIGN_OR_RETURN(value, visit(extra, path + "/additionalProperties", depth + 1));
+    } else if (count.lo == 0 && count.hi < 0) {
+      return use("object");
+    }
+    const std::string kv = new_rule(path + "-entry", use("string") + " \":\" " + use("ws") + " " + value);
+    return separated("\"{\"", kv, count, "\"}\"");
+  }
+
+  struct Property {
+    std::string rule;
+    bool required;
+  };
+  struct PropertyChain {
+    const std::vector<Property>& props;
+    Count count;
+    int64_t cap;                                             // counts above it behave alike
+    std::map<std::pair<size_t, int64_t>, std::string> memo;  // "" when nothing can follow
+    std::string path;
+  };
+
+  // The properties from index i on, `written` of them already out (a comma precedes the
+  // next one iff written > 0). Returns the rule, or "" when the counts cannot be met.
+  std::string property_chain(PropertyChain& chain, size_t i, int64_t written) {
+    if (auto it = chain.memo.find({i, written}); it != chain.memo.end()) return it->second;
+    std::string body;
+    if (i == chain.props.size()) {
+      body = written >= chain.count.lo ? "\"\"" : "";
+    } else {
+      const Property& p = chain.props[i];
+      if (chain.count.hi < 0 || written + 1 <= chain.count.hi) {
+        const std::string next = property_chain(chain, i + 1, std::min(written + 1, chain.cap));
+        if (!next.empty()) body = (written > 0 ? "\",\" " + use("ws") + " " : "") + p.rule + " " + next;
+      }
+      if (!p.required) {
+        const std::string skip = property_chain(chain, i + 1, written);
+        if (!skip.empty()) body += (body.empty() ? "" : " | ") + skip;
+      }
+    }
+    const std::string name = body.empty() ? "" : new_rule(chain.path + "-props", body);
+    chain.memo[{i, written}] = name;
+    return name;
+  }
+
   Result<std::string> visit_array(const json& s, const std::string& path, int depth) {
+    AUTOGLM_ASSIGN_OR_RETURN(Count count, count_of(s, "minItems", "maxItems", path));
     std::string item = use("value");
-    if (s.contains("items")) {
-      AUTOGLM_ASSIGN_OR_RETURN(item, visit(s["items"], path + "/items", depth + 1));
+    const json items = s.value("items", json());
+    if (items.is_object() || items == true) {
+      AUTOGLM_ASSIGN_OR_RETURN(item, visit(items, path + "/items", depth + 1));
       item = new_rule(path + "-item", item);
     }
-    const int64_t lo = s.value("minItems", int64_t(0));
-    const int64_t hi = s.contains("maxItems") ? s["maxItems"].get<int64_t>() : -1;
-    if (lo < 0 || (hi >= 0 && hi < lo) || lo > 1000 || hi > 1000)
-      return refuse(path, "minItems/maxItems must satisfy 0 <= minItems <= maxItems <= 1000");
-    const std::string open = "\"[\" " + use("ws") + " ", close = " \"]\"";
-    if (hi == 0) return open + close.substr(1);
-    const std::string more = "( \",\" " + use("ws") + " " + item + " )";
-    const std::string tail_lo = std::to_string(lo > 0 ? lo - 1 : 0);
-    const std::string tail =
-        hi < 0 ? more + "{" + tail_lo + ",}" : more + "{" + tail_lo + "," + std::to_string(hi - 1) + "}";
-    const std::string list = item + " " + tail;
-    return open + (lo > 0 ? list : "( " + list + " )?") + close;
+    const json prefix = s.value("prefixItems", json::array());
+    if (!prefix.is_array()) return refuse(path, "'prefixItems' must be an array of schemas");
+    if (prefix.empty()) {
+      if (items == false) count.hi = 0;
+      if (count.hi >= 0 && count.hi < count.lo) return refuse(path, "minItems cannot be met");
+      return separated("\"[\"", item, count, "\"]\"");
+    }
+    std::vector<std::string> elements;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      AUTOGLM_ASSIGN_OR_RETURN(const std::string e,
+                               visit(prefix[i], path + "/prefixItems/" + std::to_string(i), depth + 1));
+      elements.push_back(new_rule(path + "-tuple", e));
+    }
+    if (items == false) count.hi = count.hi < 0 ? int64_t(prefix.size()) : std::min<int64_t>(count.hi, prefix.size());
+    if (count.hi >= 0 && count.hi < count.lo) return refuse(path, "minItems cannot be met with 'items': false");
+    const std::string sep = "\",\" " + use("ws") + " ";
+    // After the whole tuple: the rest, each item after a comma.
+    const auto p = int64_t(prefix.size());
+    std::string tail = "\"\"";
+    if (count.hi < 0 || count.hi > p) {
+      const int64_t lo = std::max<int64_t>(count.lo - p, 0);
+      tail = "( " + sep + item + " ){" + std::to_string(lo) + "," + (count.hi < 0 ? "" : std::to_string(count.hi - p)) +
+             "}";
+    }
+    std::string next = new_rule(path + "-rest", tail);
+    for (int64_t i = p - 1; i >= 0; --i) {
+      std::string body = (i > 0 ? sep : "") + elements[size_t(i)] + " " + next;
+      if (i >= count.lo) body += " | \"\"";
+      next = new_rule(path + "-tuple-from", body);
+    }
+    return "\"[\" " + use("ws") + " " + next + " \"]\"";
   }
 
   Result<std::string> visit_string(const json& s, const std::string& path) {
-    if (s.contains("format")) {
-      const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
-      if (f == "date" || f == "time" || f == "date-time" || f == "uuid") return "\"\\\"\" " + use(f) + " \"\\\"\"";
-      return refuse(path, "string format '" + f + "' is not supported (date, time, date-time, uuid)");
+    AUTOGLM_ASSIGN_OR_RETURN(const Count length, count_of_length(s, path));
+    const bool has_format = s.contains("format"), has_pattern = s.contains("pattern");
+    if (!has_format && !has_pattern) {
+      if (length.lo == 0 && length.hi < 0) return use("string");
+      return "\"\\\"\" " + use("char") + "{" + std::to_string(length.lo) + "," +
+             (length.hi >= 0 ? std::to_string(length.hi) : "") + "} \"\\\"\"";
     }
-    const int64_t lo = s.value("minLength", int64_t(0));
-    const int64_t hi = s.contains("maxLength") ? s["maxLength"].get<int64_t>() : -1;
-    if (lo == 0 && hi < 0) return use("string");
-    if (lo < 0 || (hi >= 0 && hi < lo) || lo > 10000 || hi > 10000)
+    std::vector<std::pair<std::string, std::string>> regexes;  // (what, regex)
+    if (has_format) {
+      const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
+      const char* regex = format_regex(f);
+      if (!regex) return refuse(path, "string format '" + f + "' is not supported");
+      regexes.push_back({"format '" + f + "'", regex});
+    }
+    if (has_pattern) {
+      if (!s["pattern"].is_string()) return refuse(path, "'pattern' must be a string");
+      regexes.push_back({"'pattern'", s["pattern"].get<std::string>()});
+    }
+    if (length.lo > 0 || length.hi >= 0)
+      regexes.push_back({"minLength/maxLength", "^[^]{" + std::to_string(length.lo) + "," +
+                                                    (length.hi >= 0 ? std::to_string(length.hi) : "") + "}$"});
+    const std::string key = json(regexes).dump();
+    if (auto it = strings_.find(key); it != strings_.end()) return it->second;
+    AUTOGLM_ASSIGN_OR_RETURN(const Dfa dfa, intersect_regexes(regexes, path));
+    const std::string start = add_dfa_rules(dfa, rule_name(path + "-text"), TextForm::kJsonString, rules_);
+    return strings_[key] = "\"\\\"\" " + start + " \"\\\"\"";
+  }
+
+  Result<Count> count_of_length(const json& s, const std::string& path) const {
+    Count c{s.value("minLength", int64_t(0)), s.contains("maxLength") ? s["maxLength"].get<int64_t>() : -1};
+    if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > 10000 || c.hi > 10000)
       return refuse(path, "minLength/maxLength must satisfy 0 <= minLength <= maxLength <= 10000");
-    return "\"\\\"\" " + use("char") + "{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
-           "} \"\\\"\"";
+    return c;
+  }
+
+  Result<Dfa> intersect_regexes(const std::vector<std::pair<std::string, std::string>>& regexes,
+                                const std::string& path) const {
+    Dfa all;
+    for (size_t i = 0; i < regexes.size(); ++i) {
+      auto one = compile_regex(regexes[i].second);
+      if (!one) return refuse(path, regexes[i].first + ": " + one.status().message());
+      if (i == 0) {
+        all = std::move(*one);
+        continue;
+      }
+      auto both = combine(all, *one, Combine::kBoth, {}, regexes[i].first);
+      if (!both) return refuse(path, both.status().message());
+      all = std::move(*both);
+    }
+    if (all.states.empty()) return refuse(path, "no string satisfies " + regexes.back().first + " with the rest");
+    return all;
   }
 
   Result<std::string> visit_number(const json& s, const std::string& path, bool integer) {
-    if (!s.contains("minimum")) return use(integer ? "integer" : "number");
-    const json& m = s["minimum"];
-    if (m == 0) {
-      const std::string int_part = use("int-part");
-      return integer ? int_part : int_part + R"( ( "." [0-9]{1,15} )?)";
+    NumberBounds bounds;
+    AUTOGLM_RETURN_IF_ERROR(read_bound(s, "minimum", "exclusiveMinimum", true, bounds, path));
+    AUTOGLM_RETURN_IF_ERROR(read_bound(s, "maximum", "exclusiveMaximum", false, bounds, path));
+    int64_t divisor = 0;
+    if (s.contains("multipleOf")) {
+      const json& m = s["multipleOf"];
+      if (!m.is_number() || m.get<double>() <= 0) return refuse(path, "'multipleOf' must be a number above 0");
+      const double d = m.get<double>();
+      if (std::floor(d) != d || d > 1e6)
+        return refuse(path, "'multipleOf' " + m.dump() + " is not supported (whole numbers up to 10^6)");
+      divisor = int64_t(d);
+      integer = true;  // a whole multipleOf admits only integers
     }
-    if (integer && m == 1) return std::string("[1-9] [0-9]{0,15}");
-    return refuse(path, "'minimum' other than 0 (or 1 for integers) is not supported");
+    if (!bounds.bounded() && divisor <= 1) return use(integer ? "integer" : "number");
+    auto regex = number_regex(bounds, integer);
+    if (!regex) return refuse(path, regex.status().message());
+    const std::string what = "'multipleOf' " + std::to_string(divisor);
+    auto dfa = compile_regex(*regex);
+    if (dfa && divisor > 1) dfa = combine(*dfa, multiple_of_dfa(divisor), Combine::kBoth, {}, what);
+    if (!dfa) return refuse(path, dfa.status().message());
+    if (dfa->states.empty()) return refuse(path, "no integer in range is a multiple of " + std::to_string(divisor));
+    return add_dfa_rules(*dfa, rule_name(path + "-number"), TextForm::kRaw, rules_);
+  }
+
+  // `minimum` with `exclusiveMinimum` (a number in draft 6+, a flag in draft 4): the tighter wins.
+  Status read_bound(const json& s, const char* inclusive, const char* exclusive, bool lower, NumberBounds& b,
+                    const std::string& path) const {
+    std::optional<double>& slot = lower ? b.minimum : b.maximum;
+    bool& excl = lower ? b.exclusive_minimum : b.exclusive_maximum;
+    auto tighter = [&](double v, bool is_excl) {
+      if (!slot || (lower ? v > *slot : v < *slot) || (v == *slot && is_excl)) slot = v, excl = is_excl;
+    };
+    if (s.contains(inclusive)) {
+      if (!s[inclusive].is_number()) return refuse(path, std::string("'") + inclusive + "' must be a number");
+      tighter(s[inclusive].get<double>(), s.value(exclusive, json()) == true);
+    }
+    if (s.contains(exclusive) && !s[exclusive].is_boolean()) {
+      if (!s[exclusive].is_number()) return refuse(path, std::string("'") + exclusive + "' must be a number");
+      tighter(s[exclusive].get<double>(), true);
+    }
+    return Status::ok();
   }
 
   const json& root_;
   std::string prefix_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
+  std::map<std::string, std::string> strings_;  // the same string constraints share rules
   int counter_ = 0;
 };
 

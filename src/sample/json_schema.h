@@ -1,12 +1,16 @@
 // JSON Schema as a grammar (GBNF text for Grammar::parse) whose sentences are the JSON
 // texts that validate against the schema. Supported: type (and type lists), properties,
-// required, additionalProperties, enum, const, items, minItems/maxItems, anyOf/oneOf
-// (branches should not overlap), $ref into $defs/definitions (recursion allowed), string
-// minLength/maxLength and formats date, time, date-time, uuid, number/integer (minimum 0,
-// and integer minimum 1), boolean, null, nullable. Other constraints that change which
-// texts are valid (pattern, maximum, allOf, ...) are refused with the schema path, never
-// silently ignored. Properties come out in the schema's key order; absent
-// additionalProperties adds no extra keys (extra keys are allowed, never required).
+// required, additionalProperties, minProperties/maxProperties, enum, const, items,
+// prefixItems, minItems/maxItems, anyOf/oneOf (branches should not overlap), allOf (merged
+// into one schema), $ref into $defs/definitions (recursion allowed), nullable; strings with
+// minLength/maxLength, pattern (sample/regex.h) and format (sample/schema_formats.h),
+// intersected as automata; number/integer with minimum/maximum/exclusive bounds and integer
+// multipleOf (sample/schema_numbers.h says what is exact). Annotations (title, description,
+// default, examples, $schema, ...) are ignored; keywords that change which values are valid
+// and are not enforced (not, uniqueItems, contains, if, patternProperties, ...) are refused
+// with the schema path, never silently ignored. Properties come out in the schema's key
+// order; absent additionalProperties adds no extra keys (extra keys are allowed, never
+// required).
 #pragma once
 
 #include <nlohmann/json.hpp>

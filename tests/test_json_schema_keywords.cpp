@@ -1,0 +1,169 @@
+// JSON Schema keywords as grammars: each accepts exactly the strings of its table
+// (tests/data/schema_keywords.json, whose labels the e2e suite checks against ajv), numbers
+// never overflow, and keywords that cannot be enforced are refused with their path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "sample/grammar.h"
+#include "sample/json_schema.h"
+#include "sample/regex.h"
+#include "sample/schema_numbers.h"
+
+namespace autoglm {
+namespace {
+
+using nlohmann::json;
+
+json load_cases() {
+  std::ifstream in(std::string(AUTOGLM_SOURCE_DIR) + "/tests/data/schema_keywords.json");
+  EXPECT_TRUE(in.good());
+  return json::parse(in);
+}
+
+std::shared_ptr<const Grammar> schema_grammar(const json& schema) {
+  auto gbnf = json_schema_to_gbnf(schema);
+  EXPECT_TRUE(gbnf.is_ok()) << gbnf.status().message() << "\n" << schema.dump();
+  if (!gbnf) return nullptr;
+  auto g = Grammar::parse(*gbnf);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g ? *g : nullptr;
+}
+
+bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
+  return GrammarState(g).advance_bytes(text).accepting();
+}
+
+TEST(SchemaKeywords, EachTableIsAcceptedExactly) {
+  const json cases = load_cases();
+  ASSERT_GT(cases.size(), 30u);
+  for (const json& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    auto g = schema_grammar(c["schema"]);
+    ASSERT_TRUE(g);
+    for (const json& ok : c["valid"]) EXPECT_TRUE(accepts(g, ok.get<std::string>())) << "should accept " << ok;
+    for (const json& bad : c["invalid"]) EXPECT_FALSE(accepts(g, bad.get<std::string>())) << "should reject " << bad;
+  }
+}
+
+TEST(SchemaKeywords, DraftFourExclusiveFlags) {
+  auto g = schema_grammar(json::parse(
+      R"({"type": "integer", "minimum": 1, "exclusiveMinimum": true, "maximum": 5, "exclusiveMaximum": true})"));
+  ASSERT_TRUE(g);
+  for (const char* ok : {"2", "3", "4"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"1", "5", "0", "6"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
+// Integer ranges against arithmetic, over many small ranges and every value near them.
+TEST(SchemaKeywords, IntegerRangesMatchArithmetic) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint64_t a = rng() % 1200, b = a + rng() % 1500;
+    auto dfa = compile_regex("^(?:" + integer_range_regex(a, b) + ")$");
+    ASSERT_TRUE(dfa.is_ok()) << dfa.status().message();
+    for (uint64_t n = (a > 30 ? a - 30 : 0); n <= b + 30; ++n) {
+      const std::string text = std::to_string(n);
+      EXPECT_EQ(dfa_matches(*dfa, std::u32string(text.begin(), text.end())), n >= a && n <= b)
+          << n << " in [" << a << ", " << b << "]";
+    }
+  }
+}
+
+// A walk through the grammar choosing random allowed characters: every finished sentence
+// of a numeric schema parses to a finite double within the bounds.
+TEST(SchemaKeywords, NumbersAreFiniteAndWithinBounds) {
+  struct Case {
+    const char* schema;
+    double lo, hi;
+  };
+  const Case cases[] = {
+      {R"({"type": "number", "minimum": -1e300, "maximum": 1e300})", -1e300, 1e300},
+      {R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991})", -9007199254740991.0,
+       9007199254740991.0},
+      {R"({"type": "number", "exclusiveMinimum": 0, "maximum": 3})", 0, 3},
+      {R"({"type": "number", "minimum": 5})", 5, INFINITY},
+      {R"({"type": "integer", "multipleOf": 5, "maximum": -10})", -INFINITY, -10},
+  };
+  const std::string alphabet = "0123456789-.eE+";
+  std::mt19937 rng(11);
+  for (const Case& c : cases) {
+    auto g = schema_grammar(json::parse(c.schema));
+    ASSERT_TRUE(g);
+    for (int walk = 0; walk < 300; ++walk) {
+      GrammarState state(g);
+      std::string text;
+      while (!(state.accepting() && (rng() % 4 == 0 || !state.can_continue()))) {
+        std::string allowed;
+        for (char ch : alphabet)
+          if (!state.advance_byte(uint8_t(ch)).dead()) allowed += ch;
+        ASSERT_FALSE(allowed.empty()) << c.schema << " stuck after " << text;
+        const char ch = allowed[rng() % allowed.size()];
+        text += ch;
+        state = state.advance_byte(uint8_t(ch));
+      }
+      const double v = std::stod(text);
+      EXPECT_TRUE(std::isfinite(v)) << text;
+      EXPECT_GE(v, c.lo) << c.schema << ": " << text;
+      EXPECT_LE(v, c.hi) << c.schema << ": " << text;
+      const std::string schema = c.schema;
+      if (schema.find("exclusiveMinimum") != std::string::npos) {
+        EXPECT_GT(v, c.lo) << text;
+      }
+      if (schema.find("multipleOf") != std::string::npos) {
+        EXPECT_EQ(std::stoll(text) % 5, 0) << text;  // past 2^53 a double cannot tell
+      }
+    }
+  }
+}
+
+void expect_refused(const std::string& schema, const std::string& fragment) {
+  auto r = json_schema_to_gbnf(json::parse(schema));
+  ASSERT_FALSE(r.is_ok()) << schema;
+  EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().message();
+}
+
+TEST(SchemaKeywords, WhatCannotBeEnforcedIsRefusedWithThePath) {
+  expect_refused(R"j({"properties": {"a": {"type": "string", "pattern": "(a)\\1"}}})j",
+                 "schema at #/properties/a: 'pattern': pattern: backreferences are not supported at character 4");
+  expect_refused(R"j({"type": "string", "pattern": "(?<=a)b"})j", "lookbehind is not supported");
+  expect_refused(R"j({"type": "string", "pattern": "a(?=b)"
+})j",
+                 "lookahead is supported only right after a leading '^'");
+  expect_refused(R"j({"type": "string", "pattern": "\\bword"})j", "word boundaries");
+  expect_refused(R"j({"type": "string", "pattern": "\\p{L}"})j", "Unicode property escapes");
+  expect_refused(R"j({"type": "string", "pattern": "a^b"})j", "anchors are supported only at the ends");
+  expect_refused(R"j({"type": "string", "pattern": "(a"})j", "expected ')'");
+  expect_refused(R"j({"type": "string", "pattern": "(a{1000}){1000}"})j", "automaton states");
+  expect_refused(R"j({"type": "string", "format": "iri-reference"})j",
+                 "string format 'iri-reference' is not supported");
+  expect_refused(R"j({"type": "string", "format": "ipv4", "pattern": "^x"})j", "no string satisfies 'pattern'");
+  expect_refused(R"j({"items": {"type": "array", "uniqueItems": true}})j",
+                 "schema at #/items: 'uniqueItems' is not supported");
+  expect_refused(R"j({"type": "object", "not": {}})j", "'not' is not supported");
+  expect_refused(R"j({"type": "number", "multipleOf": 0.01})j", "'multipleOf' 0.01 is not supported");
+  expect_refused(R"j({"type": "integer", "multipleOf": 999983, "minimum": -9007199254740991})j", "automaton states");
+  expect_refused(R"j({"type": "number", "minimum": 0.5})j", "'minimum' 0.500000 on a number");
+  expect_refused(R"j({"type": "integer", "minimum": 3, "maximum": 2})j", "no value lies between");
+  expect_refused(R"j({"type": "integer", "minimum": 1, "maximum": 4, "multipleOf": 5})j", "no integer in range");
+  expect_refused(R"j({"allOf": [{"type": "string"}, {"type": "integer"}]})j", "allOf branches disagree on 'type'");
+  expect_refused(R"j({"type": "object", "properties": {"a": {}}, "minProperties": 2})j", "cannot be met");
+  expect_refused(R"j({"type": "array", "prefixItems": [{}], "items": false, "minItems": 2})j",
+                 "minItems cannot be met");
+}
+
+TEST(SchemaKeywords, AllOfFollowsReferences) {
+  auto g =
+      schema_grammar(json::parse(R"({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}},
+      "required": ["id"]}}, "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}},
+      "required": ["name"], "additionalProperties": false}]})"));
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(g, R"({"id": 1, "name": "x"})"));
+  EXPECT_FALSE(accepts(g, R"({"name": "x"})"));
+  EXPECT_FALSE(accepts(g, R"({"id": 1})"));
+}
+
+}  // namespace
+}  // namespace autoglm
