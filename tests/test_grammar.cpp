@@ -191,9 +191,9 @@ TEST(JsonSchema, SentencesValidateAndOthersDoNot) {
 
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithThePath) {
   auto r = json_schema_to_gbnf(
-      json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})"));
+      json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "not": {}}}})"));
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("schema at #/properties/a: 'pattern' is not supported"), std::string::npos)
+  EXPECT_NE(r.status().message().find("schema at #/properties/a: 'not' is not supported"), std::string::npos)
       << r.status().message();
   r = json_schema_to_gbnf(json::parse(R"({"$ref": "#/$defs/missing"})"));
   ASSERT_FALSE(r.is_ok());

@@ -322,12 +322,14 @@ class Converter {
       required.insert(r.get<std::string>());
     }
     if (props.empty()) return visit_map(extra, count, path, depth);
-    std::vector<Property> list;
-    for (const auto& [key, sub] : props.items()) {
-      AUTOGLM_ASSIGN_OR_RETURN(const std::string value, visit(sub, path + "/properties/" + key, depth + 1));
-      const std::string kv = gbnf_literal(json(key).dump()) + " \":\" " + use("ws") + " " + value;
-      list.push_back({new_rule(path + "-" + key, kv), required.count(key) > 0});
-    }
+    std::vector<Property> list;  // the required ones first, then the rest, each in key order
+    for (const bool want_required : {true, false})
+      for (const auto& [key, sub] : props.items()) {
+        if ((required.count(key) > 0) != want_required) continue;
+        AUTOGLM_ASSIGN_OR_RETURN(const std::string value, visit(sub, path + "/properties/" + key, depth + 1));
+        const std::string kv = gbnf_literal(json(key).dump()) + " \":\" " + use("ws") + " " + value;
+        list.push_back({new_rule(path + "-" + key, kv), want_required});
+      }
     PropertyChain chain{list, count, count.hi >= 0 ? count.hi : std::max<int64_t>(count.lo, 1), {}, path};
     const std::string body = property_chain(chain, 0, 0);
     if (body.empty()) return refuse(path, "minProperties/maxProperties cannot be met by the listed properties");

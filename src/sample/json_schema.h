@@ -8,8 +8,8 @@
 // multipleOf (sample/schema_numbers.h says what is exact). Annotations (title, description,
 // default, examples, $schema, ...) are ignored; keywords that change which values are valid
 // and are not enforced (not, uniqueItems, contains, if, patternProperties, ...) are refused
-// with the schema path, never silently ignored. Properties come out in the schema's key
-// order; absent additionalProperties adds no extra keys (extra keys are allowed, never
+// with the schema path, never silently ignored. Properties come out required first, each
+// group in key order; absent additionalProperties adds no extra keys (extra keys are allowed, never
 // required).
 #pragma once
 
