@@ -190,8 +190,8 @@ TEST(JsonSchema, SentencesValidateAndOthersDoNot) {
 }
 
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithThePath) {
-  auto r = json_schema_to_gbnf(
-      json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "not": {}}}})"));
+  auto r =
+      json_schema_to_gbnf(json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "not": {}}}})"));
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("schema at #/properties/a: 'not' is not supported"), std::string::npos)
       << r.status().message();
