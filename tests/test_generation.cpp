@@ -5,6 +5,8 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
 
 #include "engine/generator.h"
 #include "engine/stop_matcher.h"
@@ -51,6 +53,77 @@ TEST(Sampler, LogitBiasBansAndForces) {
   EXPECT_FALSE(validate_sampling_params(p).is_ok());
   p.logit_bias = {{-1, 1.0f}};
   EXPECT_FALSE(validate_sampling_params(p).is_ok());
+}
+
+// The tokens top-k, top-p and min-p keep, by a full sort (what the sampler avoids doing),
+// with their probabilities after temperature.
+std::map<int32_t, double> reference_kept(const std::vector<float>& logits, const SamplingParams& p) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  if (p.top_k > 0 && size_t(p.top_k) < order.size()) order.resize(size_t(p.top_k));
+  const double max = logits[size_t(order[0])];
+  double mass = 0;
+  for (int32_t t : order) mass += std::exp(logits[size_t(t)] - max);
+  size_t keep = order.size();
+  if (p.top_p < 1) {
+    double cum = 0;
+    for (size_t i = 0; i < order.size(); ++i)
+      if ((cum += std::exp(logits[size_t(order[i])] - max)) >= p.top_p * mass) {
+        keep = i + 1;
+        break;
+      }
+  }
+  std::map<int32_t, double> kept;
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    const double l = logits[size_t(order[i])];
+    if (p.min_p > 0 && l < max + std::log(p.min_p)) break;
+    total += kept[order[i]] = std::exp((l - max) / p.temperature);
+  }
+  for (auto& [t, w] : kept) w /= total;
+  return kept;
+}
+
+// Without a full sort the sampler keeps exactly the tokens a full sort keeps, and draws them
+// in proportion; masked tokens (-inf, more of them than top-k) are never drawn.
+TEST(Sampler, KeepsWhatAFullSortKeepsAndDrawsInProportion) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 2);
+  struct Chain {
+    float temperature, top_p, min_p;
+    int32_t top_k;
+  };
+  for (const Chain& c : {Chain{1.0f, 0.5f, 0, 0}, Chain{0.7f, 0.9f, 0, 0}, Chain{1.3f, 1.0f, 0.05f, 0},
+                         Chain{1.0f, 0.8f, 0.01f, 50}, Chain{1.0f, 1.0f, 0, 0}}) {
+    std::vector<float> logits(3000);
+    for (float& l : logits) l = normal(rng);
+    for (size_t i = 0; i < logits.size(); i += 3) logits[i] = -INFINITY;  // a grammar's mask
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.top_k = c.top_k;
+    p.seed = 9;
+    const auto kept = reference_kept(logits, p);
+    Sampler s(p);
+    std::map<int32_t, int> seen;
+    const int draws = 20000;
+    for (int d = 0; d < draws; ++d) {
+      std::vector<float> row = logits;
+      const int32_t t = s.sample(row.data(), int32_t(row.size()), {});
+      ASSERT_TRUE(kept.count(t)) << "token " << t << " is not kept (top_p " << c.top_p << ")";
+      ++seen[t];
+    }
+    // The most likely tokens come up in proportion (within 5 standard deviations).
+    for (const auto& [t, prob] : kept) {
+      if (prob < 0.01) continue;
+      const double sd = std::sqrt(draws * prob * (1 - prob));
+      EXPECT_NEAR(seen[t], draws * prob, 5 * sd) << "token " << t << " top_p " << c.top_p;
+    }
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyChangesTheWinner) {

@@ -11,6 +11,7 @@
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
 #include "model/runner.h"
+#include "sample/sampler.h"
 
 namespace autoglm::cli {
 namespace {
@@ -69,9 +70,34 @@ struct Constraint {
   }
 };
 
+SamplingParams client_defaults() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 0.95f;
+  p.min_p = 0.0f;
+  p.seed = 1;
+  return p;
+}
+
+// The first sequence's token drawn as clients ask by default (temperature 1, top-p 0.95,
+// no top-k: the whole vocabulary), each draw timed.
+struct TimedSampler {
+  Sampler sampler{client_defaults()};
+  std::vector<double> ms;
+  std::vector<int32_t> history;
+
+  int32_t pick(float* row, int32_t n_vocab) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t token = sampler.sample(row, n_vocab, history);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return token;
+  }
+};
+
 // Seconds of the timed part of one run of `t`, from empty caches.
 Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, int32_t ubatch, DType kv_type,
-                        Constraint* constraint = nullptr) {
+                        Constraint* constraint = nullptr, TimedSampler* sampler = nullptr) {
   const int64_t n_vocab = model.spec().n_vocab;
   std::vector<ContiguousKvCache> caches;
   caches.reserve(size_t(t.sequences));
@@ -101,9 +127,10 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
     for (int32_t s = 0; s < t.sequences; ++s) step.positions[size_t(s)] = t.prompt + g;
     AUTOGLM_RETURN_IF_ERROR(runner.forward(step, logits));
     OpTimer sampling(runner.profile(), Op::kSampling);
-    for (int32_t s = 0; s < t.sequences; ++s) {  // greedy: the next token of each sequence
+    for (int32_t s = 0; s < t.sequences; ++s) {  // greedy but for the first sequence
       float* row = logits.data() + int64_t(s) * n_vocab;
       step.tokens[size_t(s)] = s == 0 && constraint ? constraint->pick(row, int32_t(n_vocab))
+                               : s == 0 && sampler  ? sampler->pick(row, int32_t(n_vocab))
                                                     : int32_t(std::max_element(row, row + n_vocab) - row);
     }
   }
@@ -135,15 +162,15 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
   std::fflush(stdout);
 }
 
-// Mask time per token beside the decode step it was part of.
-void print_mask_times(std::vector<double> ms, double step_ms) {
+// Time per token of one part of a step (grammar mask, sampler) beside the decode step.
+void print_per_token_times(const char* what, std::vector<double> ms, double step_ms) {
   std::sort(ms.begin(), ms.end());
   const double p50 = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
   const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / double(ms.size());
   std::printf(
-      "  grammar mask (first sequence, %zu tokens): p50 %.3f ms, p99 %.3f ms, mean %.3f ms = %.1f%% / %.1f%% / "
+      "  %s (first sequence, %zu tokens): p50 %.3f ms, p99 %.3f ms, mean %.3f ms = %.1f%% / %.1f%% / "
       "%.1f%% of the %.2f ms decode step\n",
-      ms.size(), p50, p99, mean, 100 * p50 / step_ms, 100 * p99 / step_ms, 100 * mean / step_ms, step_ms);
+      what, ms.size(), p50, p99, mean, 100 * p50 / step_ms, 100 * p99 / step_ms, 100 * mean / step_ms, step_ms);
 }
 
 int bench(const BenchArgs& a) {
@@ -188,8 +215,10 @@ int bench(const BenchArgs& a) {
       std::vector<double> tps;
       Constraint* c = trie && !t.timed_prefill ? &constraint : nullptr;
       constraint.mask_ms.clear();
+      TimedSampler sampler;
+      TimedSampler* timed = !c && !t.timed_prefill ? &sampler : nullptr;
       for (int r = 0; r < a.reps; ++r) {
-        auto s = run_once(m, runner, t, a.ubatch, *kv_type, c);
+        auto s = run_once(m, runner, t, a.ubatch, *kv_type, c, timed);
         if (!s) return fail(s.status());
         tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
       }
@@ -197,7 +226,13 @@ int bench(const BenchArgs& a) {
       double var = 0;
       for (double x : tps) var += (x - mean) * (x - mean);
       print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes, bw);
-      if (c && !constraint.mask_ms.empty()) print_mask_times(constraint.mask_ms, 1000.0 * t.sequences / mean);
+      const double step_ms = 1000.0 * t.sequences / mean;
+      if (c && !constraint.mask_ms.empty()) print_per_token_times("grammar mask", constraint.mask_ms, step_ms);
+      if (timed && !sampler.ms.empty()) {
+        const std::string what =
+            "sampler, temperature 1 top-p 0.95 over " + std::to_string(m.spec().n_vocab) + " tokens";
+        print_per_token_times(what.c_str(), sampler.ms, step_ms);
+      }
       if (runner.profile().enabled())
         std::printf("\nper-op time, %s (last repetition):\n%s\n", t.name.c_str(), runner.profile().table().c_str());
       runner.profile().set_enabled(false);

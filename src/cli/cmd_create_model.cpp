@@ -15,6 +15,7 @@ void register_create_model(CLI::App& app) {
   cmd->add_option("--preset", o->preset, "tiny | 150m | 1b")->check(CLI::IsMember(create_model_presets()));
   cmd->add_option("--type", *type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k");
   cmd->add_option("--seed", o->seed, "Seed of the weights");
+  cmd->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the preset's)");
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
   cmd->callback([o, type, out] {
     const auto t = dtype_from_name(*type);

@@ -146,7 +146,10 @@ Status create_random_model(const CreateModelOptions& o, const std::string& path)
   if (!ref::dtype_is_supported(o.type))
     return invalid_argument("--type " + std::string(dtype_name(o.type)) + " is not a supported weight type");
 
-  const Preset& p = *preset;
+  if (o.n_vocab != 0 && (o.n_vocab < 512 || o.n_vocab > 1000000))
+    return invalid_argument("--vocab " + std::to_string(o.n_vocab) + " is not in [512, 1000000]");
+  Preset p = *preset;
+  if (o.n_vocab != 0) p.n_vocab = o.n_vocab;
   const int64_t head_dim = p.n_embd / p.n_head;
   GgufWriter w;
   const std::string a = o.arch + ".";

@@ -15,6 +15,7 @@ struct CreateModelOptions {
   std::string preset = "tiny";  // tiny, 150m, 1b
   DType type = DType::F16;      // type of every 2-D weight; norms stay F32
   uint64_t seed = 1;
+  int64_t n_vocab = 0;  // 0: the preset's (e.g. 151936 for a Qwen2-sized vocabulary)
 };
 
 const std::vector<std::string>& create_model_presets();

@@ -1,7 +1,10 @@
 #include "sample/sampler.h"
 
+#include "kernels/cpu/kv_rows.h"
+
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <unordered_map>
 
 namespace autoglm {
@@ -50,56 +53,145 @@ void Sampler::apply_logit_bias(float* logits, int32_t n_vocab) const {
     if (token >= 0 && token < n_vocab) logits[token] = bias <= -100 ? -INFINITY : logits[token] + bias;
 }
 
+namespace {
+
+// Sums with eight independent accumulators: no chain of dependent additions.
+double sum(const float* x, size_t n) {
+  double acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + size_t(k)];
+  for (; i < n; ++i) acc[0] += x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+}  // namespace
+
+// The candidates that top-k and min-p keep, in token order, with their probabilities at
+// temperature 1 relative to the best token. No full sort: top-k is a selection, min-p a
+// threshold on the logit (p >= min_p * p_max). Returns the mass of what top-k kept:
+// top-p's share is of that mass, min-p's cut included.
+double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float max_logit) {
+  const float floor = params_.min_p > 0 ? max_logit + std::log(params_.min_p) : -INFINITY;
+  ids_.clear();
+  if (params_.top_k > 0 && params_.top_k < n_vocab) {
+    ids_.resize(size_t(n_vocab));
+    std::iota(ids_.begin(), ids_.end(), 0);
+    const auto k = long(params_.top_k);
+    auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    std::nth_element(ids_.begin(), ids_.begin() + k - 1, ids_.end(), better);
+    ids_.resize(size_t(k));
+    std::sort(ids_.begin(), ids_.end());
+  } else if (params_.min_p > 0) {
+    for (int32_t i = 0; i < n_vocab; ++i)
+      if (logits[i] >= floor) ids_.push_back(i);
+  } else {
+    ids_.resize(size_t(n_vocab));
+    std::iota(ids_.begin(), ids_.end(), 0);
+  }
+  const size_t n = ids_.size();
+  logits_.resize(n);
+  for (size_t j = 0; j < n; ++j) logits_[j] = logits[ids_[j]];
+  const double mass = exponentiate(max_logit, 1.0f);  // before min-p: with top-k, min-p comes last
+  if (params_.min_p > 0)
+    for (size_t j = 0; j < n; ++j)
+      if (logits_[j] < floor) probs_[j] = 0;
+  return mass;
+}
+
+// probs_ = exp((logits_ - max) / temperature) with the kernels' vector exp; banned and masked
+// tokens (-inf) get exactly 0. Returns the sum.
+double Sampler::exponentiate(float max_logit, float temperature) {
+  const size_t n = logits_.size();
+  probs_.resize(n);
+  const float inv = 1.0f / temperature;
+  for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
+  cpu::kv_row_ops(DType::F32).exp_sum(probs_.data(), int64_t(n), max_logit * inv);
+  for (size_t j = 0; j < n; ++j)
+    if (logits_[j] == -INFINITY) probs_[j] = 0;
+  return sum(probs_.data(), n);
+}
+
+// Keeps the smallest set of the most likely candidates whose mass reaches top_p (the others'
+// probabilities become 0) and returns the mass kept. Instead of sorting, the candidates fall
+// into buckets by logit; whole buckets are kept from the top, and only the bucket where the
+// mass crosses top_p is sorted (the same set a full sort finds, ties by token id).
+double Sampler::select_top_p(float max_logit, double mass) {
+  constexpr int kBuckets = 4096;
+  constexpr float kRange = 40;  // below max - 40 a token's share is under e^-40
+  const double target = double(params_.top_p) * mass;
+  const size_t n = ids_.size();
+  // Four interleaved histograms: neighbours often share a bucket, and one histogram would
+  // make each addition wait for the last.
+  bucket_mass_.assign(4 * kBuckets, 0.0);
+  buckets_.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    // Clamped as a float: a masked token's distance is infinite.
+    const float distance = (max_logit - logits_[j]) * (kBuckets / kRange);
+    const int b = distance < float(kBuckets - 1) ? int(distance) : kBuckets - 1;
+    buckets_[j] = uint16_t(b);
+    bucket_mass_[size_t(b) * 4 + (j & 3)] += probs_[j];
+  }
+  for (int b = 0; b < kBuckets; ++b)
+    bucket_mass_[size_t(b)] = bucket_mass_[size_t(b) * 4] + bucket_mass_[size_t(b) * 4 + 1] +
+                              bucket_mass_[size_t(b) * 4 + 2] + bucket_mass_[size_t(b) * 4 + 3];
+  uint16_t crossing = 0;
+  double kept = 0;  // mass of the buckets above the crossing one
+  while (crossing < kBuckets - 1 && kept + bucket_mass_[crossing] < target) kept += bucket_mass_[crossing++];
+  crossing_order_.clear();
+  for (size_t j = 0; j < n; ++j) {
+    if (buckets_[j] == crossing && probs_[j] > 0) crossing_order_.push_back(j);
+    if (buckets_[j] >= crossing) probs_[j] = 0;  // the crossing bucket's best come back below
+  }
+  std::sort(crossing_order_.begin(), crossing_order_.end(), [&](size_t a, size_t b) {
+    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && ids_[a] < ids_[b]);
+  });
+  for (size_t j : crossing_order_) {
+    probs_[j] = std::exp(logits_[j] - max_logit);
+    if ((kept += probs_[j]) >= target) break;
+  }
+  return kept;
+}
+
 int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
   apply_logit_bias(logits, n_vocab);
   apply_penalties(logits, n_vocab, history);
   if (params_.temperature <= 0) return int32_t(std::max_element(logits, logits + n_vocab) - logits);
+  const float max_logit = *std::max_element(logits, logits + n_vocab);
+  const double mass = gather_candidates(logits, n_vocab, max_logit);
+  if (params_.top_p < 1.0f) select_top_p(max_logit, mass);
+  // Temperature reshapes what is left (at temperature 1 the probabilities serve); one draw.
+  if (params_.temperature != 1.0f) {
+    kept_.assign(probs_.size(), 0);
+    for (size_t j = 0; j < probs_.size(); ++j) kept_[j] = probs_[j] > 0;
+    exponentiate(max_logit, params_.temperature);
+    for (size_t j = 0; j < probs_.size(); ++j)
+      if (!kept_[j]) probs_[j] = 0;
+  }
+  return draw();
+}
 
-  candidates_.resize(size_t(n_vocab));
-  for (int32_t i = 0; i < n_vocab; ++i) candidates_[size_t(i)] = {logits[i], i};
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t n = candidates_.size();
-  if (params_.top_k > 0 && size_t(params_.top_k) < n) {
-    n = size_t(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + long(n), candidates_.end(), by_logit);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
-  }
-  // Probabilities at temperature 1 decide what top-p and min-p keep.
-  probs_.resize(n);
-  std::vector<double>& probs = probs_;
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(candidates_[i].first - candidates_[0].first));
-  size_t keep = n;
-  if (params_.top_p < 1.0f) {
-    double cum = 0;
-    for (size_t i = 0; i < n; ++i) {
-      cum += probs[i] / sum;
-      if (cum >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  if (params_.min_p > 0) {
-    const double threshold = params_.min_p * probs[0];
-    size_t i = 1;
-    while (i < keep && probs[i] >= threshold) ++i;
-    keep = i;
-  }
-  // Temperature reshapes what is left; then one draw.
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i)
-    total += probs[i] = std::exp(double(candidates_[i].first - candidates_[0].first) / params_.temperature);
-  std::uniform_real_distribution<double> uniform(0.0, total);
+// One draw in proportion to probs_: blocks are skipped by their sums, then one block is scanned.
+int32_t Sampler::draw() {
+  constexpr size_t kBlock = 256;
+  const size_t n = probs_.size();
+  std::uniform_real_distribution<double> uniform(0.0, sum(probs_.data(), n));
   double r = uniform(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    r -= probs[i];
-    if (r <= 0) return candidates_[i].second;
+  size_t start = 0;
+  for (; start + kBlock < n; start += kBlock) {
+    const double block = sum(probs_.data() + start, kBlock);
+    if (r < block) break;
+    r -= block;
   }
-  return candidates_[keep - 1].second;
+  size_t last = start;  // the last candidate with a chance, should rounding leave r above 0
+  for (size_t j = start; j < n; ++j) {
+    if (probs_[j] <= 0) continue;
+    last = j;
+    if ((r -= probs_[j]) < 0) return ids_[j];
+  }
+  for (size_t j = n; j-- > 0;)  // rounding: the last candidate with a chance
+    if (probs_[j] > 0) return ids_[j];
+  return ids_[last];
 }
 
 }  // namespace autoglm
