@@ -90,6 +90,40 @@ TEST(ToolCalls, ParsersStreamedCharacterByCharacter) {
   for (const Case& c : cases()) check(c, true);
 }
 
+// max_tokens cut a call short: the text before it stays, the call's markup never reaches
+// the client (and without the cut, an unfinished call comes back as text, as before).
+TEST(ToolCalls, ACallCutShortLeavesOnlyTheTextBeforeIt) {
+  struct Cut {
+    ToolCallFamily family;
+    std::string text, content;
+  };
+  const Cut cuts[] = {
+      {ToolCallFamily::kHermes, "Let me look.<tool_call>\n{\"name\": \"get_weather\", \"argu", "Let me look."},
+      {ToolCallFamily::kHermes, "Let me look.<tool_c", "Let me look."},
+      {ToolCallFamily::kHermes, "Let me look.\n<tool_call>", "Let me look.\n"},
+      {ToolCallFamily::kLlama3, "{\"name\": \"get_weather\", \"parameters\": {\"ci", ""},
+      {ToolCallFamily::kGlm4, "get_weather\n{\"city\": \"Par", ""},
+  };
+  for (const Cut& c : cuts) {
+    for (bool streamed : {false, true}) {
+      ToolCallParser p(c.family, {"get_weather"}, "call_");
+      std::string content;
+      if (streamed) {
+        for (char ch : c.text) content += p.push(std::string(1, ch)).content;
+      } else {
+        content += p.push(c.text).content;
+      }
+      const auto rest = p.finish(true);
+      EXPECT_TRUE(rest.calls.empty());
+      EXPECT_EQ(content + rest.content, c.content) << c.text;
+    }
+    ToolCallParser whole(c.family, {"get_weather"}, "call_");
+    std::string all = whole.push(c.text).content;
+    all += whole.finish(false).content;
+    EXPECT_EQ(all, c.text) << "not cut short: given back as text";
+  }
+}
+
 TEST(ToolCalls, FamilyFromTheTemplate) {
   EXPECT_EQ(tool_call_family("{% if tools %}<tools>...<tool_call>{% endif %}"), ToolCallFamily::kHermes);
   EXPECT_EQ(tool_call_family("<|start_header_id|>ipython<|end_header_id|>"), ToolCallFamily::kLlama3);

@@ -83,15 +83,15 @@ bool ToolCallParser::add_call(const json& j, Output& out) {
 
 ToolCallParser::Output ToolCallParser::push(const std::string& text) {
   pending_ += text;
-  return family_ == ToolCallFamily::kHermes ? parse_hermes(false) : parse_whole_message(false);
+  return family_ == ToolCallFamily::kHermes ? parse_hermes(false, false) : parse_whole_message(false, false);
 }
 
-ToolCallParser::Output ToolCallParser::finish() {
-  return family_ == ToolCallFamily::kHermes ? parse_hermes(true) : parse_whole_message(true);
+ToolCallParser::Output ToolCallParser::finish(bool cut_short) {
+  return family_ == ToolCallFamily::kHermes ? parse_hermes(true, cut_short) : parse_whole_message(true, cut_short);
 }
 
 // Content runs until <tool_call>; each call is released when its </tool_call> arrives.
-ToolCallParser::Output ToolCallParser::parse_hermes(bool final) {
+ToolCallParser::Output ToolCallParser::parse_hermes(bool final, bool cut_short) {
   Output out;
   for (;;) {
     if (after_call_) {  // the whitespace between calls is not content
@@ -102,17 +102,18 @@ ToolCallParser::Output ToolCallParser::parse_hermes(bool final) {
     }
     const size_t open = pending_.find(kHermesOpen);
     if (open == std::string::npos) {
-      const size_t hold = final ? 0 : partial_marker(pending_, kHermesOpen);
+      const size_t hold = final && !cut_short ? 0 : partial_marker(pending_, kHermesOpen);
       out.content += pending_.substr(0, pending_.size() - hold);
       pending_.erase(0, pending_.size() - hold);
+      if (final) pending_.clear();
       return out;
     }
     out.content += pending_.substr(0, open);
     pending_.erase(0, open);
     const size_t close = pending_.find(kHermesClose);
     if (close == std::string::npos) {
-      if (final) {  // an unfinished call: give it back as text rather than lose it
-        out.content += pending_;
+      if (final) {  // an unfinished call: given back as text rather than lost, unless cut short
+        if (!cut_short) out.content += pending_;
         pending_.clear();
       }
       return out;
@@ -128,7 +129,7 @@ ToolCallParser::Output ToolCallParser::parse_hermes(bool final) {
 
 // Llama 3 and GLM-4 write a call as the whole message: decide from its start whether it may
 // be one; if so hold everything to the end and parse it then.
-ToolCallParser::Output ToolCallParser::parse_whole_message(bool final) {
+ToolCallParser::Output ToolCallParser::parse_whole_message(bool final, bool cut_short) {
   Output out;
   if (!in_message_mode_decided_) {
     const std::string head = trim(pending_);
@@ -181,7 +182,7 @@ ToolCallParser::Output ToolCallParser::parse_whole_message(bool final) {
   if (!parsed) {
     calls_.resize(calls_.size() - out.calls.size());
     out.calls.clear();
-    out.content = text;
+    out.content = cut_short ? "" : text;
   }
   return out;
 }

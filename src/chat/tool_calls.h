@@ -37,13 +37,16 @@ class ToolCallParser {
     std::vector<ToolCall> calls;  // calls completed by this text
   };
   Output push(const std::string& text);
-  Output finish();  // end of generation: whatever is held back
+  // End of generation: whatever is held back. An unfinished call is given back as text,
+  // unless generation was cut short (max_tokens): then it, and a marker begun at the end, are
+  // dropped, so no raw call markup reaches the client.
+  Output finish(bool cut_short = false);
 
   const std::vector<ToolCall>& calls() const { return calls_; }
 
  private:
-  Output parse_hermes(bool final);
-  Output parse_whole_message(bool final);
+  Output parse_hermes(bool final, bool cut_short);
+  Output parse_whole_message(bool final, bool cut_short);
   bool add_call(const nlohmann::json& j, Output& out);
 
   ToolCallFamily family_;

@@ -159,7 +159,7 @@ ReplyChunk ResponseWriter::consume(const StreamEvent& ev) {
   if (tools_) {
     auto parsed = tools_->push(ev.text);
     if (ev.finished) {
-      auto rest = tools_->finish();
+      auto rest = tools_->finish(ev.finish_reason == FinishReason::kLength);
       parsed.content += rest.content;
       parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
     }

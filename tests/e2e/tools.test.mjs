@@ -121,3 +121,30 @@ test('bad tools and tool_choice are 400s naming the parameter', { skip }, async 
     });
   }
 });
+
+// max_tokens cuts a forced call short: finish_reason length, no tool_calls, and none of the
+// call's markup in the content (streamed and not).
+test('a call cut short by max_tokens leaves no markup', { skip }, async () => {
+  for (const stream of [false, true]) {
+    const params = { model: 'qwen2-tiny', messages, tools: [weather], tool_choice: 'required', temperature: 1, seed: 4, max_tokens: 6 };
+    let content = '';
+    let finish;
+    let calls = 0;
+    if (stream) {
+      for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+        const c = chunk.choices[0];
+        content += c?.delta?.content ?? '';
+        calls += c?.delta?.tool_calls?.length ?? 0;
+        finish = c?.finish_reason ?? finish;
+      }
+    } else {
+      const c = (await client.chat.completions.create(params)).choices[0];
+      content = c.message.content ?? '';
+      calls = c.message.tool_calls?.length ?? 0;
+      finish = c.finish_reason;
+    }
+    assert.equal(finish, 'length');
+    assert.equal(calls, 0);
+    assert.ok(!content.includes('<tool_call>') && !content.includes('"name"'), `stream ${stream}: ${content}`);
+  }
+});
