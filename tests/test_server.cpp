@@ -330,8 +330,59 @@ TEST_F(Server, HalfCloseAndStrayBytesStillGetTheReply) {
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   EXPECT_EQ(raw_exchange(port, req, /*half_close=*/true), 200);
-  EXPECT_EQ(raw_exchange(port, req, false, "x"), 200);
-  EXPECT_EQ(raw_exchange(port, req, false, "GET /health HTTP/1.1\r\n\r\n"), 200);  // pipelined
+  const std::string closing = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  EXPECT_EQ(raw_exchange(port, closing, false, "x"), 200);
+  // Pipelined while generating: the next request is kept and answered after the first.
+  const std::string both =
+      raw_response(port, req, false, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const size_t second = both.find("HTTP/1.1 ", 9);
+  ASSERT_NE(second, std::string::npos) << both;
+  EXPECT_EQ(both.compare(0, 12, "HTTP/1.1 200"), 0);
+  EXPECT_EQ(both.compare(second, 12, "HTTP/1.1 200"), 0) << both.substr(second);
+}
+
+// Reads from `socket` until `marker` has arrived; returns everything read.
+std::string read_until(tcp::socket& socket, const std::string& marker) {
+  std::string got;
+  std::array<char, 4096> buf;
+  beast::error_code ec;
+  while (got.find(marker) == std::string::npos) {
+    const size_t n = socket.read_some(net::buffer(buf), ec);
+    if (ec) break;
+    got.append(buf.data(), n);
+  }
+  return got;
+}
+
+// Streams are chunked and keep the connection: a second request on it, sent once the first
+// stream has ended, is answered (clients reuse connections; close-delimited streams could not).
+TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {
+  start(ServerConfig{});
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 8, "stream": true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  for (int round = 0; round < 3; ++round) {
+    net::write(socket, net::buffer(req));
+    const std::string reply = read_until(socket, "\r\n0\r\n\r\n");
+    const auto [head, chunked] = split_reply(reply);
+    EXPECT_NE(head.find("transfer-encoding: chunked"), std::string::npos) << head;
+    EXPECT_EQ(head.find("connection: close"), std::string::npos) << head;
+    // Undo the chunking: the events end with [DONE].
+    std::string events;
+    for (size_t at = 0;;) {
+      const size_t eol = chunked.find("\r\n", at);
+      ASSERT_NE(eol, std::string::npos);
+      const size_t size = std::stoul(chunked.substr(at, eol - at), nullptr, 16);
+      if (size == 0) break;
+      events += chunked.substr(eol + 2, size);
+      at = eol + 2 + size + 2;
+    }
+    EXPECT_NE(events.find("data: [DONE]\n\n"), std::string::npos) << events;
+  }
 }
 
 TEST_F(Server, MalformedFramingEndsOnlyThatConnection) {

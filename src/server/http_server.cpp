@@ -152,8 +152,8 @@ class Session : public std::enable_shared_from_this<Session> {
     res->prepare_payload();
     stream_.expires_after(kIdleTimeout);
     auto done = [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
-      if (ec || !keep_alive) return self->close();
-      self->read_request();
+      if (ec) return self->close();
+      self->after_reply(keep_alive);
     };
     if (!head_only_) return http::async_write(stream_, *res, std::move(done));
     // HEAD: the headers GET would send (Content-Length included), no body.
@@ -170,9 +170,11 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     if (streaming_) {
       api_.metrics().count_status(200);
+      // Chunked, so that the connection outlives the stream (keep-alive, as clients expect).
       pending_ =
           "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
-          "Cache-Control: no-cache\r\nConnection: close\r\n";
+          "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+      if (!keep_alive_) pending_ += "Connection: close\r\n";
       for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
       pending_ += "\r\n";
       flush();
@@ -190,13 +192,24 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A client that goes away cancels its request: the read ends with an error. A half-close
   // (end of file: the client has sent all it will, and still reads) is not one; nor are bytes
-  // sent while it waits (pipelined), which are dropped, up to a bound, until the reply is out.
+  // sent while it waits (a pipelined next request), which are kept, up to a bound, for when
+  // the reply is out.
   void watch_for_disconnect() {
+    probing_ = true;
     stream_.socket().async_read_some(net::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->probing_ = false;
+      const bool overflow = self->buffer_.size() + n > self->buffer_.max_size();
+      if (n > 0 && !overflow)
+        self->buffer_.commit(net::buffer_copy(self->buffer_.prepare(n), net::buffer(self->probe_.data(), n)));
+      if (self->resume_after_probe_) {  // the reply is out and the connection stays: next request
+        self->resume_after_probe_ = false;
+        return overflow ? self->close() : self->read_request();
+      }
       if (!self->handle_ || self->complete_) return;
       if (ec == net::error::eof) {  // half-closed, or gone: a stream finds out with its next write
+        self->keep_alive_ = false;
         if (self->streaming_) {
-          self->pending_ += ": \n\n";  // an SSE comment: a closed peer answers it with a reset
+          self->append_chunk(": \n\n");  // an SSE comment: a closed peer answers it with a reset
           self->flush();
         }
         // Pending operations are what keep a session alive: this wait holds it until the
@@ -205,8 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
         self->hold_.async_wait([self](beast::error_code) {});
         return;  // a plain reply is still written when it is ready
       }
-      self->stray_bytes_ += n;
-      if (ec || self->stray_bytes_ > kMaxUnparsedBytes) return self->handle_->cancel();
+      if (ec || overflow) return self->handle_->cancel();
       self->watch_for_disconnect();
     });
   }
@@ -218,13 +230,14 @@ class Session : public std::enable_shared_from_this<Session> {
       ReplyChunk chunk = consume_(ev);
       complete_ = chunk.complete;
       if (streaming_) {
-        pending_ += chunk.bytes;
+        append_chunk(chunk.bytes);
+        if (complete_) pending_ += "0\r\n\r\n";  // the last chunk
       } else if (chunk.complete) {
         Reply r;
         r.status = chunk.status;
         r.body = std::move(chunk.bytes);
         handle_->set_notify(nullptr);
-        return send(std::move(r), false);
+        return send(std::move(r), keep_alive_);
       }
     }
     if (streaming_) flush();
@@ -249,9 +262,33 @@ class Session : public std::enable_shared_from_this<Session> {
                      });
   }
 
+  // One chunk of the chunked stream.
+  void append_chunk(const std::string& bytes) {
+    if (bytes.empty()) return;
+    char size[24];
+    std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
+    pending_ += size;
+    pending_ += bytes;
+    pending_ += "\r\n";
+  }
+
   void finish_stream() {
     if (handle_) handle_->set_notify(nullptr);
-    close();
+    after_reply(keep_alive_);
+  }
+
+  // The reply is out: the next request, or the end of the connection. A disconnect probe
+  // still reading is stopped first; what it read belongs to the next request.
+  void after_reply(bool keep_alive) {
+    if (!keep_alive) return close();
+    if (handle_) handle_->set_notify(nullptr);
+    handle_.reset();
+    consume_ = nullptr;
+    streaming_ = complete_ = false;
+    if (!probing_) return read_request();
+    resume_after_probe_ = true;
+    beast::error_code ec;
+    stream_.socket().cancel(ec);
   }
 
   void close() {
@@ -280,7 +317,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   std::string pending_;
   std::array<char, 512> probe_{};
-  size_t stray_bytes_ = 0;                          // bytes a client sent while its request was generating
+  bool probing_ = false;                            // a disconnect probe's read is pending
+  bool resume_after_probe_ = false;                 // the probe, once stopped, starts the next request
   net::steady_timer hold_{stream_.get_executor()};  // keeps a half-closed session until its reply
 };
 
