@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and the tests need (idempotent).
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
-          libxxhash-dev libboost-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
+          libxxhash-dev libboost-dev libyaml-cpp-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
           clang libclang-rt-dev)  # clang and its libFuzzer runtime: scripts/fuzz.sh
 missing=()
 for p in "${packages[@]}"; do

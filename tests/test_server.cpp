@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "server/access_log.h"
 #include "server/api.h"
 #include "server/http_server.h"
 #include "test_util.h"
@@ -357,6 +358,55 @@ std::string read_until(tcp::socket& socket, const std::string& marker) {
 
 // Streams are chunked and keep the connection: a second request on it, sent once the first
 // stream has ended, is answered (clients reuse connections; close-delimited streams could not).
+// One access-log line per request: method, path, status, tokens, latency, and an id of the
+// API key (never the key).
+TEST_F(Server, AccessLogHasOneLinePerRequest) {
+  const std::string path = ::testing::TempDir() + "/access.log";
+  std::remove(path.c_str());
+  ServerConfig cfg;
+  cfg.access_log = path;
+  cfg.api_keys = {"sk-secret-one"};
+  start(cfg);
+  const std::string key = "Bearer sk-secret-one";
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", chat("Hi", 5), key).status, 200);
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", chat("Hi", 4, true), key).status, 200);
+  EXPECT_EQ(request(port, "GET", "/v1/models?x=1", "", "Bearer wrong").status, 401);
+  EXPECT_EQ(request(port, "GET", "/nowhere", "", key).status, 404);
+  server->stop();
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u) << (lines.empty() ? "" : lines[0] + "\n" + lines.back());
+  const std::string id = api_key_id("sk-secret-one");
+  EXPECT_EQ(id.size(), 12u);
+  const std::regex shape(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[-+]\d\d:\d\d access method=\S+ path=\S+ status=\d+ )"
+                         R"(prompt_tokens=\d+ completion_tokens=\d+ latency_ms=[0-9.]+ key=\S+ client=127\.0\.0\.1$)");
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(std::regex_search(line, shape)) << line;
+    EXPECT_EQ(line.find("secret"), std::string::npos) << line;
+  }
+  EXPECT_NE(lines[0].find("method=POST path=/v1/chat/completions status=200"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("completion_tokens=5 "), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("prompt_tokens=0 "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("key=" + id), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("status=200 "), std::string::npos) << lines[1];  // streamed
+  EXPECT_NE(lines[1].find("completion_tokens=4 "), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("method=GET path=/v1/models status=401"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("key=" + api_key_id("wrong")), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("path=/nowhere status=404"), std::string::npos) << lines[3];
+}
+
+TEST(ServerConfigRules, AccessLogThatCannotBeOpenedIsAStartUpError) {
+  ServerConfig cfg;
+  cfg.access_log = "/dev/null/access.log";
+  ApiService api(cfg);
+  HttpServer server(api, 1);
+  auto started = server.start("127.0.0.1", 0);
+  ASSERT_FALSE(started.is_ok());
+  EXPECT_NE(started.message().find("access_log: cannot open '/dev/null/access.log'"), std::string::npos)
+      << started.message();
+}
+
 TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {
   start(ServerConfig{});
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 8, "stream": true})";

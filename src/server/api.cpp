@@ -166,8 +166,6 @@ Reply ApiService::handle_admitted(const HttpRequest& request) {
   return r;
 }
 
-namespace {
-
 std::string path_of(const std::string& target) {
   return target.substr(0, target.find('?'));
 }
@@ -176,8 +174,6 @@ std::string bearer_key(const std::string& authorization) {
   const std::string bearer = "Bearer ";
   return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
 }
-
-}  // namespace
 
 std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   const std::string path = path_of(req.target);

@@ -43,7 +43,13 @@ struct Reply {
   std::shared_ptr<StreamHandle> stream;
   bool streaming = false;
   std::function<ReplyChunk(const StreamEvent&)> consume;
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
 };
+
+// The key of an `Authorization: Bearer KEY` header; empty without one.
+std::string bearer_key(const std::string& authorization);
+// A request target without its query.
+std::string path_of(const std::string& target);
 
 // What the server serves once the model is loaded: the runtime's parts, the tools and tasks.
 struct LoadedService {

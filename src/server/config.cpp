@@ -402,6 +402,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"max_connections",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_connections", c.max_connections, 1, 1 << 20); }},
       {"rate_limit", [&](const YAML::Node& n) { return read_rate_limit(r, n, c); }},
+      {"access_log", [&](const YAML::Node& n) { return r.scalar(n, "access_log", c.access_log); }},
       {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
       {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
       {"metrics_require_key",

@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include "server/access_log.h"
+
 #include <fcntl.h>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
@@ -46,8 +48,13 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open,
-          std::atomic<int64_t>& bodies_in_flight)
-      : stream_(std::move(socket)), api_(api), workers_(workers), open_(open), bodies_in_flight_(bodies_in_flight) {
+          std::atomic<int64_t>& bodies_in_flight, AccessLog& access_log)
+      : stream_(std::move(socket)),
+        api_(api),
+        workers_(workers),
+        open_(open),
+        bodies_in_flight_(bodies_in_flight),
+        access_log_(access_log) {
     ++open_;
   }
   ~Session() { --open_; }
@@ -61,6 +68,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // server draining) is answered before its body is read, and a body is read only while the
   // memory of all bodies in flight stays under max_body_bytes_in_flight.
   void read_request() {
+    access_ = AccessEntry{};
+    access_.started = std::chrono::steady_clock::now();
     origin_.clear();
     head_only_ = false;
     parser_.emplace();
@@ -94,6 +103,11 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec_peer;
     const auto peer = stream_.socket().remote_endpoint(ec_peer);
     if (!ec_peer) head_.client_address = peer.address().to_string();
+    access_.started = std::chrono::steady_clock::now();  // from the headers, not the idle wait
+    access_.method = head_.method;
+    access_.path = path_of(head_.target);
+    access_.key_id = api_key_id(bearer_key(head_.authorization));
+    access_.client = head_.client_address;
     if (auto refused = api_.admit(head_)) return send(std::move(*refused), false);  // the body is never read
     // A chunked body may grow to the limit: it is counted at the limit.
     const uint64_t announced =
@@ -148,6 +162,10 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [k, v] : reply.headers) res->set(k, v);
     for (const auto& [k, v] : api_.cors_headers(origin_)) res->set(k, v);
     res->keep_alive(keep_alive);
+    access_.status = reply.status;
+    access_.prompt_tokens = reply.prompt_tokens;
+    access_.completion_tokens = reply.completion_tokens;
+    access_log_.write(access_);  // now: once the client has the reply, the server may be stopping
     res->body() = std::move(reply.body);
     res->prepare_payload();
     stream_.expires_after(kIdleTimeout);
@@ -170,6 +188,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     if (streaming_) {
       api_.metrics().count_status(200);
+      access_.status = 200;
       // Chunked, so that the connection outlives the stream (keep-alive, as clients expect).
       pending_ =
           "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
@@ -229,13 +248,20 @@ class Session : public std::enable_shared_from_this<Session> {
     while (!complete_ && handle_->try_next(ev)) {
       ReplyChunk chunk = consume_(ev);
       complete_ = chunk.complete;
+      access_.prompt_tokens = chunk.prompt_tokens;
+      access_.completion_tokens = chunk.completion_tokens;
       if (streaming_) {
         append_chunk(chunk.bytes);
-        if (complete_) pending_ += "0\r\n\r\n";  // the last chunk
+        if (complete_) {
+          pending_ += "0\r\n\r\n";  // the last chunk
+          access_log_.write(access_);
+        }
       } else if (chunk.complete) {
         Reply r;
         r.status = chunk.status;
         r.body = std::move(chunk.bytes);
+        r.prompt_tokens = chunk.prompt_tokens;
+        r.completion_tokens = chunk.completion_tokens;
         handle_->set_notify(nullptr);
         return send(std::move(r), keep_alive_);
       }
@@ -303,9 +329,11 @@ class Session : public std::enable_shared_from_this<Session> {
   net::thread_pool& workers_;
   std::atomic<int64_t>& open_;              // the server's count of open connections
   std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
-  HttpRequest head_;                        // the request being read, until its body is in
-  std::string origin_;                      // of the request being answered (CORS headers)
-  bool head_only_ = false;                  // a HEAD request: the reply's headers only
+  AccessLog& access_log_;
+  AccessEntry access_;      // of the request being answered
+  HttpRequest head_;        // the request being read, until its body is in
+  std::string origin_;      // of the request being answered (CORS headers)
+  bool head_only_ = false;  // a HEAD request: the reply's headers only
   std::shared_ptr<BodyBudget> body_budget_;
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -327,6 +355,7 @@ class Session : public std::enable_shared_from_this<Session> {
 struct HttpServer::Impl {
   std::atomic<int64_t> open_connections{0};  // first: sessions destroyed with ioc count down
   std::atomic<int64_t> bodies_in_flight{0};
+  std::unique_ptr<AccessLog> access_log;  // before the sessions, which write to it
   net::io_context ioc;
   net::thread_pool workers{4};  // request preparation (see Session::on_request)
   tcp::acceptor acceptor{ioc};
@@ -358,7 +387,8 @@ struct HttpServer::Impl {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight)->start();
+        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight, *access_log)
+            ->start();
       }
       accept(api);
     });
@@ -383,6 +413,7 @@ Status HttpServer::start(const std::string& host, int port) {
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return io_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  AUTOGLM_ASSIGN_OR_RETURN(impl_->access_log, AccessLog::open(api_.config().access_log));
   port_ = impl_->acceptor.local_endpoint().port();
   impl_->work = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(impl_->ioc.get_executor());
   impl_->accept(api_);

@@ -179,6 +179,8 @@ ReplyChunk ResponseWriter::finish(const StreamEvent& ev, const std::string& cont
   ReplyChunk chunk;
   chunk.complete = true;
   chunk.status = http_status_of(ev.finish_reason);
+  chunk.prompt_tokens = ev.prompt_tokens;
+  chunk.completion_tokens = ev.completion_tokens;
   text_ += content;
   metrics_.e2e_latency.observe(std::chrono::duration<double>(Clock::now() - arrival_).count());
   metrics_.queue_time.observe(ev.queue_seconds);

@@ -23,6 +23,7 @@ struct ReplyChunk {
   std::string bytes;
   bool complete = false;
   int status = 200;
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // once complete (the access log)
 };
 
 struct ResponseShape {
