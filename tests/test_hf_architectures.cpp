@@ -10,11 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "hf_reference.h"
 #include "model/convert.h"
 #include "model/model.h"
 #include "model_test_util.h"
 #include "test_util.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace autoglm {
 namespace {
@@ -288,6 +291,46 @@ TEST(HfArchitectures, MissingOrMisshapenTensorsNameTheTensor) {
   auto m = Model::load(b.write("misshapen", false));
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.status().message().find("blk.1.ffn_down.weight"), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// `autoglm convert` writes as many tokens as the embedding has rows (the Qwen and GLM folders
+// have 151669 tokens for 151936 and 151680 rows): llama.cpp refuses the file otherwise.
+TEST(HfConvert, VocabularyIsPaddedToTheEmbeddingRows) {
+  for (const char* folder : {"models/hf/qwen2-tiny", "models/hf/chatglm-tiny", "models/hf/llama3-tiny"}) {
+    AUTOGLM_REQUIRE_SHARED(std::string(folder) + "/config.json");
+    SCOPED_TRACE(folder);
+    const std::string out = ::testing::TempDir() + "/padded.gguf";
+    ThreadPool pool(2);
+    auto report = convert_hf_folder(test::shared_path(folder), out, DType::F32, pool);
+    ASSERT_TRUE(report.is_ok()) << report.status().message();
+    auto gguf = GgufFile::open(out);
+    ASSERT_TRUE(gguf.is_ok()) << gguf.status().message();
+    const GgufTensorInfo* embedding = (*gguf)->find_tensor("token_embd.weight");
+    ASSERT_NE(embedding, nullptr);
+    const GgufValue* tokens = (*gguf)->find("tokenizer.ggml.tokens");
+    const GgufValue* types = (*gguf)->find("tokenizer.ggml.token_type");
+    ASSERT_TRUE(tokens && types);
+    const std::vector<std::string>& pieces = tokens->strs;
+    ASSERT_EQ(int64_t(pieces.size()), embedding->dims[1]);
+    ASSERT_EQ(types->ints.size(), pieces.size());
+    auto tok = load_hf_tokenizer(test::shared_path(folder));
+    ASSERT_TRUE(tok.is_ok());
+    const size_t real = size_t((*tok)->vocab().size());
+    for (size_t i = real; i < pieces.size(); ++i) {
+      EXPECT_EQ(pieces[i], "[PAD" + std::to_string(i) + "]");
+      EXPECT_EQ(types->ints[i], 5) << "UNUSED";
+    }
+    // The padded file still loads and tokenizes as the folder does.
+    auto model = Model::load(out);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    std::filesystem::remove(out);
+  }
 }
 
 }  // namespace

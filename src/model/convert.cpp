@@ -36,20 +36,28 @@ std::vector<float> scores_from_merges(const Vocab& v) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, GgufValue>> tokenizer_metadata(const Tokenizer& tok) {
+std::vector<std::pair<std::string, GgufValue>> tokenizer_metadata(const Tokenizer& tok, int64_t embedding_rows) {
   const Vocab& v = tok.vocab();
   std::vector<std::pair<std::string, GgufValue>> md;
   const bool bpe = v.byte_level;
   md.emplace_back("tokenizer.ggml.model", GgufValue::string(bpe ? "gpt2" : "llama"));
   if (bpe) md.emplace_back("tokenizer.ggml.pre", GgufValue::string(v.pre.empty() ? "default" : v.pre));
-  md.emplace_back("tokenizer.ggml.tokens", GgufValue::string_array(v.pieces));
+  std::vector<std::string> pieces = v.pieces;
   std::vector<int32_t> types;
   for (TokenType t : v.types) types.push_back(int32_t(t));
+  for (int64_t i = int64_t(pieces.size()); i < embedding_rows; ++i) {
+    pieces.push_back("[PAD" + std::to_string(i) + "]");
+    types.push_back(int32_t(TokenType::kUnused));
+  }
+  md.emplace_back("tokenizer.ggml.tokens", GgufValue::string_array(pieces));
   md.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(types));
-  if (bpe)
+  if (bpe) {
     md.emplace_back("tokenizer.ggml.merges", GgufValue::string_array(ranked_merges(v)));
-  else
-    md.emplace_back("tokenizer.ggml.scores", GgufValue::f32_array(scores_from_merges(v)));
+  } else {
+    std::vector<float> scores = scores_from_merges(v);
+    scores.resize(pieces.size(), 0.0f);
+    md.emplace_back("tokenizer.ggml.scores", GgufValue::f32_array(scores));
+  }
   const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", v.bos},
                                                  {"eos_token_id", v.eos},
                                                  {"eot_token_id", v.eot},
@@ -73,7 +81,9 @@ Result<ConvertReport> convert_hf_folder(const std::string& dir, const std::strin
   q.keep_type = std::nullopt;  // every matrix in `type`, as llama.cpp's converter does
   q.vectors_to_f32 = true;
   QuantizeReport qr;
-  AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*checkpoint, out, q, pool, tokenizer_metadata(*tok), on_tensor, &qr));
+  const GgufTensorInfo* embedding = checkpoint->find_tensor("token_embd.weight");
+  const int64_t rows = embedding && embedding->dims.size() == 2 ? embedding->dims[1] : 0;
+  AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*checkpoint, out, q, pool, tokenizer_metadata(*tok, rows), on_tensor, &qr));
   return ConvertReport{int64_t(checkpoint->tensors().size()), qr.bytes_out};
 }
 

@@ -28,7 +28,9 @@ Result<ConvertReport> convert_hf_folder(const std::string& dir, const std::strin
                                         const std::function<void(int64_t, int64_t)>& on_tensor = {});
 
 // The tokenizer.* keys (tokenizer.ggml.model/pre/tokens/token_type/merges/scores, special ids,
-// add_bos/add_eos, chat_template) that describe `tok` in GGUF.
-std::vector<std::pair<std::string, GgufValue>> tokenizer_metadata(const Tokenizer& tok);
+// add_bos/add_eos, chat_template) that describe `tok` in GGUF. A vocabulary shorter than the
+// embedding's `embedding_rows` is padded, as llama.cpp's converter does, with UNUSED tokens
+// "[PAD{i}]" (llama.cpp refuses a GGUF whose token count differs from the rows).
+std::vector<std::pair<std::string, GgufValue>> tokenizer_metadata(const Tokenizer& tok, int64_t embedding_rows = 0);
 
 }  // namespace autoglm
