@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -405,6 +406,70 @@ TEST(ServerConfigRules, AccessLogThatCannotBeOpenedIsAStartUpError) {
   ASSERT_FALSE(started.is_ok());
   EXPECT_NE(started.message().find("access_log: cannot open '/dev/null/access.log'"), std::string::npos)
       << started.message();
+}
+
+// n choices: each its own seed (so they differ at temperature 1), indexed 0..n-1, usage
+// summed as OpenAI does (the prompt once); the prompt is prefilled once: the later choices
+// find it in the prefix cache. Streamed, every choice ends with its own finish chunk.
+TEST_F(Server, NChoicesShareThePromptAndSumTheUsage) {
+  start(ServerConfig{});
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "Once upon a time there was a little girl. ";
+  json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 7}, {"n", 3}};
+  const double hits_before = metric(port, "autoglm_prefix_cache_hit_tokens_total");
+  const Response r = request(port, "POST", "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.j();
+  ASSERT_EQ(j["choices"].size(), 3u);
+  std::set<std::string> texts;
+  int64_t completion = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length");
+    texts.insert(j["choices"][i]["text"].get<std::string>());
+  }
+  completion = j["usage"]["completion_tokens"];
+  EXPECT_EQ(completion, 36);
+  const int64_t prompt_tokens = j["usage"]["prompt_tokens"];
+  EXPECT_GT(prompt_tokens, 100);
+  EXPECT_EQ(j["usage"]["total_tokens"], prompt_tokens + 36);
+  EXPECT_EQ(texts.size(), 3u) << "each choice has its own seed";
+  // Choices 1 and 2 reused all but the last partial block of the prompt.
+  const double hits = metric(port, "autoglm_prefix_cache_hit_tokens_total") - hits_before;
+  EXPECT_GE(hits, 2.0 * double(prompt_tokens - 16)) << "prompt tokens " << prompt_tokens;
+  // The same seed gives the same choices again; choice 0 equals an n=1 request with that seed.
+  const json again = request(port, "POST", "/v1/completions", body.dump()).j();
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(again["choices"][i]["text"], j["choices"][i]["text"]);
+  body["n"] = 1;
+  EXPECT_EQ(request(port, "POST", "/v1/completions", body.dump()).j()["choices"][0]["text"], j["choices"][0]["text"]);
+  // Streamed chat: deltas carry their choice's index; three finish chunks, then usage and [DONE].
+  json chat_body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"max_tokens", 6},
+                    {"temperature", 1.0},
+                    {"seed", 3},
+                    {"n", 3},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}}};
+  const std::string stream = request(port, "POST", "/v1/chat/completions", chat_body.dump()).body;
+  std::map<int, std::string> content;
+  int finishes = 0;
+  json usage;
+  for (size_t at = 0; (at = stream.find("data: ", at)) != std::string::npos;) {
+    const size_t end = stream.find("\n\n", at);
+    const std::string data = stream.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json chunk = json::parse(data);
+    if (!chunk["usage"].is_null() && chunk.contains("usage")) usage = chunk["usage"];
+    for (const json& c : chunk["choices"]) {
+      content[c["index"].get<int>()] += c["delta"].value("content", "");
+      if (!c["finish_reason"].is_null()) ++finishes;
+    }
+  }
+  EXPECT_EQ(content.size(), 3u);
+  EXPECT_EQ(finishes, 3);
+  EXPECT_EQ(usage["completion_tokens"], 18);
+  expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "n": 0})"), 400, "n");
 }
 
 TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {

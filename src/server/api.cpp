@@ -360,9 +360,9 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
     if (--tasks_running_ == 0) tasks_done_.notify_all();
   }).detach();
   Reply r;
-  r.stream = handle;
+  r.stream = std::make_shared<ChoiceStreams>(handle, 1, nullptr);
   // In flight until the reply has been sent, not only until the task is done.
-  r.consume = [in_flight = track(handle), failure](const StreamEvent& ev) {
+  r.consume = [in_flight = track(handle), failure](const StreamEvent& ev, size_t) {
     ReplyChunk chunk;
     chunk.complete = true;
     chunk.status = ev.finish_reason == FinishReason::kError ? failure->first : http_status_of(ev.finish_reason);
@@ -449,6 +449,7 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
   shape.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   shape.model = service_->model_name;
   shape.created = int64_t(std::time(nullptr));
+  shape.choices = size_t(params.n);
 
   GenerationRequest g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
                                        service_->engine->config().n_ctx);
@@ -462,18 +463,27 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
     }
   if (auto over = check_request_limits(g, config_.limits))
     bad(over->param == "prompt" ? prompt_param : over->param, over->message);
+  // Choices past the first: the same request, each with its own seed (see ChoiceStreams).
+  auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
+  ChoiceStreams::Submit submit_choice = [this, g, in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
+    GenerationRequest choice = g;
+    if (choice.sampling.seed) choice.sampling.seed = *choice.sampling.seed + index;
+    auto handle = service_->engine->submit(std::move(choice));
+    if (handle) in_flight->push_back(track(*handle));
+    return handle;
+  };
   auto handle = service_->engine->submit(std::move(g));
   if (!handle) {
     if (handle.status().code() == StatusCode::kResourceExhausted) return busy(handle.status().message());
     bad(prompt_param, handle.status().message());
   }
+  in_flight->push_back(track(*handle));
   auto writer = std::make_shared<ResponseWriter>(std::move(shape), *service_->tokenizer, metrics_);
-  auto in_flight = track(*handle);
   Reply r;
-  r.stream = *handle;
+  r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(params.n), std::move(submit_choice));
   r.streaming = params.stream;
   if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = [writer, in_flight](const StreamEvent& ev) { return writer->consume(ev); };
+  r.consume = [writer, in_flight](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
   return r;
 }
 

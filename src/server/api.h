@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/runtime_parts.h"
+#include "server/choice_streams.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/rate_limiter.h"
@@ -40,9 +41,9 @@ struct Reply {
   std::string body;
   // Generation: events of `stream` go to `consume`, which says what to send now, and
   // whether (and with which status) the reply is whole. `streaming`: SSE, sent as it comes.
-  std::shared_ptr<StreamHandle> stream;
+  std::shared_ptr<ChoiceStreams> stream;
   bool streaming = false;
-  std::function<ReplyChunk(const StreamEvent&)> consume;
+  std::function<ReplyChunk(const StreamEvent&, size_t choice)> consume;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
 };
 

@@ -245,8 +245,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void drain() {
     if (!handle_ || complete_) return;
     StreamEvent ev;
-    while (!complete_ && handle_->try_next(ev)) {
-      ReplyChunk chunk = consume_(ev);
+    size_t choice = 0;
+    while (!complete_ && handle_->try_next(ev, choice)) {
+      ReplyChunk chunk = consume_(ev, choice);
       complete_ = chunk.complete;
       access_.prompt_tokens = chunk.prompt_tokens;
       access_.completion_tokens = chunk.completion_tokens;
@@ -338,8 +339,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
-  std::shared_ptr<StreamHandle> handle_;
-  std::function<ReplyChunk(const StreamEvent&)> consume_;
+  std::shared_ptr<ChoiceStreams> handle_;
+  std::function<ReplyChunk(const StreamEvent&, size_t)> consume_;
   bool streaming_ = false;
   bool complete_ = false;
   bool writing_ = false;

@@ -214,7 +214,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
     if (!j["model"].is_string()) bad("model", "'model' must be a string");
     p.model = j["model"];
   }
-  if (integer_param(j, "n", 1, 128, 1) != 1) bad("n", "'n' must be 1: one choice per request");
+  p.n = integer_param(j, "n", 1, 128, 1);
   p.max_tokens =
       optional_integer(j, j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1, 1 << 30);
   p.temperature = optional_number(j, "temperature", 0, 2);

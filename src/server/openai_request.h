@@ -21,6 +21,7 @@ namespace autoglm {
 // What chat and completions share.
 struct GenerationParams {
   std::string model;                  // "" when absent
+  int64_t n = 1;                      // choices, each with its own seed (seed + index when seeded)
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; none: the room left
   std::optional<double> temperature;  // none: the model's default
   std::optional<double> top_p;

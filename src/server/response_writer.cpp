@@ -23,13 +23,6 @@ json logprob_entry(const Tokenizer& tok, const TokenLogprob& lp) {
   return {{"token", text}, {"logprob", lp.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}};
 }
 
-json usage_of(const StreamEvent& last) {
-  return {{"prompt_tokens", last.prompt_tokens},
-          {"completion_tokens", last.completion_tokens},
-          {"total_tokens", last.prompt_tokens + last.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", last.cached_tokens}}}};
-}
-
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -53,9 +46,15 @@ int http_status_of(FinishReason reason) {
 }
 
 ResponseWriter::ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, ServerMetrics& metrics)
-    : shape_(std::move(shape)), tokenizer_(tokenizer), metrics_(metrics) {
+    : shape_(std::move(shape)),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      choices_(std::max<size_t>(1, shape_.choices)) {
   if (shape_.tool_names)
-    tools_ = std::make_unique<ToolCallParser>(shape_.family, *shape_.tool_names, shape_.call_id_prefix);
+    for (size_t i = 0; i < choices_.size(); ++i)
+      choices_[i].tools = std::make_unique<ToolCallParser>(
+          shape_.family, *shape_.tool_names,
+          i == 0 ? shape_.call_id_prefix : shape_.call_id_prefix + "c" + std::to_string(i) + "_");
 }
 
 void ResponseWriter::observe_latency(const StreamEvent& ev) {
@@ -75,11 +74,12 @@ json ResponseWriter::chunk_envelope() const {
           {"model", shape_.model}};
 }
 
-json ResponseWriter::choice_delta(const std::string& text, const json& logprobs, const json& finish) const {
-  json c = {{"index", 0}};
+json ResponseWriter::choice_delta(size_t index, const std::string& text, const json& logprobs,
+                                  const json& finish) const {
+  json c = {{"index", index}};
   if (shape_.chat) {
     json delta = json::object();
-    if (!sent_role_) delta["role"] = "assistant";
+    if (!choices_[index].sent_role) delta["role"] = "assistant";
     if (!text.empty() || finish.is_null()) delta["content"] = text;
     c["delta"] = delta;
   } else {
@@ -111,27 +111,35 @@ json ResponseWriter::logprobs_json(const json& items, size_t text_offset) const 
   return out;
 }
 
+json ResponseWriter::usage() const {
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion_tokens_},
+          {"total_tokens", prompt_tokens_ + completion_tokens_},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
 // Records the calls the parser completed (only the first without parallel_tool_calls); when
 // streaming, returns their chunks: one opens each call (id, name), the next carries its arguments.
-std::string ResponseWriter::take_tool_calls(const std::vector<ToolCall>& calls) {
+std::string ResponseWriter::take_tool_calls(size_t index, const std::vector<ToolCall>& calls) {
+  Choice& c = choices_[index];
   std::string out;
-  for (const ToolCall& c : calls) {
-    const int index = int(tool_calls_.size());
-    if (!shape_.parallel_tool_calls && index > 0) break;
-    tool_calls_.push_back(tool_call_json(c));
+  for (const ToolCall& call : calls) {
+    const int at = int(c.tool_calls.size());
+    if (!shape_.parallel_tool_calls && at > 0) break;
+    c.tool_calls.push_back(tool_call_json(call));
     if (!shape_.stream) continue;
     json open = chunk_envelope(), args = chunk_envelope();
-    json delta = {{"tool_calls", json::array({{{"index", index},
-                                               {"id", c.id},
+    json delta = {{"tool_calls", json::array({{{"index", at},
+                                               {"id", call.id},
                                                {"type", "function"},
-                                               {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
-    if (!sent_role_) delta["role"] = "assistant";
-    sent_role_ = true;
+                                               {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
+    if (!c.sent_role) delta["role"] = "assistant";
+    c.sent_role = true;
     open["choices"] =
-        json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
     args["choices"] = json::array(
-        {{{"index", 0},
-          {"delta", {{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}}},
+        {{{"index", index},
+          {"delta", {{"tool_calls", json::array({{{"index", at}, {"function", {{"arguments", call.arguments}}}}})}}},
           {"logprobs", nullptr},
           {"finish_reason", nullptr}}});
     out += sse(open) + sse(args);
@@ -139,88 +147,113 @@ std::string ResponseWriter::take_tool_calls(const std::vector<ToolCall>& calls) 
   return out;
 }
 
-std::string ResponseWriter::content_chunk(const std::string& content, const json& items) {
-  text_ += content;
-  for (const auto& it : items) logprob_items_.push_back(it);
+std::string ResponseWriter::content_chunk(size_t index, const std::string& content, const json& items) {
+  Choice& c = choices_[index];
+  c.text += content;
+  for (const auto& it : items) c.logprob_items.push_back(it);
   if (!shape_.stream || (content.empty() && items.empty())) return "";
   json chunk = chunk_envelope();
-  chunk["choices"] = json::array({choice_delta(content, logprobs_json(items, text_.size() - content.size()), nullptr)});
-  sent_role_ = true;
+  chunk["choices"] =
+      json::array({choice_delta(index, content, logprobs_json(items, c.text.size() - content.size()), nullptr)});
+  c.sent_role = true;
   return sse(chunk);
 }
 
-ReplyChunk ResponseWriter::consume(const StreamEvent& ev) {
+ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
   observe_latency(ev);
   json items = json::array();
   for (const auto& lp : ev.logprobs) items.push_back(logprob_entry(tokenizer_, lp));
   // With tools, the text goes through the family's parser: content, and calls once complete.
   std::string content = ev.text;
   std::vector<ToolCall> calls;
-  if (tools_) {
-    auto parsed = tools_->push(ev.text);
+  if (auto& tools = choices_[index].tools) {
+    auto parsed = tools->push(ev.text);
     if (ev.finished) {
-      auto rest = tools_->finish(ev.finish_reason == FinishReason::kLength);
+      auto rest = tools->finish(ev.finish_reason == FinishReason::kLength);
       parsed.content += rest.content;
       parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
     }
     content = parsed.content;
     calls = parsed.calls;
   }
-  if (ev.finished) return finish(ev, content, calls);
   ReplyChunk chunk;
-  chunk.bytes = content_chunk(content, items);
-  chunk.bytes += take_tool_calls(calls);
+  if (ev.finished) {
+    chunk.bytes = finish_choice(index, ev, content, calls);
+    if (finished_ == choices_.size()) {
+      ReplyChunk last = finish_reply();
+      last.bytes = chunk.bytes + last.bytes;
+      return last;
+    }
+    return chunk;
+  }
+  chunk.bytes = content_chunk(index, content, items);
+  chunk.bytes += take_tool_calls(index, calls);
   return chunk;
 }
 
-// The last event: metrics, then the final chunk(s) or the whole body.
-ReplyChunk ResponseWriter::finish(const StreamEvent& ev, const std::string& content,
-                                  const std::vector<ToolCall>& calls) {
-  ReplyChunk chunk;
-  chunk.complete = true;
-  chunk.status = http_status_of(ev.finish_reason);
-  chunk.prompt_tokens = ev.prompt_tokens;
-  chunk.completion_tokens = ev.completion_tokens;
-  text_ += content;
+// A choice's last event: its final chunk when streaming; its share of usage and status.
+std::string ResponseWriter::finish_choice(size_t index, const StreamEvent& ev, const std::string& content,
+                                          const std::vector<ToolCall>& calls) {
+  Choice& c = choices_[index];
+  c.text += content;
+  c.finished = true;
+  ++finished_;
+  if (index == 0 || prompt_tokens_ == 0) prompt_tokens_ = ev.prompt_tokens;
+  if (index == 0) cached_tokens_ = ev.cached_tokens;
+  completion_tokens_ += ev.completion_tokens;
+  if (status_ == 200) status_ = http_status_of(ev.finish_reason);
+  if (error_.empty()) error_ = ev.error;
   metrics_.e2e_latency.observe(std::chrono::duration<double>(Clock::now() - arrival_).count());
   metrics_.queue_time.observe(ev.queue_seconds);
   if (ev.completion_tokens > 0) metrics_.prefill_time.observe(ev.prefill_seconds);
-  chunk.bytes = take_tool_calls(calls);
-  const bool called = !tool_calls_.empty() && ev.finish_reason == FinishReason::kStop;
-  const std::string finish = finish_reason_name(called ? FinishReason::kToolCalls : ev.finish_reason);
+  std::string out = take_tool_calls(index, calls);
+  const bool called = !c.tool_calls.empty() && ev.finish_reason == FinishReason::kStop;
+  c.finish_reason = finish_reason_name(called ? FinishReason::kToolCalls : ev.finish_reason);
+  if (!shape_.stream) return out;
+  json last = chunk_envelope();
+  last["choices"] = json::array({choice_delta(index, content, logprobs_json(json::array()), c.finish_reason)});
+  return out + sse(last);
+}
+
+// Every choice has finished: usage and [DONE] for a stream, else the whole body.
+ReplyChunk ResponseWriter::finish_reply() {
+  ReplyChunk chunk;
+  chunk.complete = true;
+  chunk.status = status_;
+  chunk.prompt_tokens = prompt_tokens_;
+  chunk.completion_tokens = completion_tokens_;
   if (shape_.stream) {
-    json last = chunk_envelope();
-    last["choices"] = json::array({choice_delta(content, logprobs_json(json::array()), finish)});
-    chunk.bytes += sse(last);
     if (shape_.include_usage) {
-      json usage = chunk_envelope();
-      usage["choices"] = json::array();
-      usage["usage"] = usage_of(ev);
-      chunk.bytes += sse(usage);
+      json usage_chunk = chunk_envelope();
+      usage_chunk["choices"] = json::array();
+      usage_chunk["usage"] = usage();
+      chunk.bytes += sse(usage_chunk);
     }
     chunk.bytes += "data: [DONE]\n\n";
     return chunk;
   }
-  json choice = {{"index", 0}};
-  if (shape_.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
-    if (!tool_calls_.empty()) {
-      if (text_.empty()) choice["message"]["content"] = nullptr;
-      choice["message"]["tool_calls"] = tool_calls_;
+  json list = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (shape_.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = c.tool_calls;
+      }
+    } else {
+      choice["text"] = c.text;
     }
-  } else {
-    choice["text"] = text_;
+    choice["logprobs"] = logprobs_json(c.logprob_items);
+    choice["finish_reason"] = c.finish_reason;
+    list.push_back(choice);
   }
-  choice["logprobs"] = logprobs_json(logprob_items_);
-  choice["finish_reason"] = finish;
-  json full = {{"id", shape_.id},
-               {"object", shape_.chat ? "chat.completion" : "text_completion"},
-               {"created", shape_.created},
-               {"model", shape_.model},
-               {"choices", json::array({choice})},
-               {"usage", usage_of(ev)}};
-  if (!ev.error.empty()) full["error"] = ev.error;
-  chunk.bytes = dump(full);  // take_tool_calls wrote nothing: not streaming
+  json full = {{"id", shape_.id},           {"object", shape_.chat ? "chat.completion" : "text_completion"},
+               {"created", shape_.created}, {"model", shape_.model},
+               {"choices", list},           {"usage", usage()}};
+  if (!error_.empty()) full["error"] = error_;
+  chunk.bytes = dump(full);
   return chunk;
 }
 

@@ -38,31 +38,48 @@ struct ResponseShape {
   ToolCallFamily family = ToolCallFamily::kHermes;
   std::string call_id_prefix;
   bool parallel_tool_calls = true;
+  size_t choices = 1;  // `n`
 };
 
 class ResponseWriter {
  public:
   ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, ServerMetrics& metrics);
 
-  ReplyChunk consume(const StreamEvent& event);
+  // One event of choice `index`; the reply is complete once every choice has finished.
+  ReplyChunk consume(const StreamEvent& event, size_t index = 0);
 
  private:
-  std::string content_chunk(const std::string& content, const json& items);
-  std::string take_tool_calls(const std::vector<ToolCall>& calls);
-  ReplyChunk finish(const StreamEvent& last, const std::string& content, const std::vector<ToolCall>& calls);
-  json choice_delta(const std::string& text, const json& logprobs, const json& finish) const;
+  // What one choice has produced so far.
+  struct Choice {
+    std::unique_ptr<ToolCallParser> tools;
+    std::string text;
+    json logprob_items = json::array();
+    json tool_calls = json::array();
+    bool sent_role = false;
+    bool finished = false;
+    std::string finish_reason;
+  };
+
+  std::string content_chunk(size_t index, const std::string& content, const json& items);
+  std::string take_tool_calls(size_t index, const std::vector<ToolCall>& calls);
+  std::string finish_choice(size_t index, const StreamEvent& last, const std::string& content,
+                            const std::vector<ToolCall>& calls);
+  ReplyChunk finish_reply();
+  json choice_delta(size_t index, const std::string& text, const json& logprobs, const json& finish) const;
   json chunk_envelope() const;
   json logprobs_json(const json& items, size_t text_offset = 0) const;
+  json usage() const;
   void observe_latency(const StreamEvent& event);
 
   ResponseShape shape_;
   const Tokenizer& tokenizer_;
   ServerMetrics& metrics_;
-  std::unique_ptr<ToolCallParser> tools_;
-  std::string text_;
-  json logprob_items_ = json::array();
-  json tool_calls_ = json::array();
-  bool sent_role_ = false;
+  std::vector<Choice> choices_;
+  size_t finished_ = 0;
+  // Usage as OpenAI sums it: the prompt once, the completions of every choice.
+  int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+  int status_ = 200;  // the first error's status wins
+  std::string error_;
   std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> last_token_;
 };

@@ -124,7 +124,7 @@ test('errors have the OpenAI shape and status', { skip }, async () => {
     assert.equal(e.error.type, 'invalid_request_error');
     return true;
   });
-  await assert.rejects(client.chat.completions.create(chat({ n: 2 })), (e) => e.status === 400 && e.error.param === 'n');
+  await assert.rejects(client.chat.completions.create(chat({ n: 129 })), (e) => e.status === 400 && e.error.param === 'n');
   await assert.rejects(client.chat.completions.create(chat({ max_tokens: 0 })), (e) => e.status === 400 && e.error.param === 'max_tokens');
   await assert.rejects(client.chat.completions.create({ ...chat({}), model: 'gpt-4' }), (e) => e.status === 404 && e.error.param === 'model');
   await assert.rejects(client.chat.completions.create({ model: modelId, messages: [] }), (e) => e.status === 400 && e.error.param === 'messages');
