@@ -28,8 +28,9 @@ class HfReference {
       for (const auto& t : f->tensors()) tensors_[t.name] = to_double(t);
   }
 
-  // Logits of every position, [tokens.size()][vocab].
-  std::vector<double> forward(const std::vector<int32_t>& tokens) const {
+  // Logits of every position, [tokens.size()][vocab]; `hidden` (optional) gets the final
+  // normed hidden state of every position, [tokens.size()][hidden_size].
+  std::vector<double> forward(const std::vector<int32_t>& tokens, std::vector<double>* hidden = nullptr) const {
     const auto& c = config_;
     const std::string arch = c["architectures"][0];
     const bool glm4 = arch == "Glm4ForCausalLM";
@@ -95,6 +96,7 @@ class HfReference {
         for (size_t i = 0; i < d; ++i) x[i] += m[i];
       }
       x = rmsnorm(x, t("model.norm.weight"), eps);
+      if (hidden) hidden->insert(hidden->end(), x.begin(), x.end());
       for (size_t r = 0; r < vocab; ++r) {
         double s = 0;
         for (size_t i = 0; i < d; ++i) s += head[r * d + i] * x[i];

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/thread_pool.h"
+#include "engine/embeddings.h"
 #include "formats/gguf.h"
 #include "hf_reference.h"
 #include "model/convert.h"
@@ -298,6 +299,49 @@ TEST(HfArchitectures, MissingOrMisshapenTensorsNameTheTensor) {
 
 namespace autoglm {
 namespace {
+
+// Embeddings (last-token and mean pooling, normalised) against the float64 reference's final
+// hidden states, with inputs split across batches of 8 tokens. (The reference does not model
+// llama3-tiny's rope scaling; the golden logits cover that folder.)
+TEST(HfEmbeddings, MatchTheFloat64HiddenStates) {
+  for (const char* folder : {"models/hf/qwen2-tiny"}) {
+    AUTOGLM_REQUIRE_SHARED(std::string(folder) + "/config.json");
+    SCOPED_TRACE(folder);
+    const std::string dir = test::shared_path(folder);
+    auto model = Model::load(dir);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    ThreadPool pool(2);
+    ModelRunner runner(**model, pool);
+    const test::HfReference reference(dir);
+    const int64_t d = (*model)->spec().n_embd;
+    for (const Pooling pooling : {Pooling::kLast, Pooling::kMean}) {
+      EmbeddingJob job;
+      job.pooling = pooling;
+      job.inputs = {prompt(7), prompt(23), prompt(1)};
+      auto got = compute_embeddings(runner, (*model)->spec(), DType::F32, job, 8);
+      ASSERT_TRUE(got.is_ok()) << got.status().message();
+      ASSERT_EQ(got->size(), 3u);
+      for (size_t i = 0; i < job.inputs.size(); ++i) {
+        std::vector<double> hidden;
+        reference.forward(job.inputs[i], &hidden);
+        const size_t n = job.inputs[i].size();
+        std::vector<double> want(size_t(d), 0.0);
+        for (size_t p = pooling == Pooling::kLast ? n - 1 : 0; p < n; ++p)
+          for (int64_t j = 0; j < d; ++j) want[size_t(j)] += hidden[p * size_t(d) + size_t(j)];
+        double norm = 0;
+        for (double v : want) norm += v * v;
+        norm = std::sqrt(norm);
+        double max_abs = 0, length = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          max_abs = std::max(max_abs, std::fabs(double((*got)[i][size_t(j)]) - want[size_t(j)] / norm));
+          length += double((*got)[i][size_t(j)]) * (*got)[i][size_t(j)];
+        }
+        EXPECT_LE(max_abs, 1e-4) << "input " << i << " pooling " << int(pooling);
+        EXPECT_NEAR(length, 1.0, 1e-5);
+      }
+    }
+  }
+}
 
 // `autoglm convert` writes as many tokens as the embedding has rows (the Qwen and GLM folders
 // have 151669 tokens for 151936 and 151680 rows): llama.cpp refuses the file otherwise.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -470,6 +471,90 @@ TEST_F(Server, NChoicesShareThePromptAndSumTheUsage) {
   EXPECT_EQ(finishes, 3);
   EXPECT_EQ(usage["completion_tokens"], 18);
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "n": 0})"), 400, "n");
+}
+
+std::vector<float> floats_of(const json& v) {
+  std::vector<float> out;
+  for (const json& x : v) out.push_back(x.get<float>());
+  return out;
+}
+
+std::vector<float> decode_base64_floats(const std::string& text) {
+  std::string bytes;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    acc = (acc << 6) | uint32_t(alphabet.find(c));
+    if ((bits += 6) >= 8) bytes += char((acc >> (bits -= 8)) & 0xff);
+  }
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+// /v1/embeddings: every input form, batched inputs equal single ones, base64 equals float,
+// `dimensions` truncates and normalises again; bad inputs are 400s naming the entry.
+TEST_F(Server, EmbeddingsInEveryInputForm) {
+  start(ServerConfig{});
+  auto embed = [&](const json& body) {
+    const Response r = request(port, "POST", "/v1/embeddings", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.j();
+  };
+  const json one = embed({{"input", "Once upon a time"}});
+  ASSERT_EQ(one["data"].size(), 1u);
+  const std::vector<float> v = floats_of(one["data"][0]["embedding"]);
+  EXPECT_EQ(v.size(), 64u);  // stories260K: n_embd 64
+  double norm = 0;
+  for (float x : v) norm += double(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  EXPECT_EQ(one["object"], "list");
+  EXPECT_EQ(one["data"][0]["object"], "embedding");
+  EXPECT_GT(one["usage"]["prompt_tokens"].get<int>(), 2);
+  const json many = embed({{"input", {"Lily went", "Once upon a time"}}});
+  ASSERT_EQ(many["data"].size(), 2u);
+  EXPECT_EQ(many["data"][1]["index"], 1);
+  const std::vector<float> batched = floats_of(many["data"][1]["embedding"]);
+  for (size_t j = 0; j < v.size(); ++j) EXPECT_NEAR(batched[j], v[j], 1e-5);
+  const json ids = json::parse(request(port, "POST", "/tokenize", R"({"content": "Once upon a time"})").body);
+  const json by_ids = embed({{"input", ids["tokens"]}});
+  const json by_lists = embed({{"input", {ids["tokens"], ids["tokens"]}}});
+  for (size_t j = 0; j < v.size(); ++j) {
+    EXPECT_NEAR(by_ids["data"][0]["embedding"][j].get<float>(), v[j], 1e-5);
+    EXPECT_NEAR(by_lists["data"][1]["embedding"][j].get<float>(), v[j], 1e-5);
+  }
+  const json b64 = embed({{"input", "Once upon a time"}, {"encoding_format", "base64"}});
+  EXPECT_EQ(decode_base64_floats(b64["data"][0]["embedding"]), v);
+  const json cut = embed({{"input", "Once upon a time"}, {"dimensions", 16}});
+  const std::vector<float> c = floats_of(cut["data"][0]["embedding"]);
+  ASSERT_EQ(c.size(), 16u);
+  double head = 0;
+  for (size_t j = 0; j < 16; ++j) head += double(v[j]) * v[j];
+  for (size_t j = 0; j < 16; ++j) EXPECT_NEAR(c[j], v[j] / std::sqrt(head), 1e-5);
+  // Mean pooling is another vector.
+  expect_error(request(port, "POST", "/v1/embeddings", "{}"), 400, "input");
+  expect_error(request(port, "POST", "/v1/embeddings", R"({"input": ["a", 3]})"), 400, "input[1]");
+  expect_error(request(port, "POST", "/v1/embeddings", R"({"input": [[1, 2], [1, 999999]]})"), 400, "input[1]");
+  expect_error(request(port, "POST", "/v1/embeddings", R"({"input": ""})"), 400, "input");
+  expect_error(request(port, "POST", "/v1/embeddings", R"({"input": "a", "dimensions": 65})"), 400, "dimensions");
+  expect_error(request(port, "POST", "/v1/embeddings", R"({"input": "a", "encoding_format": "hex"})"), 400,
+               "encoding_format");
+}
+
+TEST_F(Server, EmbeddingsPoolingFollowsTheConfig) {
+  ServerConfig mean;
+  mean.embeddings_pooling = "mean";
+  start(mean);
+  const json m = json::parse(request(port, "POST", "/v1/embeddings", R"({"input": "Once upon a time"})").body);
+  server->stop();
+  server.reset();
+  api.reset();
+  start(ServerConfig{});
+  const json last = json::parse(request(port, "POST", "/v1/embeddings", R"({"input": "Once upon a time"})").body);
+  EXPECT_NE(m["data"][0]["embedding"], last["data"][0]["embedding"]);
+  EXPECT_FALSE(parse_server_config("embeddings_pooling: max\n", "t.yaml").is_ok());
 }
 
 TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {

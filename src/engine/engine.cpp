@@ -167,15 +167,64 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   return handle;
 }
 
+std::future<Result<std::vector<std::vector<float>>>> Engine::embed(EmbeddingJob job) {
+  PendingEmbedding pending;
+  auto future = pending.done.get_future();
+  Status bad = Status::ok();
+  if (job.inputs.empty()) bad = invalid_argument("input: no inputs");
+  for (size_t i = 0; i < job.inputs.size() && bad.is_ok(); ++i) {
+    const std::string where = "input[" + std::to_string(i) + "]: ";
+    if (job.inputs[i].empty()) bad = invalid_argument(where + "no tokens");
+    for (int32_t t : job.inputs[i])
+      if (bad.is_ok() && (t < 0 || t >= model_.spec().n_vocab))
+        bad = invalid_argument(where + "token id " + std::to_string(t) + " is out of range");
+    if (bad.is_ok()) {
+      if (auto fits = check_prompt_fits(int64_t(job.inputs[i].size()), config_.n_ctx); !fits.is_ok())
+        bad = invalid_argument(where + fits.message());
+    }
+  }
+  if (!bad.is_ok()) {
+    pending.done.set_value(bad);
+    return future;
+  }
+  pending.job = std::move(job);
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    embeddings_.push_back(std::move(pending));
+  }
+  submit_ready_.notify_one();
+  return future;
+}
+
+// One waiting embedding job, between generation steps.
+void Engine::run_one_embedding() {
+  PendingEmbedding pending;
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    if (embeddings_.empty()) return;
+    pending = std::move(embeddings_.front());
+    embeddings_.pop_front();
+  }
+  Result<std::vector<std::vector<float>>> result = Status(StatusCode::kInternal, "the embedding job did not run");
+  run_guarded(
+      "engine embeddings",
+      [&] {
+        result = compute_embeddings(runner_, model_.spec(), config_.kv_type, pending.job, config_.max_batch_tokens);
+      },
+      [&](const std::string& what) { result = Status(StatusCode::kInternal, "internal error: " + what); });
+  pending.done.set_value(std::move(result));
+}
+
 void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(submit_mutex_);
       if (stopping_) break;
-      if (submitted_.empty() && waiting_.empty() && running_.empty())
-        submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty(); });
+      if (submitted_.empty() && waiting_.empty() && running_.empty() && embeddings_.empty())
+        submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty() || !embeddings_.empty(); });
       if (stopping_) break;
     }
+    run_one_embedding();
     bool progressed = true;
     run_guarded(
         "engine", [&] { progressed = step(); },
@@ -192,6 +241,10 @@ void Engine::loop() {
       list->pop_front();
     }
   for (auto& seq : submitted_) finish(*seq, FinishReason::kCancelled, "the engine stopped");
+  std::lock_guard<std::mutex> lock(submit_mutex_);
+  for (auto& pending : embeddings_)
+    pending.done.set_value(Status(StatusCode::kResourceExhausted, "the engine stopped"));
+  embeddings_.clear();
 }
 
 // After an exception out of a step: the sequences it was working on end with an error

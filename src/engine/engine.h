@@ -5,6 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -15,6 +17,7 @@
 #include "autoglm/limits.h"
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
+#include "engine/embeddings.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/block_pool.h"
@@ -65,6 +68,9 @@ class Engine {
 
   // Queues a request; errors: bad parameters, prompt over the context, queue full (kResourceExhausted).
   Result<std::shared_ptr<StreamHandle>> submit(GenerationRequest request);
+  // Embeddings of the job's inputs, computed on the engine thread between generation steps
+  // (see engine/embeddings.h). Errors: an input empty, past the context, or a bad token id.
+  std::future<Result<std::vector<std::vector<float>>>> embed(EmbeddingJob job);
 
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
@@ -96,6 +102,12 @@ class Engine {
   std::mutex submit_mutex_;
   std::condition_variable submit_ready_;
   std::vector<std::unique_ptr<Sequence>> submitted_;
+  struct PendingEmbedding {
+    EmbeddingJob job;
+    std::promise<Result<std::vector<std::vector<float>>>> done;
+  };
+  std::deque<PendingEmbedding> embeddings_;  // under submit_mutex_
+  void run_one_embedding();
   int64_t queued_ = 0;  // submitted + waiting, under submit_mutex_
   bool stopping_ = false;
 

@@ -213,6 +213,10 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   for (int64_t o = 0; o < n_out; ++o)
     cpu::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,
                  &out_in_[o * s.n_embd]);
+  if (b.hidden_states) {
+    logits.assign(out_in_.begin(), out_in_.begin() + n_out * s.n_embd);
+    return Status::ok();
+  }
   logits.resize(size_t(n_out * s.n_vocab));
   cpu::matmul(pool_, w.output, out_in_.data(), n_out, logits.data());
   return Status::ok();

@@ -21,6 +21,9 @@ struct Batch {
   std::vector<int32_t> seq;           // per token: index into caches
   std::vector<KvCache*> caches;       // one per sequence in the batch
   std::vector<int32_t> logit_tokens;  // indices of the tokens whose logits are wanted, ascending
+  // Instead of logits, the final normed hidden state (n_embd floats) of each logit token:
+  // what embeddings pool.
+  bool hidden_states = false;
 
   // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
   void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,
@@ -31,7 +34,8 @@ class ModelRunner {
  public:
   ModelRunner(const Model& model, ThreadPool& pool);
 
-  // Runs the batch; logits gets one row of n_vocab floats per entry of batch.logit_tokens.
+  // Runs the batch; logits gets one row of n_vocab floats per entry of batch.logit_tokens
+  // (of n_embd floats, the normed hidden states, with batch.hidden_states).
   Status forward(const Batch& batch, std::vector<float>& logits);
 
   // Per-op time of the forward passes, while profile().set_enabled(true).

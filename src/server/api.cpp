@@ -1,5 +1,7 @@
 #include "server/api.h"
 
+#include "server/embeddings_route.h"
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -142,6 +144,7 @@ Status ApiService::load(const RuntimeOptions& base) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
   const size_t slash = path.find_last_of('/');
   s->model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  AUTOGLM_ASSIGN_OR_RETURN(s->pooling, resolve_pooling(config_.embeddings_pooling, config_.model));
   service_ = std::move(s);
   ready_ = true;
   return Status::ok();
@@ -185,7 +188,7 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   static const std::vector<std::pair<std::string, std::string>> routes = {
       {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
       {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"},   {"GET", "/health"},
-      {"GET", "/v1/models/*"}};
+      {"POST", "/v1/embeddings"},       {"GET", "/v1/models/*"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path ||
@@ -246,6 +249,7 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
   if (path == "/v1/tasks") return run_task(req.body, key);
+  if (path == "/v1/embeddings") return embeddings(req.body);
   return generate(req.body, path == "/v1/chat/completions", key);
 }
 
@@ -413,6 +417,13 @@ Reply ApiService::detokenize(const std::string& body) {
 // and the request's own cache_salt.
 uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
   return prefix_cache_salt(config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "", request_salt);
+}
+
+Reply ApiService::embeddings(const std::string& body) {
+  const json j = parse_body(body, config_.limits);
+  if (auto other = wrong_model(j, service_->model_name)) return *other;
+  return embeddings_reply(j, {*service_->engine, *service_->prompts, service_->model->spec().n_embd, service_->pooling,
+                              service_->model_name});
 }
 
 Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {

@@ -60,6 +60,7 @@ struct LoadedService {
   Engine* engine = nullptr;
   const PromptBuilder* prompts = nullptr;
   std::string model_name;
+  Pooling pooling = Pooling::kLast;  // of /v1/embeddings
   std::shared_ptr<ToolRegistry> tools;
   std::shared_ptr<TaskPipeline> tasks;
 };
@@ -103,6 +104,7 @@ class ApiService {
   Reply generate(const std::string& body, bool chat, const std::string& api_key);
   uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
   Reply tokenize(const std::string& body);
+  Reply embeddings(const std::string& body);
   Reply detokenize(const std::string& body);
   Reply models();
   Reply model(const std::string& id);

@@ -403,6 +403,13 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_connections", c.max_connections, 1, 1 << 20); }},
       {"rate_limit", [&](const YAML::Node& n) { return read_rate_limit(r, n, c); }},
       {"access_log", [&](const YAML::Node& n) { return r.scalar(n, "access_log", c.access_log); }},
+      {"embeddings_pooling",
+       [&](const YAML::Node& n) {
+         AUTOGLM_RETURN_IF_ERROR(r.scalar(n, "embeddings_pooling", c.embeddings_pooling));
+         if (c.embeddings_pooling != "auto" && c.embeddings_pooling != "last" && c.embeddings_pooling != "mean")
+           return r.error(n, "embeddings_pooling", "must be auto, last or mean");
+         return Status::ok();
+       }},
       {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
       {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
       {"metrics_require_key",

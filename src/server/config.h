@@ -37,6 +37,7 @@ struct ServerConfig {
   int64_t max_body_bytes_in_flight = int64_t(512) << 20;  // bodies being read or prepared, all connections
   double shutdown_grace_s = 30;                           // SIGTERM/SIGINT: how long requests in flight may finish
   int64_t max_connections = 4096;                         // open connections; more are closed at once
+  std::string embeddings_pooling = "auto";                // /v1/embeddings: auto (the model's), last or mean
   std::string access_log = "-";                           // one line per request: "-" stderr, a file, "" off
   double rate_limit_per_second = 0;                       // requests per client (API key, or address); 0: off
   double rate_limit_burst = 20;                           // requests a client may send at once
