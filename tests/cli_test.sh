@@ -132,6 +132,15 @@ if [ -f "$hf/config.json" ]; then
   gguf_text=$("$bin" run -m "$tmp/qwen2.gguf" -p "The capital of France is" -n 12 --temp 0 2>/dev/null)
   if [ -n "$folder_text" ] && [ "$folder_text" == "$gguf_text" ]; then echo "ok   convert then run equals the folder"; else
     echo "FAIL convert then run: '$gguf_text' vs '$folder_text'"; failures=$((failures + 1)); fi
+  # llama.cpp loads what convert writes (the padded vocabulary), where the anchor is built
+  # (bash ../shared/tools/build-llama-anchor.sh); without it this check is skipped, not failed.
+  anchor="${LLAMA_ANCHOR_BIN:-$HOME/.cache/llama-anchor/build/bin}/llama-bench"
+  if [ -x "$anchor" ]; then
+    out=$("$anchor" -m "$tmp/qwen2.gguf" -p 4 -n 2 -r 1 -t 1 2>&1)
+    check "llama.cpp loads the converted qwen2" "| qwen2" "$out"
+  else
+    echo "skip llama.cpp loads the converted qwen2 (no anchor at $anchor)"
+  fi
   out=$("$bin" run -m "$hf" -p "hello" -n 4 --quantize q8_0 -t 1 2>&1)
   check "run folder --quantize q8_0" "generated tokens: 4" "$out"
   out=$("$bin" run -m "$hf" -p "hello" -n 4 --quantize q9 2>&1)
