@@ -429,10 +429,21 @@ Reply ApiService::embeddings(const std::string& body) {
 Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {
   const json j = parse_body(body, config_.limits);
   if (auto other = wrong_model(j, service_->model_name)) return *other;
-  ResponseShape shape;
-  GenerationParams params;
+  PreparedGeneration p = prepare_generation(j, chat, api_key);
+  auto writer = std::make_shared<ResponseWriter>(p.shape, *service_->tokenizer, metrics_);
+  return submit_generation(std::move(p),
+                           [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); });
+}
+
+// A chat or completions body as the engine request and the response's shape (throws
+// ParamError naming the field).
+ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, bool chat, const std::string& api_key) {
+  PreparedGeneration p;
+  ResponseShape& shape = p.shape;
+  GenerationParams& params = p.params;
   std::vector<int32_t> prompt;
   const char* prompt_param = chat ? "messages" : "prompt";
+  p.prompt_param = prompt_param;
   if (chat) {
     ChatRequest request = parse_chat_request(j, config_);
     std::string error_param;
@@ -462,8 +473,9 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
   shape.created = int64_t(std::time(nullptr));
   shape.choices = size_t(params.n);
 
-  GenerationRequest g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
-                                       service_->engine->config().n_ctx);
+  GenerationRequest& g = p.request;
+  g = engine_request(params, std::move(prompt), service_->model->generation_defaults(),
+                     service_->engine->config().n_ctx);
   g.cache_salt = cache_salt(api_key, params.cache_salt);
   for (const auto& [token, bias] : g.sampling.logit_bias)
     if (token >= service_->tokenizer->n_vocab()) {
@@ -474,7 +486,14 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
     }
   if (auto over = check_request_limits(g, config_.limits))
     bad(over->param == "prompt" ? prompt_param : over->param, over->message);
-  // Choices past the first: the same request, each with its own seed (see ChoiceStreams).
+  return p;
+}
+
+// Submits the prepared request (n choices: see ChoiceStreams); `consume` turns its events
+// into the reply's bytes.
+Reply ApiService::submit_generation(PreparedGeneration p,
+                                    std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
+  GenerationRequest& g = p.request;
   auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
   ChoiceStreams::Submit submit_choice = [this, g, in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
     GenerationRequest choice = g;
@@ -486,15 +505,16 @@ Reply ApiService::generate(const std::string& body, bool chat, const std::string
   auto handle = service_->engine->submit(std::move(g));
   if (!handle) {
     if (handle.status().code() == StatusCode::kResourceExhausted) return busy(handle.status().message());
-    bad(prompt_param, handle.status().message());
+    bad(p.prompt_param, handle.status().message());
   }
   in_flight->push_back(track(*handle));
-  auto writer = std::make_shared<ResponseWriter>(std::move(shape), *service_->tokenizer, metrics_);
   Reply r;
-  r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(params.n), std::move(submit_choice));
-  r.streaming = params.stream;
+  r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(p.params.n), std::move(submit_choice));
+  r.streaming = p.params.stream;
   if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = [writer, in_flight](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
+  r.consume = [consume = std::move(consume), in_flight](const StreamEvent& ev, size_t choice) {
+    return consume(ev, choice);
+  };
   return r;
 }
 

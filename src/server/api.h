@@ -19,6 +19,7 @@
 #include "server/choice_streams.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/rate_limiter.h"
 #include "server/response_writer.h"
 #include "tokenizer/tokenizer.h"
@@ -102,6 +103,14 @@ class ApiService {
  private:
   Reply route(const HttpRequest& request);
   Reply generate(const std::string& body, bool chat, const std::string& api_key);
+  struct PreparedGeneration {
+    GenerationRequest request;
+    ResponseShape shape;
+    GenerationParams params;
+    std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
+  };
+  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key);
+  Reply submit_generation(PreparedGeneration prepared, std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
   uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
   Reply tokenize(const std::string& body);
   Reply embeddings(const std::string& body);
