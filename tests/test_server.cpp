@@ -557,6 +557,108 @@ TEST_F(Server, EmbeddingsPoolingFollowsTheConfig) {
   EXPECT_FALSE(parse_server_config("embeddings_pooling: max\n", "t.yaml").is_ok());
 }
 
+// The events of a Responses stream, in order.
+std::vector<json> response_events(const std::string& stream) {
+  std::vector<json> events;
+  for (size_t at = 0; (at = stream.find("\ndata: ", at)) != std::string::npos;) {
+    const size_t end = stream.find("\n\n", at + 1);
+    events.push_back(json::parse(stream.substr(at + 7, end - at - 7)));
+    at = end;
+  }
+  return events;
+}
+
+// The Responses API: input and instructions, a stored response found by GET (only with its
+// key) and continued by previous_response_id (whose KV comes from the prefix cache), the
+// standard stream events, function calls as items, DELETE, and errors naming Responses fields.
+TEST_F(Server, ResponsesCreateStoreContinueAndStream) {
+  AUTOGLM_REQUIRE_SHARED("models/hf/qwen2-tiny/config.json");
+  ServerConfig cfg;
+  cfg.model = test::shared_path("models/hf/qwen2-tiny");
+  cfg.api_keys = {"key-a", "key-b"};
+  start(cfg);
+  const std::string a = "Bearer key-a", b = "Bearer key-b";
+  std::string long_input;
+  for (int i = 0; i < 8; ++i) long_input += "The quick brown fox jumps over the lazy dog. ";
+  json body = {
+      {"input", long_input}, {"instructions", "Answer briefly."}, {"max_output_tokens", 6}, {"temperature", 0}};
+  const Response first = request(port, "POST", "/v1/responses", body.dump(), a);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json r1 = first.j();
+  EXPECT_EQ(r1["object"], "response");
+  EXPECT_EQ(r1["status"], "incomplete");
+  EXPECT_EQ(r1["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(r1["output"][0]["type"], "message");
+  EXPECT_EQ(r1["output"][0]["content"][0]["type"], "output_text");
+  EXPECT_EQ(r1["usage"]["output_tokens"], 6);
+  const int64_t input_tokens = r1["usage"]["input_tokens"];
+  EXPECT_GT(input_tokens, 80);
+  const std::string id = r1["id"];
+  EXPECT_EQ(request(port, "GET", "/v1/responses/" + id, "", a).j()["id"], id);
+  EXPECT_EQ(request(port, "GET", "/v1/responses/" + id, "", b).status, 404);  // another key's
+  // The continuation: the stored conversation comes first, its KV from the prefix cache.
+  json next = {{"input", "And then?"},
+               {"instructions", "Answer briefly."},  // not carried over, as OpenAI does
+               {"previous_response_id", id},
+               {"max_output_tokens", 4},
+               {"temperature", 0}};
+  const json r2 = request(port, "POST", "/v1/responses", next.dump(), a).j();
+  EXPECT_EQ(r2["previous_response_id"], id);
+  EXPECT_GT(r2["usage"]["input_tokens"].get<int64_t>(), input_tokens);
+  EXPECT_GE(r2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), input_tokens - 16) << r2["usage"];
+  EXPECT_EQ(request(port, "POST", "/v1/responses", next.dump(), b).status, 404);
+  // Streamed: created, in_progress, item added, part added, deltas, done events, completed.
+  body["stream"] = true;
+  const std::vector<json> events = response_events(request(port, "POST", "/v1/responses", body.dump(), a).body);
+  ASSERT_GE(events.size(), 8u);
+  EXPECT_EQ(events[0]["type"], "response.created");
+  EXPECT_EQ(events[1]["type"], "response.in_progress");
+  EXPECT_EQ(events[2]["type"], "response.output_item.added");
+  EXPECT_EQ(events[3]["type"], "response.content_part.added");
+  std::string text;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["sequence_number"], i);
+    if (events[i]["type"] == "response.output_text.delta") text += events[i]["delta"].get<std::string>();
+  }
+  EXPECT_EQ(events.back()["type"], "response.incomplete");
+  EXPECT_EQ(text, events.back()["response"]["output"][0]["content"][0]["text"]);
+  EXPECT_EQ(text, r1["output"][0]["content"][0]["text"]);  // greedy: the same as unstreamed
+  // A forced function call is a function_call item with its arguments.
+  json call = {{"input", "Weather in Paris?"},
+               {"tools",
+                {{{"type", "function"},
+                  {"name", "get_weather"},
+                  {"parameters",
+                   {{"type", "object"},
+                    {"properties", {{"city", {{"type", "string"}, {"maxLength", 8}}}}},
+                    {"required", {"city"}}}}}}},
+               {"tool_choice", "required"},
+               {"temperature", 0},
+               {"max_output_tokens", 60}};
+  const json r3 = request(port, "POST", "/v1/responses", call.dump(), a).j();
+  ASSERT_FALSE(r3["output"].empty()) << r3.dump();
+  const json& fc = r3["output"].back();
+  EXPECT_EQ(fc["type"], "function_call") << r3.dump();
+  EXPECT_EQ(fc["name"], "get_weather");
+  EXPECT_TRUE(json::parse(fc["arguments"].get<std::string>()).contains("city"));
+  // Its output continues the conversation as a tool message.
+  json answer = {{"previous_response_id", r3["id"]},
+                 {"input", {{{"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "sunny"}}}},
+                 {"max_output_tokens", 3}};
+  EXPECT_EQ(request(port, "POST", "/v1/responses", answer.dump(), a).status, 200);
+  EXPECT_EQ(request(port, "DELETE", "/v1/responses/" + id, "", a).j()["deleted"], true);
+  EXPECT_EQ(request(port, "GET", "/v1/responses/" + id, "", a).status, 404);
+  expect_error(request(port, "POST", "/v1/responses", R"({"input": 3})", a), 400, "input");
+  expect_error(request(port, "POST", "/v1/responses", R"({"input": "x", "max_output_tokens": 0})", a), 400,
+               "max_output_tokens");
+  expect_error(request(port, "POST", "/v1/responses", R"({"input": [{"type": "reasoning"}]})", a), 400,
+               "input[0].type");
+  expect_error(request(port, "POST", "/v1/responses", R"({"input": "x", "tools": [{"type": "web_search"}]})", a), 400,
+               "tools[0].type");
+  expect_error(request(port, "POST", "/v1/responses", R"({"input": "x", "previous_response_id": "resp_nope"})", a), 404,
+               "previous_response_id");
+}
+
 TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {
   start(ServerConfig{});
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 8, "stream": true})";

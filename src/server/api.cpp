@@ -185,10 +185,19 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  static const std::vector<std::pair<std::string, std::string>> routes = {
-      {"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"}, {"POST", "/tokenize"},
-      {"POST", "/detokenize"},          {"POST", "/v1/tasks"},       {"GET", "/metrics"},   {"GET", "/health"},
-      {"POST", "/v1/embeddings"},       {"GET", "/v1/models/*"}};
+  static const std::vector<std::pair<std::string, std::string>> routes = {{"POST", "/v1/chat/completions"},
+                                                                          {"POST", "/v1/completions"},
+                                                                          {"GET", "/v1/models"},
+                                                                          {"POST", "/tokenize"},
+                                                                          {"POST", "/detokenize"},
+                                                                          {"POST", "/v1/tasks"},
+                                                                          {"GET", "/metrics"},
+                                                                          {"GET", "/health"},
+                                                                          {"POST", "/v1/embeddings"},
+                                                                          {"GET", "/v1/models/*"},
+                                                                          {"POST", "/v1/responses"},
+                                                                          {"GET", "/v1/responses/*"},
+                                                                          {"DELETE", "/v1/responses/*"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path ||
@@ -201,7 +210,7 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   if (req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
     Reply r = error_reply(204, "");
     r.body.clear();
-    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
     std::string allowed;
     for (const std::string& h : config_.cors_allow_headers) allowed += (allowed.empty() ? "" : ", ") + h;
     r.headers.emplace_back("Access-Control-Allow-Headers", allowed);
@@ -250,6 +259,8 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/detokenize") return detokenize(req.body);
   if (path == "/v1/tasks") return run_task(req.body, key);
   if (path == "/v1/embeddings") return embeddings(req.body);
+  if (path == "/v1/responses") return create_response(req.body, key);
+  if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req.method, path.substr(14), key);
   return generate(req.body, path == "/v1/chat/completions", key);
 }
 
@@ -424,6 +435,57 @@ Reply ApiService::embeddings(const std::string& body) {
   if (auto other = wrong_model(j, service_->model_name)) return *other;
   return embeddings_reply(j, {*service_->engine, *service_->prompts, service_->model->spec().n_embd, service_->pooling,
                               service_->model_name});
+}
+
+// POST /v1/responses: the chat pipeline with the Responses writer; the finished response and
+// its conversation are stored (store: true) for GET and for previous_response_id, whose
+// conversation comes first in the prompt (and so finds its KV in the prefix cache).
+Reply ApiService::create_response(const std::string& body, const std::string& api_key) {
+  const json j = parse_body(body, config_.limits);
+  if (auto other = wrong_model(j, service_->model_name)) return *other;
+  json previous = json::array();
+  if (j.contains("previous_response_id") && !j["previous_response_id"].is_null()) {
+    if (!j["previous_response_id"].is_string()) bad("previous_response_id", "'previous_response_id' must be a string");
+    const std::string id = j["previous_response_id"];
+    auto entry = responses_.get(id, api_key);
+    if (!entry) return error_reply(404, "no stored response '" + id + "'", "previous_response_id");
+    previous = entry->messages;
+  }
+  if (j.contains("store") && !j["store"].is_boolean()) bad("store", "'store' must be a boolean");
+  const bool store = j.value("store", true);
+  json conversation;
+  try {
+    PreparedGeneration p = prepare_generation(responses_to_chat(j, previous, conversation), true, api_key);
+    const std::string id = random_id("resp_");
+    auto writer =
+        std::make_shared<ResponsesWriter>(j, id, service_->model_name, p.shape, *service_->tokenizer, metrics_);
+    return submit_generation(std::move(p),
+                             [this, writer, conversation, store, api_key, id](const StreamEvent& ev, size_t choice) {
+                               ReplyChunk chunk = writer->consume(ev, choice);
+                               if (chunk.complete && store) {
+                                 json all = conversation;
+                                 for (const json& m : writer->output_messages()) all.push_back(m);
+                                 responses_.put(id, {writer->response(), all, api_key});
+                               }
+                               return chunk;
+                             });
+  } catch (const ParamError& e) {
+    bad(responses_param(e.param), e.message);
+  }
+}
+
+// GET or DELETE /v1/responses/{id}: only the key that created it sees it.
+Reply ApiService::stored_response(const std::string& method, const std::string& id, const std::string& api_key) {
+  Reply r;
+  if (method == "DELETE") {
+    if (!responses_.erase(id, api_key)) return error_reply(404, "no stored response '" + id + "'");
+    r.body = json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump();
+    return r;
+  }
+  auto entry = responses_.get(id, api_key);
+  if (!entry) return error_reply(404, "no stored response '" + id + "'");
+  r.body = entry->response.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
 }
 
 Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {

@@ -22,6 +22,7 @@
 #include "server/openai_request.h"
 #include "server/rate_limiter.h"
 #include "server/response_writer.h"
+#include "server/responses_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -114,6 +115,8 @@ class ApiService {
   uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
   Reply tokenize(const std::string& body);
   Reply embeddings(const std::string& body);
+  Reply create_response(const std::string& body, const std::string& api_key);
+  Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
   Reply detokenize(const std::string& body);
   Reply models();
   Reply model(const std::string& id);
@@ -127,6 +130,7 @@ class ApiService {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   RateLimiter rate_limiter_;
+  ResponseStore responses_;  // /v1/responses with store: true
   std::shared_ptr<void> track(const std::shared_ptr<StreamHandle>& handle);
   std::mutex flight_mutex_;
   std::vector<std::weak_ptr<StreamHandle>> in_flight_;  // for cancel_in_flight
