@@ -92,11 +92,13 @@ test('openai: chat.completions.parse with zodResponseFormat, temperature 1', { s
   }
 });
 
-test('ai sdk: generateObject with a zod schema, temperature 1', { skip }, async () => {
-  const provider = createOpenAICompatible({ name: 'autoglm', baseURL: small, apiKey: key, supportsStructuredOutputs: true });
-  for (const seed of seeds) {
-    const { object } = await generateObject({ model: provider('stories260K.gguf'), schema: Person, prompt: 'A person', temperature: 1, seed, maxOutputTokens: 600 });
-    checkPerson(object, `seed ${seed}`);
+test('ai sdk: generateObject with a zod schema, temperature 1 (GGUF and Hugging Face folder)', { skip }, async () => {
+  for (const [base, model] of [[small, 'stories260K.gguf'], [chat, 'qwen2-tiny']]) {
+    const provider = createOpenAICompatible({ name: 'autoglm', baseURL: base, apiKey: key, supportsStructuredOutputs: true });
+    for (const seed of seeds) {
+      const { object } = await generateObject({ model: provider(model), schema: Person, prompt: 'A person', temperature: 1, seed, maxOutputTokens: 600 });
+      checkPerson(object, `${model} seed ${seed}`);
+    }
   }
 });
 
