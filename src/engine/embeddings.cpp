@@ -6,17 +6,13 @@
 #include "model/kv_cache.h"
 
 namespace autoglm {
-namespace {
-
-void normalize(std::vector<float>& v) {
+void normalize_l2(std::vector<float>& v) {
   double sum = 0;
   for (float x : v) sum += double(x) * x;
   const double norm = std::sqrt(sum);
   if (norm > 0)
     for (float& x : v) x = float(x / norm);
 }
-
-}  // namespace
 
 Result<std::vector<std::vector<float>>> compute_embeddings(ModelRunner& runner, const ModelSpec& spec, DType kv_type,
                                                            const EmbeddingJob& job, int64_t max_batch_tokens) {
@@ -64,7 +60,7 @@ Result<std::vector<std::vector<float>>> compute_embeddings(ModelRunner& runner, 
       const double count = job.pooling == Pooling::kMean ? double(job.inputs[i].size()) : 1.0;
       out[i].resize(size_t(d));
       for (int64_t j = 0; j < d; ++j) out[i][size_t(j)] = float(sums[i][size_t(j)] / count);
-      normalize(out[i]);
+      normalize_l2(out[i]);
     }
     first = last;
   }

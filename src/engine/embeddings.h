@@ -16,6 +16,9 @@ struct EmbeddingJob {
   Pooling pooling = Pooling::kLast;
 };
 
+// Scales `v` to unit length (a zero vector stays zero).
+void normalize_l2(std::vector<float>& v);
+
 // One vector of n_embd floats per input, unit length.
 Result<std::vector<std::vector<float>>> compute_embeddings(ModelRunner& runner, const ModelSpec& spec, DType kv_type,
                                                            const EmbeddingJob& job, int64_t max_batch_tokens);

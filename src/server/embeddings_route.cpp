@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/read_file.h"
+#include "engine/embeddings.h"
 #include "formats/gguf.h"
 
 namespace autoglm {
@@ -50,15 +51,6 @@ std::vector<std::vector<int32_t>> read_inputs(const json& body, const PromptBuil
   return inputs;
 }
 
-void truncate_and_normalize(std::vector<float>& v, size_t dimensions) {
-  v.resize(dimensions);
-  double sum = 0;
-  for (float x : v) sum += double(x) * x;
-  const double norm = std::sqrt(sum);
-  if (norm > 0)
-    for (float& x : v) x = float(x / norm);
-}
-
 }  // namespace
 
 std::string base64_encode(const void* data, size_t n) {
@@ -101,7 +93,10 @@ Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
   json data = json::array();
   for (size_t i = 0; i < vectors->size(); ++i) {
     std::vector<float>& v = (*vectors)[i];
-    if (dimensions < v.size()) truncate_and_normalize(v, dimensions);
+    if (dimensions < v.size()) {  // Matryoshka: the first components, unit length again
+      v.resize(dimensions);
+      normalize_l2(v);
+    }
     json item = {{"object", "embedding"}, {"index", i}};
     if (format == "base64")
       item["embedding"] = base64_encode(v.data(), v.size() * sizeof(float));  // little-endian hosts only
