@@ -290,11 +290,13 @@ class Converter {
   struct Count {
     int64_t lo = 0, hi = -1;  // hi -1: unbounded
   };
-  Result<Count> count_of(const json& s, const char* min_key, const char* max_key, const std::string& path) const {
+  // `ceiling` bounds what one schema may ask for (the grammar grows with it).
+  Result<Count> count_of(const json& s, const char* min_key, const char* max_key, int64_t ceiling,
+                         const std::string& path) const {
     Count c{s.value(min_key, int64_t(0)), s.contains(max_key) ? s[max_key].get<int64_t>() : -1};
-    if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > 1000 || c.hi > 1000)
-      return refuse(
-          path, std::string(min_key) + "/" + max_key + " must satisfy 0 <= " + min_key + " <= " + max_key + " <= 1000");
+    if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > ceiling || c.hi > ceiling)
+      return refuse(path, std::string(min_key) + "/" + max_key + " must satisfy 0 <= " + min_key + " <= " + max_key +
+                              " <= " + std::to_string(ceiling));
     return c;
   }
 
@@ -313,7 +315,7 @@ class Converter {
     const json props = s.value("properties", json::object());
     if (!props.is_object()) return refuse(path, "'properties' must be an object");
     const json extra = s.value("additionalProperties", json());
-    AUTOGLM_ASSIGN_OR_RETURN(const Count count, count_of(s, "minProperties", "maxProperties", path));
+    AUTOGLM_ASSIGN_OR_RETURN(const Count count, count_of(s, "minProperties", "maxProperties", 1000, path));
     std::set<std::string> required;
     for (const json& r : s.value("required", json::array())) {
       if (!r.is_string()) return refuse(path, "'required' must list property names");
@@ -386,7 +388,7 @@ class Converter {
   }
 
   Result<std::string> visit_array(const json& s, const std::string& path, int depth) {
-    AUTOGLM_ASSIGN_OR_RETURN(Count count, count_of(s, "minItems", "maxItems", path));
+    AUTOGLM_ASSIGN_OR_RETURN(Count count, count_of(s, "minItems", "maxItems", 1000, path));
     std::string item = use("value");
     const json items = s.value("items", json());
     if (items.is_object() || items == true) {
@@ -427,7 +429,7 @@ class Converter {
   }
 
   Result<std::string> visit_string(const json& s, const std::string& path) {
-    AUTOGLM_ASSIGN_OR_RETURN(const Count length, count_of_length(s, path));
+    AUTOGLM_ASSIGN_OR_RETURN(const Count length, count_of(s, "minLength", "maxLength", 10000, path));
     const bool has_format = s.contains("format"), has_pattern = s.contains("pattern");
     if (!has_format && !has_pattern) {
       if (length.lo == 0 && length.hi < 0) return use("string");
@@ -453,13 +455,6 @@ class Converter {
     AUTOGLM_ASSIGN_OR_RETURN(const Dfa dfa, intersect_regexes(regexes, path));
     const std::string start = add_dfa_rules(dfa, rule_name(path + "-text"), TextForm::kJsonString, rules_);
     return strings_[key] = "\"\\\"\" " + start + " \"\\\"\"";
-  }
-
-  Result<Count> count_of_length(const json& s, const std::string& path) const {
-    Count c{s.value("minLength", int64_t(0)), s.contains("maxLength") ? s["maxLength"].get<int64_t>() : -1};
-    if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > 10000 || c.hi > 10000)
-      return refuse(path, "minLength/maxLength must satisfy 0 <= minLength <= maxLength <= 10000");
-    return c;
   }
 
   Result<Dfa> intersect_regexes(const std::vector<std::pair<std::string, std::string>>& regexes,
