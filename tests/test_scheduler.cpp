@@ -183,3 +183,84 @@ TEST(Scheduler, ALongPromptRunsInChunksOfTheBudget) {
 
 }  // namespace
 }  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// A fake cost model: 1 ms per token, 0.01 ms per attended position, 2 ms per step.
+const StepCostModel kCost(2.0, 1.0, 0.01);
+
+SchedulerLimits timed(double max_step_ms, int64_t max_batch_tokens = 512) {
+  SchedulerLimits l{max_batch_tokens, 16};
+  l.max_step_ms = max_step_ms;
+  l.cost = &kCost;
+  l.min_prefill_chunk = 4;
+  return l;
+}
+
+// A long prompt arrives while 4 sequences decode: the step stays within the target and the
+// prompt gets what the decodes leave; run to completion, every step stays within it.
+TEST(SchedulerTimed, StepsStayWithinTheTargetWhileALongPromptIsAdmitted) {
+  FakePool pool(1000, 16);
+  std::vector<SeqView> running;
+  for (SeqId id = 1; id <= 4; ++id) {
+    running.push_back(decoding(id, 0, id, 200));
+    pool.hold(id, 13);
+  }
+  SeqView waiting = prompt(9, 0, 600);
+  const auto first = schedule_step(running, {waiting}, timed(40), pool);
+  ASSERT_EQ(first.admitted, std::vector<SeqId>{9});
+  EXPECT_LE(first.predicted_ms, 40.0);
+  EXPECT_GT(first.work.back().n_tokens, 10);  // the prompt got the rest of the step
+  EXPECT_NEAR(kCost.predict_ms(first.shape), first.predicted_ms, 1e-9);
+  // Later steps: the prompt runs in chunks, each step within the target, until it is done.
+  waiting.n_computed = first.work.back().n_tokens;
+  running.push_back(waiting);
+  running.back().admit_order = 5;
+  int steps = 1;
+  while (running.back().n_computed < running.back().n_prompt) {
+    const auto out = schedule_step(running, {}, timed(40), pool);
+    EXPECT_LE(out.predicted_ms, 40.0) << "step " << steps;
+    ASSERT_EQ(out.work.size(), 5u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(out.work[i].n_tokens, 1) << "decodes always run";
+    running.back().n_computed += out.work.back().n_tokens;
+    ASSERT_LT(++steps, 200);
+  }
+  // Planning by tokens alone would have put 508 prompt tokens in the first step (~520 ms).
+  const auto untimed = schedule_step(running, {prompt(10, 0, 600)}, {512, 16}, pool);
+  EXPECT_GT(kCost.predict_ms(untimed.shape), 100.0);
+}
+
+// When the decodes alone fill the target, a waiting prompt still progresses by the minimum
+// chunk each step (no starvation), and priorities still order the work.
+TEST(SchedulerTimed, AWaitingPromptAlwaysProgressesAndPrioritiesOrderWork) {
+  FakePool pool(1000, 16);
+  std::vector<SeqView> running;
+  for (SeqId id = 1; id <= 12; ++id) {
+    running.push_back(decoding(id, id == 12 ? 5 : 0, id, 200));
+    pool.hold(id, 13);
+  }
+  const auto out =
+      schedule_step(running, {prompt(21, 9, 300), prompt(20, 0, 300)}, timed(10), pool);  // runs_before order
+  EXPECT_EQ(out.work.front().id, 12u);              // the high-priority decode first
+  ASSERT_EQ(out.admitted, std::vector<SeqId>{21});  // the higher-priority prompt, with the minimum chunk
+  EXPECT_EQ(out.work.back().n_tokens, 4);
+  EXPECT_GT(out.predicted_ms, 10.0);  // past the target: progress wins over the target
+}
+
+// The online fit recovers a model's coefficients from measured steps.
+TEST(StepCost, OnlineFitRecoversTheCoefficients) {
+  StepCostModel model;
+  const StepCostModel truth(3.0, 0.5, 0.002);
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 37) % 200, computed = (i * 101) % 3000;
+    const StepShape s{n, attended_positions(computed, n)};
+    model.observe(s, truth.predict_ms(s));
+  }
+  EXPECT_NEAR(model.base_ms(), 3.0, 0.05);
+  EXPECT_NEAR(model.per_token_ms(), 0.5, 0.005);
+  EXPECT_NEAR(model.per_position_ms(), 0.002, 0.0002);
+}
+
+}  // namespace
+}  // namespace autoglm

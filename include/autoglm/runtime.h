@@ -46,8 +46,11 @@ struct RuntimeOptions {
   int64_t max_running = 16;        // sequences decoding at once
   int64_t max_batch_tokens = 128;  // tokens per engine step (chunked prefill)
   int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted
-  bool profile = false;            // per-op forward times
-  bool start_engine = true;        // false: no engine or KV pool (tokenizer, chat and logits only)
+  // Each engine step is planned to take at most this long (decodes always run; prefill gets
+  // the rest): < 0 chosen from the decode step measured at start-up, 0 off (tokens only).
+  double max_step_ms = -1;
+  bool profile = false;      // per-op forward times
+  bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;
   LogSink log;  // where the library's log lines go (null: keep the current sink)
   // Progress of long load steps (quantizing, repacking): step name, done, total.

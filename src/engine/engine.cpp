@@ -12,6 +12,7 @@
 #include "engine/scheduler.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
+#include "model/kv_cache.h"
 #include "sample/logprobs.h"
 #include "sample/sampler.h"
 
@@ -121,6 +122,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   blocks_.set_prefix_caching(config.prefix_cache);
   runner_.profile().set_enabled(config.profile);
   stats_.kv_blocks_total = config.kv_blocks;
+  calibrate_step_cost();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -404,7 +406,10 @@ bool Engine::step() {
   for (const auto& s : running_) running.push_back(view_of(*s));
   for (const auto& s : waiting_) waiting.push_back(view_of(*s));
   Planner planner(*this);
-  const ScheduleOutput plan = schedule_step(running, waiting, {config_.max_batch_tokens, config_.max_running}, planner);
+  SchedulerLimits limits{config_.max_batch_tokens, config_.max_running};
+  limits.max_step_ms = max_step_ms_;
+  limits.cost = &step_cost_;
+  const ScheduleOutput plan = schedule_step(running, waiting, limits, planner);
   apply(plan, planner);
   update_gauges();
   if (plan.work.empty()) return false;
@@ -419,7 +424,14 @@ bool Engine::step() {
     batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, plan.work[i].n_tokens, int32_t(s.n_computed),
                               completes);
   }
+  StepShape shape;  // what ran, for the cost model
+  shape.tokens = int64_t(batch.tokens.size());
+  for (int32_t p : batch.positions) shape.attended += p + 1;
+  for (const ScheduledChunk& w : plan.work)
+    if (!planner.seq(w.id).decoding()) record_prefill_chunk(w.n_tokens);
+  const auto started = Clock::now();
   const Status st = runner_.forward(batch, logits_);
+  step_cost_.observe(shape, std::chrono::duration<double, std::milli>(Clock::now() - started).count());
   ++stats_.steps;
   size_t row = 0;
   const int64_t n_vocab = model_.spec().n_vocab;
@@ -434,6 +446,39 @@ bool Engine::step() {
   std::erase_if(running_, [](const auto& s) { return s->finished; });
   update_gauges();
   return true;
+}
+
+void Engine::record_prefill_chunk(int64_t n) {
+  int bucket = 0;
+  for (int64_t bound = 8; bucket + 1 < EngineStats::kChunkBuckets && n > bound; bound *= 2) ++bucket;
+  ++stats_.prefill_chunks[size_t(bucket)];
+  stats_.prefill_chunk_tokens += n;
+}
+
+// Times a few forwards on a scratch cache (one token, then short prefills) to start the step
+// cost model, and, unless configured, sets the step target from it: a full decode step (every
+// running slot at 512 positions) and half as much again for prefill, so that a step with a
+// prefill chunk is at most 1.5 decode steps long.
+void Engine::calibrate_step_cost() {
+  if (config_.max_step_ms == 0) return;
+  ContiguousKvCache scratch(model_.spec(), 64, DType::F32);
+  std::vector<int32_t> ids(32, 1);
+  std::vector<float> out;
+  for (int round = 0; round < 2; ++round)
+    for (int64_t n : {int64_t(1), int64_t(8), int64_t(32)}) {
+      Batch b;
+      b.caches = {&scratch};
+      b.add_sequence_tokens(0, ids.data(), n, 0, true);
+      const auto started = Clock::now();
+      if (!runner_.forward(b, out).is_ok()) return;
+      step_cost_.observe({n, attended_positions(0, n)},
+                         std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+    }
+  const int64_t slots = config_.max_running;
+  max_step_ms_ = config_.max_step_ms > 0
+                     ? config_.max_step_ms
+                     : 1.5 * step_cost_.predict_ms({slots, slots * std::min<int64_t>(512, config_.n_ctx)});
+  stats_.step_target_us = int64_t(max_step_ms_ * 1000);
 }
 
 void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {

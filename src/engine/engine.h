@@ -20,6 +20,7 @@
 #include "engine/embeddings.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_cost.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -37,7 +38,9 @@ struct EngineConfig {
   bool prefix_cache = true;
   DType kv_type = DType::F16;  // must have passed kv_format for the model
   bool profile = false;        // per-op times in op_profile()
-  RequestLimits limits;        // checked on every submit
+  // Step time target (scheduler.h): < 0 chosen from the calibrated decode step, 0 off.
+  double max_step_ms = -1;
+  RequestLimits limits;  // checked on every submit
 };
 
 // Counters and gauges, read from any thread.
@@ -52,6 +55,12 @@ struct EngineStats {
   std::atomic<int64_t> waiting{0};
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
+  // The step time target in use (microseconds; 0: planning by tokens only), and the prefill
+  // chunks the scheduler chose: counts by upper bound 8, 16, ..., 512, more; their sum.
+  std::atomic<int64_t> step_target_us{0};
+  static constexpr int kChunkBuckets = 8;
+  std::array<std::atomic<int64_t>, kChunkBuckets> prefill_chunks{};
+  std::atomic<int64_t> prefill_chunk_tokens{0};
   // Finished requests by finish reason.
   std::array<std::atomic<int64_t>, kFinishReasonCount> finished{};
   int64_t finished_with(FinishReason r) const { return finished[size_t(r)].load(); }
@@ -108,6 +117,10 @@ class Engine {
   };
   std::deque<PendingEmbedding> embeddings_;  // under submit_mutex_
   void run_one_embedding();
+  void calibrate_step_cost();
+  void record_prefill_chunk(int64_t n);
+  StepCostModel step_cost_;  // engine thread only
+  double max_step_ms_ = 0;
   int64_t queued_ = 0;  // submitted + waiting, under submit_mutex_
   bool stopping_ = false;
 

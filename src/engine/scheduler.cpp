@@ -61,10 +61,45 @@ bool runs_before(const SeqView& a, const SeqView& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
 }
 
+namespace {
+
+// How many of `wanted` prefill tokens (after `computed` positions) fit in the step.
+int64_t prefill_tokens(int64_t wanted, int64_t computed, double remaining_ms, bool first_prefill,
+                       const SchedulerLimits& limits) {
+  if (limits.max_step_ms <= 0 || !limits.cost || wanted <= 0) return wanted;
+  const StepCostModel& c = *limits.cost;
+  auto cost = [&](int64_t n) {
+    return c.per_token_ms() * double(n) + c.per_position_ms() * double(attended_positions(computed, n));
+  };
+  int64_t lo = 0, hi = wanted;  // the largest n with cost(n) <= remaining_ms
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (cost(mid) <= remaining_ms)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (lo == 0 && first_prefill) lo = std::min(wanted, limits.min_prefill_chunk);  // progress, always
+  return lo;
+}
+
+}  // namespace
+
 ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
                              const SchedulerLimits& limits, KvPlanner& kv) {
   Planning p{running, std::list<SeqView>(waiting.begin(), waiting.end()), {}, kv, {}};
   int64_t budget = limits.max_batch_tokens;
+  const bool timed = limits.max_step_ms > 0 && limits.cost;
+  double step_ms = timed ? limits.cost->base_ms() : 0;
+  bool prefilled = false;  // some prefill got tokens this step
+  auto add = [&](const SeqView& s, int64_t n) {
+    p.out.work.push_back({s.id, n});
+    budget -= n;
+    p.out.shape.tokens += n;
+    p.out.shape.attended += attended_positions(s.n_computed, n);
+    if (timed) step_ms = limits.cost->predict_ms(p.out.shape);
+    prefilled = prefilled || !s.decoding();
+  };
 
   // Running sequences: decodes first, then prefill chunks; both in priority order.
   std::vector<SeqView> order = running;
@@ -75,31 +110,33 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
   for (const SeqView& s : order) {
     if (budget <= 0) break;
     if (!p.is_running(s.id)) continue;  // preempted earlier in this loop
-    const int64_t n = std::min(s.pending(), budget);
+    int64_t n = std::min(s.pending(), budget);
+    if (!s.decoding()) n = prefill_tokens(n, s.n_computed, limits.max_step_ms - step_ms, !prefilled, limits);
+    if (n <= 0) continue;
     const bool room = s.decoding() ? p.make_room(s, s.n_computed + n) : kv.reserve(s.id, s.n_computed + n);
     if (!room) continue;
-    p.out.work.push_back({s.id, n});
-    budget -= n;
+    add(s, n);
   }
   // Work may name sequences preempted after they were scheduled: keep only running ones.
   std::erase_if(p.out.work, [&](const ScheduledChunk& w) { return !p.is_running(w.id); });
 
-  // Admit waiting requests while blocks, slots and budget last.
+  // Admit waiting requests while blocks, slots, budget and step time last.
   int64_t n_running = int64_t(p.running.size());
   while (budget > 0 && n_running < limits.max_running && !p.waiting.empty()) {
     SeqView s = p.waiting.front();
     s.n_computed = kv.reuse_prefix(s.id);
-    const int64_t n = std::min(s.pending(), budget);
-    if (!kv.reserve(s.id, s.n_computed + n)) {
+    const int64_t n =
+        prefill_tokens(std::min(s.pending(), budget), s.n_computed, limits.max_step_ms - step_ms, !prefilled, limits);
+    if (n <= 0 || !kv.reserve(s.id, s.n_computed + n)) {
       kv.release(s.id);
       break;
     }
     p.waiting.pop_front();
     p.out.admitted.push_back(s.id);
-    p.out.work.push_back({s.id, n});
+    add(s, n);
     ++n_running;
-    budget -= n;
   }
+  p.out.predicted_ms = timed ? step_ms : 0;
   return std::move(p.out);
 }
 

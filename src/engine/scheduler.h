@@ -10,10 +10,17 @@
 // lowest-priority, latest-admitted running sequence (preempting it, possibly itself); a
 // prefill chunk that cannot get blocks waits. Then waiting requests are admitted in order
 // (priority, then arrival) while the budget, the running slots and the blocks last.
+//
+// With a step target (max_step_ms and a cost model), the budget is also time: decodes
+// always run, and prefill chunks get what the predicted step time leaves, so a long prompt
+// no longer stalls every running decode; the first prefill of a step gets at least
+// min_prefill_chunk tokens even past the target, so a waiting prompt always progresses.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "engine/step_cost.h"
 
 namespace autoglm {
 
@@ -47,6 +54,9 @@ class KvPlanner {
 struct SchedulerLimits {
   int64_t max_batch_tokens = 512;
   int64_t max_running = 16;
+  double max_step_ms = 0;               // 0: plan by tokens only
+  const StepCostModel* cost = nullptr;  // needed when max_step_ms > 0
+  int64_t min_prefill_chunk = 16;       // tokens a prefill gets per step even past the target
 };
 
 struct ScheduledChunk {
@@ -59,6 +69,8 @@ struct ScheduleOutput {
   std::vector<SeqId> preempted;      // running -> waiting, in the order they gave way
   std::vector<SeqId> too_long;       // the whole pool cannot hold them: finish as "length"
   std::vector<SeqId> admitted;       // waiting -> running, in order
+  StepShape shape;                   // of the work (what the cost model is told after the step)
+  double predicted_ms = 0;           // by the cost model, when there is one
 };
 
 // The waiting order: higher priority first, then earlier arrival (lower id).

@@ -139,6 +139,7 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   ec.max_batch_tokens = o.max_batch_tokens;
   ec.max_running = o.max_running;
   ec.max_queued = o.max_queued;
+  ec.max_step_ms = o.max_step_ms;
   ec.prefix_cache = o.prefix_cache;
   ec.profile = o.profile;
   ec.limits = o.limits;

@@ -86,6 +86,7 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   o.max_running = c.max_running;
   o.max_batch_tokens = c.max_batch_tokens;
   o.max_queued = c.max_queued;
+  o.max_step_ms = c.max_step_ms;
   o.profile = c.profile;
   o.limits = c.limits;
   return o;

@@ -274,6 +274,21 @@ Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig
   return r.strings(node, "api_keys", c.api_keys);
 }
 
+// scheduler: {max_step_ms: auto | 0 | milliseconds}
+Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  if (!node.IsMap()) return r.error(node, "scheduler", "must be a mapping (max_step_ms)");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (key != "max_step_ms") return r.error(kv.first, "scheduler." + key, "is not a known key (max_step_ms)");
+    if (kv.second.IsScalar() && kv.second.Scalar() == "auto") {
+      c.max_step_ms = -1;
+      continue;
+    }
+    AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, "scheduler.max_step_ms", c.max_step_ms, 0, 60000));
+  }
+  return Status::ok();
+}
+
 Status read_cors(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (!node.IsMap()) return r.error(node, "cors", "must be a mapping (allow_origins, allow_headers, max_age)");
   for (const auto& kv : node) {
@@ -392,6 +407,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"max_body_bytes",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
+      {"scheduler", [&](const YAML::Node& n) { return read_scheduler(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
       {"max_body_bytes_in_flight",
        [&](const YAML::Node& n) {

@@ -95,6 +95,17 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   gauge("autoglm_requests_waiting", "Requests waiting to be admitted.", double(e.waiting.load()));
   gauge("autoglm_kv_blocks_used", "KV cache blocks referenced by sequences.", double(e.kv_blocks_used.load()));
   gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
+  gauge("autoglm_scheduler_step_target_ms", "The step time the scheduler plans for (0: by tokens only).",
+        double(e.step_target_us.load()) / 1000.0);
+  header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
+  int64_t cumulative = 0;
+  for (int b = 0; b < EngineStats::kChunkBuckets; ++b) {
+    cumulative += e.prefill_chunks[size_t(b)].load();
+    const std::string le = b + 1 < EngineStats::kChunkBuckets ? std::to_string(8 << b) : "+Inf";
+    out += "autoglm_scheduler_prefill_chunk_tokens_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += "autoglm_scheduler_prefill_chunk_tokens_sum " + std::to_string(e.prefill_chunk_tokens.load()) + "\n";
+  out += "autoglm_scheduler_prefill_chunk_tokens_count " + std::to_string(cumulative) + "\n";
   header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
   // Every reason the engine ends a request with (tool_calls is decided above it).
   for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kTimeout,
