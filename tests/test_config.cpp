@@ -163,3 +163,23 @@ TEST(ServerConfig, DefaultFileParses) {
 
 }  // namespace
 }  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
+  auto a = parse_server_config("scheduler: {max_step_ms: auto}\n", "t.yaml");
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_LT(a->max_step_ms, 0);
+  auto fixed = parse_server_config("scheduler: {max_step_ms: 25}\n", "t.yaml");
+  ASSERT_TRUE(fixed.is_ok());
+  EXPECT_EQ(fixed->max_step_ms, 25);
+  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->max_step_ms, 0);  // off by default
+  auto bad = parse_server_config("scheduler: {max_step: 25}\n", "t.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("scheduler.max_step"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(parse_server_config("scheduler: {max_step_ms: -3}\n", "t.yaml").is_ok());
+}
+
+}  // namespace
+}  // namespace autoglm

@@ -248,6 +248,25 @@ TEST(SchedulerTimed, AWaitingPromptAlwaysProgressesAndPrioritiesOrderWork) {
   EXPECT_GT(out.predicted_ms, 10.0);  // past the target: progress wins over the target
 }
 
+// Auto: the target is three times the decodes' predicted time; without decodes, tokens only.
+TEST(SchedulerTimed, AutoTargetFollowsTheDecodes) {
+  FakePool pool(1000, 16);
+  std::vector<SeqView> running;
+  for (SeqId id = 1; id <= 4; ++id) {
+    running.push_back(decoding(id, 0, id, 100));
+    pool.hold(id, 7);
+  }
+  const auto out = schedule_step(running, {prompt(9, 0, 400)}, timed(-1), pool);
+  const double decodes = kCost.predict_ms({4, 4 * 100});  // 2 + 4 + 4 = 10 ms
+  EXPECT_NEAR(out.target_ms, 3 * decodes, 1e-9);
+  EXPECT_LE(out.predicted_ms, out.target_ms);
+  EXPECT_GT(out.work.back().n_tokens, 4);
+  FakePool idle(1000, 16);
+  const auto alone = schedule_step({}, {prompt(9, 0, 400)}, timed(-1), idle);
+  EXPECT_EQ(alone.work.back().n_tokens, 400);  // nobody to stall: the whole budget
+  EXPECT_EQ(alone.target_ms, 0);
+}
+
 // The online fit recovers a model's coefficients from measured steps.
 TEST(StepCost, OnlineFitRecoversTheCoefficients) {
   StepCostModel model;

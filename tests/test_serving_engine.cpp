@@ -88,6 +88,27 @@ TEST_F(ServingEngine, SixteenConcurrentRequestsEqualEachAlone) {
   EXPECT_GT(engine.stats().steps.load(), 48);
 }
 
+// Planning steps by time (a step target much smaller than the token budget) changes only how
+// prompts are chunked: every request's tokens equal it alone, and the chunks were small.
+TEST_F(ServingEngine, StepsPlannedByTimeKeepEveryOutput) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 256;
+  cfg.max_running = 16;
+  cfg.max_batch_tokens = 512;
+  cfg.max_step_ms = -1;  // auto: three times the decodes' predicted time
+  Engine engine(*model, *tok, pool, cfg);
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  std::vector<GenerationRequest> requests;
+  for (const char* p : kPrompts) {
+    requests.push_back(greedy(p, 24));
+    handles.push_back(*engine.submit(requests.back()));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i])) << kPrompts[i];
+  int64_t chunks = 0;
+  for (const auto& b : engine.stats().prefill_chunks) chunks += b.load();
+  EXPECT_GE(chunks, 16);
+}
+
 // Quantized weights take the integer-dot path; batching must not change its arithmetic either.
 TEST_F(ServingEngine, QuantizedModelIsBatchInvariantToo) {
   CreateModelOptions o;

@@ -47,8 +47,9 @@ struct RuntimeOptions {
   int64_t max_batch_tokens = 128;  // tokens per engine step (chunked prefill)
   int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted
   // Each engine step is planned to take at most this long (decodes always run; prefill gets
-  // the rest): < 0 chosen from the decode step measured at start-up, 0 off (tokens only).
-  double max_step_ms = -1;
+  // the rest): 0 off (a token budget only), < 0 auto (3x the step's predicted decode time).
+  // Off by default until prefill kernels make small chunks cheap (issue 14).
+  double max_step_ms = 0;
   bool profile = false;      // per-op forward times
   bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;

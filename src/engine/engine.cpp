@@ -410,6 +410,7 @@ bool Engine::step() {
   limits.max_step_ms = max_step_ms_;
   limits.cost = &step_cost_;
   const ScheduleOutput plan = schedule_step(running, waiting, limits, planner);
+  stats_.step_target_us = int64_t(plan.target_ms * 1000);
   apply(plan, planner);
   update_gauges();
   if (plan.work.empty()) return false;
@@ -455,15 +456,17 @@ void Engine::record_prefill_chunk(int64_t n) {
   stats_.prefill_chunk_tokens += n;
 }
 
-// Times a few forwards on a scratch cache (one token, then short prefills) to start the step
-// cost model, and, unless configured, sets the step target from it: a full decode step (every
-// running slot at 512 positions) and half as much again for prefill, so that a step with a
-// prefill chunk is at most 1.5 decode steps long.
+// Times a few forwards on a scratch cache (one token, then short prefills, after one that
+// pages the weights in) to start the step cost model; every step refines it.
 void Engine::calibrate_step_cost() {
   if (config_.max_step_ms == 0) return;
   ContiguousKvCache scratch(model_.spec(), 64, DType::F32);
   std::vector<int32_t> ids(32, 1);
   std::vector<float> out;
+  Batch warm;  // the first forward pages the weights in: not a step's time
+  warm.caches = {&scratch};
+  warm.add_sequence_tokens(0, ids.data(), 1, 0, true);
+  if (!runner_.forward(warm, out).is_ok()) return;
   for (int round = 0; round < 2; ++round)
     for (int64_t n : {int64_t(1), int64_t(8), int64_t(32)}) {
       Batch b;
@@ -474,11 +477,7 @@ void Engine::calibrate_step_cost() {
       step_cost_.observe({n, attended_positions(0, n)},
                          std::chrono::duration<double, std::milli>(Clock::now() - started).count());
     }
-  const int64_t slots = config_.max_running;
-  max_step_ms_ = config_.max_step_ms > 0
-                     ? config_.max_step_ms
-                     : 1.5 * step_cost_.predict_ms({slots, slots * std::min<int64_t>(512, config_.n_ctx)});
-  stats_.step_target_us = int64_t(max_step_ms_ * 1000);
+  max_step_ms_ = config_.max_step_ms;  // < 0: each step's target follows its decodes
 }
 
 void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {

@@ -38,8 +38,8 @@ struct EngineConfig {
   bool prefix_cache = true;
   DType kv_type = DType::F16;  // must have passed kv_format for the model
   bool profile = false;        // per-op times in op_profile()
-  // Step time target (scheduler.h): < 0 chosen from the calibrated decode step, 0 off.
-  double max_step_ms = -1;
+  // Step time target (scheduler.h): 0 off, < 0 auto (3x the step's predicted decode time).
+  double max_step_ms = 0;
   RequestLimits limits;  // checked on every submit
 };
 

@@ -1,5 +1,8 @@
 #include "engine/scheduler.h"
 
+#include <cmath>
+#include <optional>
+
 #include <algorithm>
 #include <list>
 
@@ -66,7 +69,7 @@ namespace {
 // How many of `wanted` prefill tokens (after `computed` positions) fit in the step.
 int64_t prefill_tokens(int64_t wanted, int64_t computed, double remaining_ms, bool first_prefill,
                        const SchedulerLimits& limits) {
-  if (limits.max_step_ms <= 0 || !limits.cost || wanted <= 0) return wanted;
+  if (limits.max_step_ms == 0 || !limits.cost || wanted <= 0 || std::isinf(remaining_ms)) return wanted;
   const StepCostModel& c = *limits.cost;
   auto cost = [&](int64_t n) {
     return c.per_token_ms() * double(n) + c.per_position_ms() * double(attended_positions(computed, n));
@@ -89,8 +92,17 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
                              const SchedulerLimits& limits, KvPlanner& kv) {
   Planning p{running, std::list<SeqView>(waiting.begin(), waiting.end()), {}, kv, {}};
   int64_t budget = limits.max_batch_tokens;
-  const bool timed = limits.max_step_ms > 0 && limits.cost;
+  const bool timed = limits.max_step_ms != 0 && limits.cost;
   double step_ms = timed ? limits.cost->base_ms() : 0;
+  bool decodes = false;
+  std::optional<double> target;  // fixed at the first prefill, once the decodes are planned
+  auto remaining = [&] {
+    if (!target) {
+      const double when_decoding = limits.max_step_ms > 0 ? limits.max_step_ms : limits.step_factor * step_ms;
+      target = decodes ? when_decoding : INFINITY;  // no decodes: nobody to stall
+    }
+    return *target - step_ms;
+  };
   bool prefilled = false;  // some prefill got tokens this step
   auto add = [&](const SeqView& s, int64_t n) {
     p.out.work.push_back({s.id, n});
@@ -99,6 +111,7 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
     p.out.shape.attended += attended_positions(s.n_computed, n);
     if (timed) step_ms = limits.cost->predict_ms(p.out.shape);
     prefilled = prefilled || !s.decoding();
+    decodes = decodes || s.decoding();
   };
 
   // Running sequences: decodes first, then prefill chunks; both in priority order.
@@ -111,7 +124,7 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
     if (budget <= 0) break;
     if (!p.is_running(s.id)) continue;  // preempted earlier in this loop
     int64_t n = std::min(s.pending(), budget);
-    if (!s.decoding()) n = prefill_tokens(n, s.n_computed, limits.max_step_ms - step_ms, !prefilled, limits);
+    if (!s.decoding()) n = prefill_tokens(n, s.n_computed, remaining(), !prefilled, limits);
     if (n <= 0) continue;
     const bool room = s.decoding() ? p.make_room(s, s.n_computed + n) : kv.reserve(s.id, s.n_computed + n);
     if (!room) continue;
@@ -125,8 +138,7 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
   while (budget > 0 && n_running < limits.max_running && !p.waiting.empty()) {
     SeqView s = p.waiting.front();
     s.n_computed = kv.reuse_prefix(s.id);
-    const int64_t n =
-        prefill_tokens(std::min(s.pending(), budget), s.n_computed, limits.max_step_ms - step_ms, !prefilled, limits);
+    const int64_t n = prefill_tokens(std::min(s.pending(), budget), s.n_computed, remaining(), !prefilled, limits);
     if (n <= 0 || !kv.reserve(s.id, s.n_computed + n)) {
       kv.release(s.id);
       break;
@@ -137,6 +149,7 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
     ++n_running;
   }
   p.out.predicted_ms = timed ? step_ms : 0;
+  p.out.target_ms = timed && target && std::isfinite(*target) ? *target : 0;
   return std::move(p.out);
 }
 

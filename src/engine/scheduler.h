@@ -11,10 +11,12 @@
 // prefill chunk that cannot get blocks waits. Then waiting requests are admitted in order
 // (priority, then arrival) while the budget, the running slots and the blocks last.
 //
-// With a step target (max_step_ms and a cost model), the budget is also time: decodes
-// always run, and prefill chunks get what the predicted step time leaves, so a long prompt
-// no longer stalls every running decode; the first prefill of a step gets at least
-// min_prefill_chunk tokens even past the target, so a waiting prompt always progresses.
+// With a step target and a cost model, the budget is also time: decodes always run, and
+// prefill chunks get what the predicted step time leaves, so a long prompt no longer stalls
+// every running decode; the first prefill of a step gets at least min_prefill_chunk tokens
+// even past the target, so a waiting prompt always progresses. The target is max_step_ms, or
+// (auto) step_factor times the step's predicted decode time; a step without decodes has no
+// one to stall and is planned by tokens only.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +56,9 @@ class KvPlanner {
 struct SchedulerLimits {
   int64_t max_batch_tokens = 512;
   int64_t max_running = 16;
-  double max_step_ms = 0;               // 0: plan by tokens only
-  const StepCostModel* cost = nullptr;  // needed when max_step_ms > 0
+  double max_step_ms = 0;               // 0: plan by tokens only; < 0: auto (step_factor)
+  double step_factor = 3.0;             // auto: the target is this many times the decodes' time
+  const StepCostModel* cost = nullptr;  // needed when max_step_ms != 0
   int64_t min_prefill_chunk = 16;       // tokens a prefill gets per step even past the target
 };
 
@@ -71,6 +74,7 @@ struct ScheduleOutput {
   std::vector<SeqId> admitted;       // waiting -> running, in order
   StepShape shape;                   // of the work (what the cost model is told after the step)
   double predicted_ms = 0;           // by the cost model, when there is one
+  double target_ms = 0;              // the step's time target (0: none)
 };
 
 // The waiting order: higher priority first, then earlier arrival (lower id).

@@ -95,7 +95,7 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   gauge("autoglm_requests_waiting", "Requests waiting to be admitted.", double(e.waiting.load()));
   gauge("autoglm_kv_blocks_used", "KV cache blocks referenced by sequences.", double(e.kv_blocks_used.load()));
   gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
-  gauge("autoglm_scheduler_step_target_ms", "The step time the scheduler plans for (0: by tokens only).",
+  gauge("autoglm_scheduler_step_target_ms", "The last step's time target (0: planned by tokens only).",
         double(e.step_target_us.load()) / 1000.0);
   header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
   int64_t cumulative = 0;
