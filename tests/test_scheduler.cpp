@@ -198,15 +198,21 @@ SchedulerLimits timed(double max_step_ms, int64_t max_batch_tokens = 512) {
   return l;
 }
 
+// Sequences 1..n decoding at n_tokens, holding their blocks in `pool`.
+std::vector<SeqView> decoding_set(FakePool& pool, SeqId n, int64_t n_tokens) {
+  std::vector<SeqView> running;
+  for (SeqId id = 1; id <= n; ++id) {
+    running.push_back(decoding(id, 0, id, n_tokens));
+    pool.hold(id, (n_tokens + 15) / 16);
+  }
+  return running;
+}
+
 // A long prompt arrives while 4 sequences decode: the step stays within the target and the
 // prompt gets what the decodes leave; run to completion, every step stays within it.
 TEST(SchedulerTimed, StepsStayWithinTheTargetWhileALongPromptIsAdmitted) {
   FakePool pool(1000, 16);
-  std::vector<SeqView> running;
-  for (SeqId id = 1; id <= 4; ++id) {
-    running.push_back(decoding(id, 0, id, 200));
-    pool.hold(id, 13);
-  }
+  std::vector<SeqView> running = decoding_set(pool, 4, 200);
   SeqView waiting = prompt(9, 0, 600);
   const auto first = schedule_step(running, {waiting}, timed(40), pool);
   ASSERT_EQ(first.admitted, std::vector<SeqId>{9});
@@ -251,11 +257,7 @@ TEST(SchedulerTimed, AWaitingPromptAlwaysProgressesAndPrioritiesOrderWork) {
 // Auto: the target is three times the decodes' predicted time; without decodes, tokens only.
 TEST(SchedulerTimed, AutoTargetFollowsTheDecodes) {
   FakePool pool(1000, 16);
-  std::vector<SeqView> running;
-  for (SeqId id = 1; id <= 4; ++id) {
-    running.push_back(decoding(id, 0, id, 100));
-    pool.hold(id, 7);
-  }
+  const std::vector<SeqView> running = decoding_set(pool, 4, 100);
   const auto out = schedule_step(running, {prompt(9, 0, 400)}, timed(-1), pool);
   const double decodes = kCost.predict_ms({4, 4 * 100});  // 2 + 4 + 4 = 10 ms
   EXPECT_NEAR(out.target_ms, 3 * decodes, 1e-9);
