@@ -110,6 +110,10 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   printf 'root ::= "yes" | "no"\n' >"$tmp/yn.gbnf"
   out=$("$bin" bench -m "$m" -p 0 -n 16 -r 1 -t 1 --json-schema "$tmp/schema.json" 2>&1)
   check "bench --json-schema" "grammar mask (first sequence, 16 tokens): p50" "$out"
+  out=$("$bin" bench -m "$m" -p 16 -n 4 -d 32 -r 1 -t 1 2>&1)
+  check "bench -d: prefill at depth" "| pp16 @d32" "$out"
+  check "bench -d: decode at depth" "| tg4 @d32" "$out"
+  check "bench: sampler time per token" "sampler, temperature 1 top-p 0.95 over" "$out"
   out=$("$bin" run -m "$m" -p "Once" -n 8 --grammar "$tmp/yn.gbnf" 2>/dev/null)
   if [ "$out" == "Onceyes" ] || [ "$out" == "Onceno" ]; then echo "ok   run --grammar"; else
     echo "FAIL run --grammar: '$out'"; failures=$((failures + 1)); fi

@@ -19,6 +19,7 @@ namespace {
 struct BenchArgs {
   std::string model, kv_type = "f16", quantize, schema_file;
   int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
+  int32_t depth = 0;  // tokens already in the cache before each test (-d, as llama-bench)
   std::vector<int> threads, parallel;
   bool profile = false;
 };
@@ -46,6 +47,7 @@ std::vector<int32_t> bench_tokens(int32_t n, int64_t n_vocab, int32_t salt) {
 struct Test {
   std::string name;
   int32_t prompt = 0;    // tokens prefilled per sequence before timing (parallel rows) or timed (pp)
+  int32_t depth = 0;     // tokens in each sequence's cache before the test, never timed
   int32_t generate = 0;  // decode steps timed
   int32_t sequences = 1;
   bool timed_prefill = false;
@@ -101,30 +103,38 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
   const int64_t n_vocab = model.spec().n_vocab;
   std::vector<ContiguousKvCache> caches;
   caches.reserve(size_t(t.sequences));
-  for (int32_t s = 0; s < t.sequences; ++s) caches.emplace_back(model.spec(), t.prompt + t.generate + 1, kv_type);
+  for (int32_t s = 0; s < t.sequences; ++s)
+    caches.emplace_back(model.spec(), t.depth + t.prompt + t.generate + 1, kv_type);
   std::vector<float> logits;
+  // Tokens [from, from + n) of each sequence, in chunks of ubatch.
+  auto prefill = [&](int32_t from, int32_t n) -> Status {
+    for (int32_t s = 0; s < t.sequences; ++s) {
+      const auto ids = bench_tokens(from + n, n_vocab, s);
+      for (int32_t start = from; start < from + n; start += ubatch) {
+        Batch b;
+        b.caches = {&caches[size_t(s)]};
+        b.add_sequence_tokens(0, ids.data() + start, std::min(ubatch, from + n - start), start, true);
+        AUTOGLM_RETURN_IF_ERROR(runner.forward(b, logits));
+      }
+    }
+    return Status::ok();
+  };
+  AUTOGLM_RETURN_IF_ERROR(prefill(0, t.depth));  // the context already there
   runner.profile().reset();
   auto t0 = std::chrono::steady_clock::now();
-  for (int32_t s = 0; s < t.sequences; ++s) {
-    const auto ids = bench_tokens(t.prompt, n_vocab, s);
-    for (int32_t start = 0; start < t.prompt; start += ubatch) {
-      Batch b;
-      b.caches = {&caches[size_t(s)]};
-      b.add_sequence_tokens(0, ids.data() + start, std::min(ubatch, t.prompt - start), start, true);
-      AUTOGLM_RETURN_IF_ERROR(runner.forward(b, logits));
-    }
-  }
+  AUTOGLM_RETURN_IF_ERROR(prefill(t.depth, t.prompt));
   if (t.timed_prefill) return seconds_since(t0);
+  const int32_t at = t.depth + t.prompt;  // the first decoded position
   Batch step;
   for (int32_t s = 0; s < t.sequences; ++s) {
     step.caches.push_back(&caches[size_t(s)]);
     const int32_t first = int32_t((s * 31 + 7) % n_vocab);
-    step.add_sequence_tokens(s, &first, 1, t.prompt, true);
+    step.add_sequence_tokens(s, &first, 1, at, true);
   }
   runner.profile().reset();
   t0 = std::chrono::steady_clock::now();
   for (int32_t g = 0; g < t.generate; ++g) {
-    for (int32_t s = 0; s < t.sequences; ++s) step.positions[size_t(s)] = t.prompt + g;
+    for (int32_t s = 0; s < t.sequences; ++s) step.positions[size_t(s)] = at + g;
     AUTOGLM_RETURN_IF_ERROR(runner.forward(step, logits));
     OpTimer sampling(runner.profile(), Op::kSampling);
     for (int32_t s = 0; s < t.sequences; ++s) {  // greedy but for the first sequence
@@ -139,12 +149,13 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
 
 std::vector<Test> planned_tests(const BenchArgs& a) {
   std::vector<Test> tests;
-  if (a.n_prompt > 0) tests.push_back({"pp" + std::to_string(a.n_prompt), a.n_prompt, 0, 1, true});
-  if (a.n_gen > 0) tests.push_back({"tg" + std::to_string(a.n_gen), 0, a.n_gen, 1, false});
+  const std::string at_depth = a.depth > 0 ? " @d" + std::to_string(a.depth) : "";
+  if (a.n_prompt > 0) tests.push_back({"pp" + std::to_string(a.n_prompt) + at_depth, a.n_prompt, a.depth, 0, 1, true});
+  if (a.n_gen > 0) tests.push_back({"tg" + std::to_string(a.n_gen) + at_depth, 0, a.depth, a.n_gen, 1, false});
   for (int b : a.parallel)
     tests.push_back(
         {"tg" + std::to_string(a.n_gen) + " x" + std::to_string(b) + " @pp" + std::to_string(a.parallel_prompt),
-         a.parallel_prompt, a.n_gen, b, false});
+         a.parallel_prompt, 0, a.n_gen, b, false});
   return tests;
 }
 
@@ -209,6 +220,7 @@ int bench(const BenchArgs& a) {
     for (const Test& t : planned_tests(a)) {
       Test warm = t;
       warm.prompt = std::min(t.prompt, 16);
+      warm.depth = std::min(t.depth, 16);
       warm.generate = std::min(t.generate, 4);
       if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
       runner.profile().set_enabled(a.profile);
@@ -249,6 +261,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-d,--n-depth", a->depth, "Tokens already in the context before the pp and tg tests (untimed)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->check(CLI::PositiveNumber);
   cmd->add_option("-u,--ubatch", a->ubatch, "Prompt tokens per forward")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--parallel", a->parallel,
