@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/compute_peak.h"
 #include "model/runner.h"
 #include "sample/sampler.h"
 
@@ -30,12 +31,40 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Bytes of the matrices one forward step streams (every projection and the output; the
 // embedding table is only looked up).
-int64_t streamed_weight_bytes(const Model& m) {
-  auto bytes = [](const cpu::WeightMatrix& w) { return w.rows * w.row_bytes; };
-  int64_t n = bytes(m.weights().output);
+// Positions attended by `n` tokens after `computed` ones (each sees itself and those before).
+int64_t attended_positions_of(int64_t computed, int64_t n) {
+  return n * computed + n * (n + 1) / 2;
+}
+
+int64_t sum_over_layer_matrices(const Model& m, int64_t (*f)(const cpu::WeightMatrix&)) {
+  int64_t n = 0;
   for (const auto& l : m.weights().layers)
-    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) n += bytes(*w);
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) n += f(*w);
   return n;
+}
+
+int64_t matrix_bytes(const cpu::WeightMatrix& w) {
+  return w.rows * w.row_bytes;
+}
+int64_t matrix_params(const cpu::WeightMatrix& w) {
+  return w.rows * w.cols;
+}
+
+int64_t streamed_weight_bytes(const Model& m) {
+  return sum_over_layer_matrices(m, matrix_bytes) + matrix_bytes(m.weights().output);
+}
+
+// Floating-point operations of prefilling `prompt` tokens after `depth`, in chunks of `ubatch`
+// (logits for each chunk's last token): two per weight per token, and the attention's
+// scores and weighted sums over the positions each token sees.
+double prefill_flops(const Model& m, int64_t prompt, int64_t depth, int64_t ubatch) {
+  const ModelSpec& s = m.spec();
+  const double chunks = double((prompt + ubatch - 1) / ubatch);
+  double flops = 2.0 * double(prompt) * double(sum_over_layer_matrices(m, matrix_params)) +
+                 2.0 * chunks * double(matrix_params(m.weights().output));
+  const double positions = double(attended_positions_of(depth, prompt));
+  flops += 2.0 * double(s.n_layer * s.n_head) * double(s.head_dim + s.head_dim_v) * positions;
+  return flops;
 }
 
 std::vector<int32_t> bench_tokens(int32_t n, int64_t n_vocab, int32_t salt) {
@@ -159,17 +188,30 @@ std::vector<Test> planned_tests(const BenchArgs& a) {
   return tests;
 }
 
-void print_row(const Model& m, int threads, const Test& t, double mean, double sd, double step_bytes, double bw) {
-  char size[32], tps[48], eff[32] = "-", ratio[32] = "-";
+// What the machine can do, measured by the probes: memory read bandwidth (bytes/s), float
+// multiply-add peak (flop/s).
+struct Machine {
+  double bandwidth = 0, fma_peak = 0;
+};
+
+// Decode rows: the weight bandwidth they reach; prefill rows: their GFLOP/s and share of the peak.
+void print_row(const Model& m, int threads, const Test& t, double mean, double sd, double step_bytes,
+               const Machine& machine, int64_t ubatch) {
+  char size[32], tps[48], eff[32] = "-", ratio[32] = "-", gflops[32] = "-", peak[32] = "-";
   std::snprintf(size, sizeof(size), "%.2f MiB", double(m.weight_bytes()) / 1048576.0);
   std::snprintf(tps, sizeof(tps), "%.2f ± %.2f", mean, sd);
   if (!t.timed_prefill) {
     const double steps_per_second = mean / t.sequences;
     std::snprintf(eff, sizeof(eff), "%.1f", step_bytes * steps_per_second / 1e9);
-    std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100.0 * step_bytes * steps_per_second / bw);
+    std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100.0 * step_bytes * steps_per_second / machine.bandwidth);
+  } else {
+    const double flops_per_second = prefill_flops(m, t.prompt, t.depth, ubatch) * mean / double(t.prompt);
+    std::snprintf(gflops, sizeof(gflops), "%.1f", flops_per_second / 1e9);
+    std::snprintf(peak, sizeof(peak), "%.0f%%", 100.0 * flops_per_second / machine.fma_peak);
   }
-  std::printf("| %-22s | %10s | %-22s | %7d | %-18s | %16s | %9s | %7s |\n", m.spec().name.substr(0, 22).c_str(), size,
-              m.weight_type_summary().substr(0, 22).c_str(), threads, t.name.c_str(), tps, eff, ratio);
+  std::printf("| %-22s | %10s | %-22s | %7d | %-18s | %16s | %9s | %7s | %8s | %9s |\n",
+              m.spec().name.substr(0, 22).c_str(), size, m.weight_type_summary().substr(0, 22).c_str(), threads,
+              t.name.c_str(), tps, eff, ratio, gflops, peak);
   std::fflush(stdout);
 }
 
@@ -206,16 +248,19 @@ int bench(const BenchArgs& a) {
   }
   for (int threads : a.threads) {
     ThreadPool pool(threads, pin_threads_from_environment());
-    const double bw = cpu::measure_read_bandwidth(pool);
+    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool)};
+    const double bw = machine.bandwidth;
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
-        "%.1f tok/s (one sequence); KV %s\n",
-        threads, bw / 1e9, step_bytes / 1048576.0, bw / step_bytes, a.kv_type.c_str());
-    std::printf("| %-22s | %10s | %-22s | %7s | %-18s | %16s | %9s | %7s |\n", "model", "size", "types", "threads",
-                "test", "t/s", "eff GB/s", "% of bw");
-    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(24, '-').c_str(), std::string(12, '-').c_str(),
+        "%.1f tok/s (one sequence); float FMA peak %.1f GFLOP/s (integer dot products of quantized types can "
+        "pass it); KV %s\n",
+        threads, bw / 1e9, step_bytes / 1048576.0, bw / step_bytes, machine.fma_peak / 1e9, a.kv_type.c_str());
+    std::printf("| %-22s | %10s | %-22s | %7s | %-18s | %16s | %9s | %7s | %8s | %9s |\n", "model", "size", "types",
+                "threads", "test", "t/s", "eff GB/s", "% of bw", "GFLOP/s", "% of peak");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(24, '-').c_str(), std::string(12, '-').c_str(),
                 std::string(24, '-').c_str(), std::string(9, '-').c_str(), std::string(20, '-').c_str(),
-                std::string(18, '-').c_str(), std::string(11, '-').c_str(), std::string(9, '-').c_str());
+                std::string(18, '-').c_str(), std::string(11, '-').c_str(), std::string(9, '-').c_str(),
+                std::string(10, '-').c_str(), std::string(11, '-').c_str());
     ModelRunner runner(m, pool);
     for (const Test& t : planned_tests(a)) {
       Test warm = t;
@@ -237,7 +282,8 @@ int bench(const BenchArgs& a) {
       const double mean = std::accumulate(tps.begin(), tps.end(), 0.0) / double(tps.size());
       double var = 0;
       for (double x : tps) var += (x - mean) * (x - mean);
-      print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes, bw);
+      print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes,
+                machine, a.ubatch);
       const double step_ms = 1000.0 * t.sequences / mean;
       if (c && !constraint.mask_ms.empty()) print_per_token_times("grammar mask", constraint.mask_ms, step_ms);
       if (timed && !sampler.ms.empty()) {

@@ -1,0 +1,15 @@
+// A compute probe beside the bandwidth probe: how many float multiply-adds per second the
+// pool's threads can issue, so that benchmarks can say what share of the machine's peak a
+// compute-bound test (prefill) reaches.
+#pragma once
+
+#include "core/thread_pool.h"
+
+namespace autoglm::cpu {
+
+// Best of `repeats` runs of independent fused multiply-add chains on every thread (the widest
+// of AVX-512, AVX2+FMA, scalar the CPU has), in floating-point operations per second (a
+// multiply-add counts as two). Integer dot-product kernels (the quantized types) can exceed it.
+double measure_fma_peak(ThreadPool& pool, int repeats = 3);
+
+}  // namespace autoglm::cpu
