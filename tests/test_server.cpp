@@ -1081,6 +1081,9 @@ TEST_F(Server, ToolProcessesInheritNoServerSocket) {
   fds.description = "List open descriptors";
   fds.triggers = {"^fds\\b"};
   fds.exec.command = {"/bin/ls", "/proc/self/fd"};
+  // No arguments: with any object allowed, a random draw could make one that the argument
+  // rules refuse (a value starting with '-'), and the test would not reach the command.
+  fds.parameters_json = R"({"type": "object", "additionalProperties": false})";
   cfg.tools = {fds};
   start(cfg);
   net::io_context ioc;
