@@ -68,10 +68,11 @@ double sum(const float* x, size_t n) {
 }  // namespace
 
 // The candidates that top-k and min-p keep, in token order, with their probabilities at
-// temperature 1 relative to the best token. No full sort: top-k is a selection, min-p a
-// threshold on the logit (p >= min_p * p_max). Returns the mass of what top-k kept:
-// top-p's share is of that mass, min-p's cut included.
-double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float max_logit) {
+// `temperature` relative to the best token; a candidate min-p drops gets logit -inf and
+// probability 0. No full sort: top-k is a selection, min-p a threshold on the logit
+// (p >= min_p * p_max). Returns the mass of what top-k kept, min-p's cut included (top-p's
+// share is of that mass, at temperature 1).
+double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature) {
   const float floor = params_.min_p > 0 ? max_logit + std::log(params_.min_p) : -INFINITY;
   ids_.clear();
   if (params_.top_k > 0 && params_.top_k < n_vocab) {
@@ -92,10 +93,10 @@ double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float ma
   const size_t n = ids_.size();
   logits_.resize(n);
   for (size_t j = 0; j < n; ++j) logits_[j] = logits[ids_[j]];
-  const double mass = exponentiate(max_logit, 1.0f);  // before min-p: with top-k, min-p comes last
+  const double mass = exponentiate(max_logit, temperature);  // before min-p: with top-k, min-p comes last
   if (params_.min_p > 0)
     for (size_t j = 0; j < n; ++j)
-      if (logits_[j] < floor) probs_[j] = 0;
+      if (logits_[j] < floor) logits_[j] = -INFINITY, probs_[j] = 0;
   return mass;
 }
 
@@ -112,8 +113,8 @@ double Sampler::exponentiate(float max_logit, float temperature) {
   return sum(probs_.data(), n);
 }
 
-// Keeps the smallest set of the most likely candidates whose mass reaches top_p (the others'
-// probabilities become 0) and returns the mass kept. Instead of sorting, the candidates fall
+// Keeps the smallest set of the most likely candidates whose mass reaches top_p (the others
+// get logit -inf and probability 0) and returns the mass kept. Instead of sorting, the candidates fall
 // into buckets by logit; whole buckets are kept from the top, and only the bucket where the
 // mass crosses top_p is sorted (the same set a full sort finds, ties by token id).
 double Sampler::select_top_p(float max_logit, double mass) {
@@ -141,15 +142,15 @@ double Sampler::select_top_p(float max_logit, double mass) {
   crossing_order_.clear();
   for (size_t j = 0; j < n; ++j) {
     if (buckets_[j] == crossing && probs_[j] > 0) crossing_order_.push_back(j);
-    if (buckets_[j] >= crossing) probs_[j] = 0;  // the crossing bucket's best come back below
+    if (buckets_[j] > crossing) logits_[j] = -INFINITY, probs_[j] = 0;
   }
   std::sort(crossing_order_.begin(), crossing_order_.end(), [&](size_t a, size_t b) {
     return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && ids_[a] < ids_[b]);
   });
-  for (size_t j : crossing_order_) {
-    probs_[j] = std::exp(logits_[j] - max_logit);
-    if ((kept += probs_[j]) >= target) break;
-  }
+  size_t taken = 0;  // the crossing bucket's best, until the mass reaches top_p
+  while (taken < crossing_order_.size() && kept < target) kept += probs_[crossing_order_[taken++]];
+  for (size_t k = taken; k < crossing_order_.size(); ++k)
+    logits_[crossing_order_[k]] = -INFINITY, probs_[crossing_order_[k]] = 0;
   return kept;
 }
 
@@ -158,15 +159,13 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_
   apply_penalties(logits, n_vocab, history);
   if (params_.temperature <= 0) return int32_t(std::max_element(logits, logits + n_vocab) - logits);
   const float max_logit = *std::max_element(logits, logits + n_vocab);
-  const double mass = gather_candidates(logits, n_vocab, max_logit);
-  if (params_.top_p < 1.0f) select_top_p(max_logit, mass);
-  // Temperature reshapes what is left (at temperature 1 the probabilities serve); one draw.
-  if (params_.temperature != 1.0f) {
-    kept_.assign(probs_.size(), 0);
-    for (size_t j = 0; j < probs_.size(); ++j) kept_[j] = probs_[j] > 0;
-    exponentiate(max_logit, params_.temperature);
-    for (size_t j = 0; j < probs_.size(); ++j)
-      if (!kept_[j]) probs_[j] = 0;
+  // Top-p needs the probabilities at temperature 1; without it they are made at the
+  // temperature at once. Dropped candidates have logit -inf, so they stay at 0.
+  const bool top_p = params_.top_p < 1.0f;
+  const double mass = gather_candidates(logits, n_vocab, max_logit, top_p ? 1.0f : params_.temperature);
+  if (top_p) {
+    select_top_p(max_logit, mass);
+    if (params_.temperature != 1.0f) exponentiate(max_logit, params_.temperature);
   }
   return draw();
 }
@@ -183,15 +182,11 @@ int32_t Sampler::draw() {
     if (r < block) break;
     r -= block;
   }
-  size_t last = start;  // the last candidate with a chance, should rounding leave r above 0
-  for (size_t j = start; j < n; ++j) {
-    if (probs_[j] <= 0) continue;
-    last = j;
-    if ((r -= probs_[j]) < 0) return ids_[j];
-  }
-  for (size_t j = n; j-- > 0;)  // rounding: the last candidate with a chance
+  for (size_t j = start; j < n; ++j)
+    if (probs_[j] > 0 && (r -= probs_[j]) < 0) return ids_[j];
+  for (size_t j = n; j-- > 0;)  // rounding left r above 0: the last candidate with a chance
     if (probs_[j] > 0) return ids_[j];
-  return ids_[last];
+  return ids_[0];
 }
 
 }  // namespace autoglm

@@ -27,7 +27,7 @@ class Sampler {
  private:
   void apply_penalties(float* logits, int32_t n_vocab, const std::vector<int32_t>& history);
   void apply_logit_bias(float* logits, int32_t n_vocab) const;
-  double gather_candidates(const float* logits, int32_t n_vocab, float max_logit);
+  double gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature);
   double exponentiate(float max_logit, float temperature);
   double select_top_p(float max_logit, double mass);
   int32_t draw();
@@ -35,14 +35,13 @@ class Sampler {
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
-  // The candidates (token order), reused between calls: ids, logits, probabilities at
-  // temperature 1 relative to the best (0: dropped).
+  // The candidates (token order), reused between calls: ids, logits (-inf: dropped) and
+  // probabilities relative to the best (0: dropped).
   std::vector<int32_t> ids_;
   std::vector<float> logits_, probs_;
   std::vector<double> bucket_mass_;
   std::vector<uint16_t> buckets_;
   std::vector<size_t> crossing_order_;
-  std::vector<uint8_t> kept_;
 };
 
 }  // namespace autoglm
