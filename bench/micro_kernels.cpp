@@ -56,7 +56,7 @@ void matmul_benchmark(benchmark::State& state, DType type) {
 
 void kv_attention_row_benchmark(benchmark::State& state, DType type) {
   const int64_t n_pos = state.range(0), head_dim = 64;
-  const auto k = random_floats(size_t(n_pos * head_dim), 3), q = random_floats(size_t(head_dim), 4);
+  const auto k = random_floats(size_t(n_pos * head_dim), 3);
   const int64_t row_bytes = dtype_row_bytes(type, head_dim);
   std::vector<uint8_t> rows(size_t(n_pos * row_bytes));
   for (int64_t p = 0; p < n_pos; ++p)
@@ -64,12 +64,21 @@ void kv_attention_row_benchmark(benchmark::State& state, DType type) {
   const auto ops = cpu::kv_row_ops(type);
   std::vector<const uint8_t*> ptrs(static_cast<size_t>(n_pos));
   for (int64_t p = 0; p < n_pos; ++p) ptrs[size_t(p)] = &rows[size_t(p * row_bytes)];
-  std::vector<float> acc(static_cast<size_t>(head_dim)), scores(16);
-  for (auto _ : state) {  // scores, softmax weights and the weighted sum, 16 positions at a time
-    for (int64_t p = 0; p + 16 <= n_pos; p += 16) {
-      ops.scores(&ptrs[size_t(p)], 16, q.data(), head_dim, 0.125f, scores.data());
-      ops.exp_sum(scores.data(), 16, 0.0f);
-      ops.accumulate(&ptrs[size_t(p)], 16, scores.data(), acc.data(), head_dim);
+  // One decode step of a GQA group of 8 query heads: decode, scores, softmax weights and the
+  // weighted sum, a chunk of positions at a time.
+  constexpr int64_t kQueries = 8;
+  const auto qs = random_floats(size_t(kQueries * head_dim), 4);
+  std::vector<float> acc(size_t(kQueries * head_dim)), scores(size_t(kQueries * cpu::kKvChunk)),
+      keys(size_t(cpu::kKvChunk * head_dim)), values(keys.size());
+  const cpu::TileRows<const float> q_rows{qs.data(), 0, kQueries, head_dim};
+  const cpu::TileRows<float> out_rows{acc.data(), 0, kQueries, head_dim};
+  for (auto _ : state) {
+    for (int64_t p = 0; p + cpu::kKvChunk <= n_pos; p += cpu::kKvChunk) {
+      ops.decode_keys(&ptrs[size_t(p)], head_dim, keys.data());
+      ops.decode_values(&ptrs[size_t(p)], head_dim, values.data());
+      ops.scores(keys.data(), head_dim, q_rows, kQueries, 0.125f, scores.data());
+      for (int64_t i = 0; i < kQueries; ++i) ops.exp_sum(&scores[size_t(i * cpu::kKvChunk)], cpu::kKvChunk, 0.0f);
+      ops.accumulate(values.data(), head_dim, scores.data(), out_rows, kQueries, 0, cpu::kKvChunk);
     }
     benchmark::DoNotOptimize(acc.data());
   }

@@ -7,7 +7,8 @@
 namespace autoglm {
 namespace {
 
-constexpr int64_t kChunk = 16;  // chunks start at multiples of 16, so results do not depend on the cache's spans
+// Chunks start at multiples of kChunk, so results do not depend on the cache's spans.
+constexpr int64_t kChunk = cpu::kKvChunk;
 
 // Row pointers of one layer's keys or values, fetching a span's base only when a position leaves it.
 class RowWalker {
@@ -39,25 +40,28 @@ class RowWalker {
 }  // namespace
 
 int64_t attention_scratch_floats(const AttentionShape& s) {
-  return kAttentionTileTokens * s.group * (kChunk + 2);
+  // scores and running max/sum per query, then the chunk's keys and values as floats
+  return kAttentionTileTokens * s.group * (kChunk + 2) + kChunk * (s.head_dim + s.head_dim_v);
 }
 
 void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const AttentionTile& tile, const AttentionShape& s,
                  const cpu::KvRowOps& ops, float* scratch) {
   const int64_t n_queries = tile.n_tokens * s.group;  // query qi = token i * group + head h
-  float* scores = scratch;                            // [n_queries][kChunk]
+  float* scores = scratch;                            // [n_queries][kChunk]: scores, then weights
   float* running_max = scores + n_queries * kChunk;   // [n_queries]
   float* running_sum = running_max + n_queries;       // [n_queries]
-  auto query = [&](int64_t qi) { return tile.q + (qi / s.group) * tile.q_stride + (qi % s.group) * s.head_dim; };
-  auto output = [&](int64_t qi) { return tile.out + (qi / s.group) * tile.out_stride + (qi % s.group) * s.head_dim_v; };
+  float* keys_t = running_sum + n_queries;            // [head_dim][kChunk]
+  float* values = keys_t + kChunk * s.head_dim;       // [kChunk][head_dim_v]
+  const cpu::TileRows<const float> queries{tile.q, tile.q_stride, s.group, s.head_dim};
+  const cpu::TileRows<float> outputs{tile.out, tile.out_stride, s.group, s.head_dim_v};
+  for (int64_t qi = 0; qi < n_queries; ++qi) std::fill(outputs.row(qi), outputs.row(qi) + s.head_dim_v, 0.0f);
   auto limit = [&](int64_t qi) { return tile.first_n_pos + qi / s.group; };  // positions this query sees
   auto lower = [&](int64_t qi) { return s.window > 0 ? std::max<int64_t>(0, limit(qi) - s.window) : 0; };
   const int64_t k_offset = kv_head * cache.format().k_head_bytes;
   const int64_t v_offset = kv_head * cache.format().v_head_bytes;
-  for (int64_t qi = 0; qi < n_queries; ++qi) std::fill(output(qi), output(qi) + s.head_dim_v, 0.0f);
   std::fill(running_max, running_max + n_queries, -std::numeric_limits<float>::infinity());
   std::fill(running_sum, running_sum + n_queries, 0.0f);
-  RowWalker keys(cache, layer, true), values(cache, layer, false);
+  RowWalker key_rows(cache, layer, true), value_rows(cache, layer, false);
 
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
@@ -65,31 +69,37 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
   for (int64_t c0 = lower(0) - lower(0) % kChunk; c0 < n_pos; c0 += kChunk) {
     const int64_t n = std::min(kChunk, n_pos - c0);
     const int64_t skip = std::max<int64_t>(0, lower(0) - c0);  // before every window: never read
-    for (int64_t j = skip; j < n; ++j) {
-      k_rows[j] = keys.row(c0 + j) + k_offset;
-      v_rows[j] = values.row(c0 + j) + v_offset;
+    for (int64_t j = 0; j < kChunk; ++j) {
+      const bool read = j >= skip && j < n;
+      k_rows[j] = read ? key_rows.row(c0 + j) + k_offset : nullptr;
+      v_rows[j] = read ? value_rows.row(c0 + j) + v_offset : nullptr;
     }
+    // Decoded once for all the tile's queries.
+    ops.decode_keys(k_rows, s.head_dim, keys_t);
+    ops.decode_values(v_rows, s.head_dim_v, values);
+    ops.scores(keys_t, s.head_dim, queries, n_queries, s.scale, scores);
     for (int64_t qi = 0; qi < n_queries; ++qi) {
-      const int64_t first = std::max<int64_t>(0, lower(qi) - c0);  // window start inside the chunk
-      const int64_t seen = std::min(n, limit(qi) - c0) - first;
-      if (seen <= 0) continue;  // outside this query's positions
       float* sq = scores + qi * kChunk;
-      ops.scores(k_rows + first, seen, query(qi), s.head_dim, s.scale, sq);
-      const float new_max = std::max(running_max[qi], *std::max_element(sq, sq + seen));
-      const float correction = std::exp(running_max[qi] - new_max);  // 0 on the first chunk
-      if (correction != 1.0f) {
-        float* acc = output(qi);
-        for (int64_t d = 0; d < s.head_dim_v; ++d) acc[d] *= correction;
+      const int64_t first = std::max<int64_t>(0, lower(qi) - c0);  // window start inside the chunk
+      const int64_t end = std::min(n, limit(qi) - c0);
+      if (end <= first) {  // outside this query's positions: weights 0 leave its sums alone
+        std::fill(sq, sq + kChunk, 0.0f);
+        continue;
       }
-      running_sum[qi] = running_sum[qi] * correction + ops.exp_sum(sq, seen, new_max);
+      const float new_max = std::max(running_max[qi], *std::max_element(sq + first, sq + end));
+      const float correction = std::exp(running_max[qi] - new_max);  // 0 on the first chunk
+      if (correction != 1.0f)
+        for (float* o = outputs.row(qi); o < outputs.row(qi) + s.head_dim_v; ++o) *o *= correction;
+      running_sum[qi] = running_sum[qi] * correction + ops.exp_sum(sq + first, end - first, new_max);
       running_max[qi] = new_max;
-      ops.accumulate(v_rows + first, seen, sq, output(qi), s.head_dim_v);
+      std::fill(sq, sq + first, 0.0f);
+      std::fill(sq + end, sq + kChunk, 0.0f);
     }
+    ops.accumulate(values, s.head_dim_v, scores, outputs, n_queries, skip, n);
   }
   for (int64_t qi = 0; qi < n_queries; ++qi) {
     const float inv = running_sum[qi] > 0 ? 1.0f / running_sum[qi] : 0.0f;
-    float* o = output(qi);
-    for (int64_t d = 0; d < s.head_dim_v; ++d) o[d] *= inv;
+    for (float* o = outputs.row(qi); o < outputs.row(qi) + s.head_dim_v; ++o) *o *= inv;
   }
 }
 

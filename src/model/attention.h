@@ -1,8 +1,9 @@
 // Attention of query heads over their sequence's cached keys and values, fused into one
-// pass over the KV rows with an online softmax: positions in chunks of 16, each chunk's
-// scores rescaling the running sums, so memory stays O(chunk) whatever the context. The
-// query heads of a GQA group, and the consecutive tokens of a prefill tile, share every K
-// and V row they load; each query's arithmetic is the same as if it were alone.
+// pass over the KV rows with an online softmax (flash-attention style): positions in chunks of
+// 32, each chunk's scores rescaling the running sums, so memory stays O(chunk) whatever the
+// context. A chunk's K and V rows are loaded and decoded to floats once for every query that
+// sees them: the query heads of a GQA group and the consecutive tokens of a prefill tile. Each
+// query's arithmetic is the same as if it were alone.
 #pragma once
 
 #include <cstdint>

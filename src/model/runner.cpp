@@ -54,6 +54,12 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
   return n;
 }
 
+// The tiles of a prompt attend to ever more positions; the threads take equal runs of work
+// units, so the tiles go first, last, second, second to last, ... to even out their costs.
+static int64_t balanced_tile_order(int64_t i, int64_t n_tiles) {
+  return i % 2 == 0 ? i / 2 : n_tiles - 1 - i / 2;
+}
+
 AttentionShape ModelRunner::attention_shape() const {
   return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim)),
           spec_.sliding_window};
@@ -138,7 +144,7 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   pool_.parallel_for(n_tiles * s.n_head_kv, [&](int thread, int64_t w0, int64_t w1) {
     float* scratch = attn_scratch_.data() + thread * scratch_floats;
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t tile = w / s.n_head_kv, g = w % s.n_head_kv;
+      const int64_t tile = balanced_tile_order(w / s.n_head_kv, n_tiles), g = w % s.n_head_kv;
       const int64_t t = tile_start_[size_t(tile)];
       KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
       const AttentionTile at{&q_[t * s.q_dim() + g * shape.group * s.head_dim],
