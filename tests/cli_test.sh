@@ -76,11 +76,11 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "logits bad id" "--tokens: '99999' is not a token id" "$out"
   # Graceful drain: SIGTERM while a stream is in flight; the stream still ends with [DONE],
   # a new request gets 503, and the server exits 0.
-  "$bin" serve -m "$m" --port 0 -t 1 -c 2048 2>"$tmp/serve.log" &
+  "$bin" serve -m "$m" --port 0 -t 1 -c 4096 2>"$tmp/serve.log" &
   spid=$!
   for _ in $(seq 200); do grep -q "^ready:" "$tmp/serve.log" && break; sleep 0.05; done
   port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$')
-  body='{"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": true, "stream": true}'
+  body='{"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "stream": true}'
   exec 3<>"/dev/tcp/127.0.0.1/$port"
   printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
     "${#body}" "$body" >&3
