@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/half.h"
+#include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
@@ -156,6 +158,33 @@ TEST(Q8Activations, RoundTripWithinHalfAStep) {
   for (const auto& blk : b)
     EXPECT_EQ(*std::max_element(blk.q, blk.q + 32, [](int8_t p, int8_t q) { return std::abs(p) < std::abs(q); }) != 0,
               true);
+}
+
+// Every ISA's activation quantizers give ref's blocks bit for bit: random values, exact ties
+// (x * id landing on k + 0.5: round to even), an all-zero block and values at the clamp.
+TEST(Q8Activations, EveryIsaMatchesTheReference) {
+  auto x = random_values(1024, 22);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;  // block 0: zeros
+  x[32] = 127.0f;  // block 1: amax 127, so d = 1 and the rest are exact ties at k + 0.5 (round to even)
+  for (int i = 33; i < 64; ++i) x[size_t(i)] = float(i - 48) + 0.5f;
+  for (int i = 64; i < 96; ++i) x[size_t(i)] = (i % 2 ? 1.0f : -1.0f) * 3e4f;  // block 2: every value at +-amax
+  std::vector<Q8Block> want(32), got(32);
+  std::vector<Q8KBlock> want_k(4), got_k(4);
+  ref::quantize_activations_q8(x.data(), 1024, want.data());
+  ref::quantize_activations_q8k(x.data(), 1024, want_k.data());
+  int tested = 0;
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;
+    ++tested;
+    cpu::element_ops().quantize_q8(x.data(), 1024, got.data());
+    cpu::element_ops().quantize_q8k(x.data(), 1024, got_k.data());
+    for (size_t b = 0; b < want.size(); ++b)
+      EXPECT_EQ(0, std::memcmp(&want[b], &got[b], sizeof(Q8Block))) << isa << " block " << b;
+    for (size_t b = 0; b < want_k.size(); ++b)
+      EXPECT_EQ(0, std::memcmp(&want_k[b], &got_k[b], sizeof(Q8KBlock))) << isa << " k-block " << b;
+  }
+  EXPECT_GE(tested, 1);
+  cpu::select_kernel_isa("avx2");
 }
 
 TEST(Dequantize, Q4_0BlockLayout) {

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cpu_features.h"
+#include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/ref/q8_activations.h"
@@ -24,6 +25,7 @@ namespace autoglm::cpu {
   bool has_packed_kernels();                                                                                       \
   void matmul_packed(const WeightMatrix& w, const void* xq, int64_t n_tokens, float* y, int64_t g0, int64_t g1);   \
   KvRowOps kv_row_ops(DType t);                                                                                    \
+  const ElementOps& element_ops();                                                                                 \
   }
 AUTOGLM_DECLARE_ISA(generic)
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -46,12 +48,13 @@ struct KernelSet {
   bool has_packed;
   decltype(&generic::matmul_packed) matmul_packed;
   decltype(&generic::kv_row_ops) row_ops;
+  decltype(&generic::element_ops) element_ops;
 };
 
 #define AUTOGLM_KERNEL_SET(ns)                                                                            \
   KernelSet {                                                                                             \
 #ns, ns::decode_row, ns::matmul_rows, ns::tile_rows(), ns::matmul_rows_int, ns::has_packed_kernels(), \
-        ns::matmul_packed, ns::kv_row_ops                                                                 \
+        ns::matmul_packed, ns::kv_row_ops, ns::element_ops                                                \
   }
 
 std::vector<KernelSet> runnable_sets() {
@@ -100,6 +103,10 @@ KvRowOps kv_row_ops(DType t) {
   return kernels().row_ops(t);
 }
 
+const ElementOps& element_ops() {
+  return kernels().element_ops();
+}
+
 void encode_kv_row(DType t, const float* x, uint8_t* dst, int64_t n) {
   ref::quantize_row(t, x, dst, n);
 }
@@ -138,9 +145,9 @@ void quantize_activation_rows(ActivationFormat f, const float* x, int64_t t0, in
   for (int64_t tok = t0; tok < t1; ++tok) {
     uint8_t* dst = out + size_t(tok) * bytes;
     if (f == ActivationFormat::kQ8KBlocks256)
-      ref::quantize_activations_q8k(x + tok * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
+      element_ops().quantize_q8k(x + tok * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
     else
-      ref::quantize_activations_q8(x + tok * cols, cols, reinterpret_cast<Q8Block*>(dst));
+      element_ops().quantize_q8(x + tok * cols, cols, reinterpret_cast<Q8Block*>(dst));
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/element_ops.h"
+
 namespace autoglm::cpu {
 
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
@@ -50,7 +52,7 @@ void softmax(float* x, int64_t n) {
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  element_ops().silu_mul(gate, up, n);
 }
 
 }  // namespace autoglm::cpu
