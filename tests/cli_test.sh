@@ -115,7 +115,8 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "bench -d: decode at depth" "| tg4 @d32" "$out"
   check "bench: sampler time per token" "sampler, temperature 1 top-p 0.95 over" "$out"
   check "bench: GFLOP/s and share of the peak for prefill" "|  GFLOP/s | % of peak |" "$out"
-  check "bench: the float FMA peak probe" "float FMA peak" "$out"
+  check "bench: the float and int8 peak probes" "peaks: float FMA" "$out"
+  check "bench: the int8 peak probe" "GOP/s (% of peak: of the one the weights' kernels use)" "$out"
   out=$("$bin" run -m "$m" -p "Once" -n 8 --grammar "$tmp/yn.gbnf" 2>/dev/null)
   if [ "$out" == "Onceyes" ] || [ "$out" == "Onceno" ]; then echo "ok   run --grammar"; else
     echo "FAIL run --grammar: '$out'"; failures=$((failures + 1)); fi

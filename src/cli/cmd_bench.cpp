@@ -188,11 +188,17 @@ std::vector<Test> planned_tests(const BenchArgs& a) {
   return tests;
 }
 
-// What the machine can do, measured by the probes: memory read bandwidth (bytes/s), float
-// multiply-add peak (flop/s).
+// What the machine can do, measured by the probes: memory read bandwidth (bytes/s), float and
+// int8 multiply-add peaks (operations/s).
 struct Machine {
-  double bandwidth = 0, fma_peak = 0;
+  double bandwidth = 0, fma_peak = 0, int8_peak = 0;
 };
+
+// The peak a model's prefill is held to: the int8 one where its layer matrices meet int8
+// activations (the quantized types), the float one otherwise.
+double compute_peak_for(const Model& m, const Machine& machine) {
+  return cpu::uses_int8_activations(m.weights().layers.front().down.type) ? machine.int8_peak : machine.fma_peak;
+}
 
 // Decode rows: the weight bandwidth they reach; prefill rows: their GFLOP/s and share of the peak.
 void print_row(const Model& m, int threads, const Test& t, double mean, double sd, double step_bytes,
@@ -207,7 +213,7 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
   } else {
     const double flops_per_second = prefill_flops(m, t.prompt, t.depth, ubatch) * mean / double(t.prompt);
     std::snprintf(gflops, sizeof(gflops), "%.1f", flops_per_second / 1e9);
-    std::snprintf(peak, sizeof(peak), "%.0f%%", 100.0 * flops_per_second / machine.fma_peak);
+    std::snprintf(peak, sizeof(peak), "%.0f%%", 100.0 * flops_per_second / compute_peak_for(m, machine));
   }
   std::printf("| %-22s | %10s | %-22s | %7d | %-18s | %16s | %9s | %7s | %8s | %9s |\n",
               m.spec().name.substr(0, 22).c_str(), size, m.weight_type_summary().substr(0, 22).c_str(), threads,
@@ -248,13 +254,15 @@ int bench(const BenchArgs& a) {
   }
   for (int threads : a.threads) {
     ThreadPool pool(threads, pin_threads_from_environment());
-    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool)};
+    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool),
+                          cpu::measure_int8_peak(pool)};
     const double bw = machine.bandwidth;
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
-        "%.1f tok/s (one sequence); float FMA peak %.1f GFLOP/s (integer dot products of quantized types can "
-        "pass it); KV %s\n",
-        threads, bw / 1e9, step_bytes / 1048576.0, bw / step_bytes, machine.fma_peak / 1e9, a.kv_type.c_str());
+        "%.1f tok/s (one sequence); peaks: float FMA %.1f GFLOP/s, int8 dot products %.1f GOP/s (%% of peak: "
+        "of the one the weights' kernels use); KV %s\n",
+        threads, bw / 1e9, step_bytes / 1048576.0, bw / step_bytes, machine.fma_peak / 1e9, machine.int8_peak / 1e9,
+        a.kv_type.c_str());
     std::printf("| %-22s | %10s | %-22s | %7s | %-18s | %16s | %9s | %7s | %8s | %9s |\n", "model", "size", "types",
                 "threads", "test", "t/s", "eff GB/s", "% of bw", "GFLOP/s", "% of peak");
     std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(24, '-').c_str(), std::string(12, '-').c_str(),

@@ -1,6 +1,6 @@
-// A compute probe beside the bandwidth probe: how many float multiply-adds per second the
-// pool's threads can issue, so that benchmarks can say what share of the machine's peak a
-// compute-bound test (prefill) reaches.
+// Compute probes beside the bandwidth probe: how many float multiply-adds, and int8
+// multiply-adds, per second the pool's threads can issue, so that benchmarks can say what share
+// of the machine's peak a compute-bound test (prefill) reaches.
 #pragma once
 
 #include "core/thread_pool.h"
@@ -11,5 +11,11 @@ namespace autoglm::cpu {
 // of AVX-512, AVX2+FMA, scalar the CPU has), in floating-point operations per second (a
 // multiply-add counts as two). Integer dot-product kernels (the quantized types) can exceed it.
 double measure_fma_peak(ThreadPool& pool, int repeats = 3);
+
+// The same for the int8 products the quantized types' kernels issue with the kernel set in use
+// (kernel_isa()): u8 x s8 summed by fours into int32 with VNNI, u8 x s8 pairs into int16 with
+// AVX2, plain integers otherwise; at the kernels' vector width (256 bits), in operations per
+// second (a multiply-add counts as two).
+double measure_int8_peak(ThreadPool& pool, int repeats = 3);
 
 }  // namespace autoglm::cpu
