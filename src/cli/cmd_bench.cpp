@@ -254,8 +254,7 @@ int bench(const BenchArgs& a) {
   }
   for (int threads : a.threads) {
     ThreadPool pool(threads, pin_threads_from_environment());
-    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool),
-                          cpu::measure_int8_peak(pool)};
+    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool), cpu::measure_int8_peak(pool)};
     const double bw = machine.bandwidth;
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
