@@ -1295,13 +1295,16 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   cfg.context_window = 4096;
   start(cfg);
   Response task_reply, stream_reply;
+  // The stream first (4000 tokens: seconds on the tiny model), then the task: a task's own
+  // generation counts in in_flight too, so only this order makes in_flight >= 2 mean both.
+  json long_stream = json::parse(chat("hello", 4000, true));
+  long_stream["ignore_eos"] = true;
+  std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", long_stream.dump()); });
+  for (int i = 0; i < 2000 && api->in_flight() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::thread task([&] {
     task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
   });
-  json long_stream = json::parse(chat("hello", 1500, true));
-  long_stream["ignore_eos"] = true;
-  std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", long_stream.dump()); });
-  // Both are in flight together for a while (the tool sleeps 3 s, the stream is 1500 tokens).
+  // Both are in flight together for a while (the tool sleeps 3 s, the stream is 4000 tokens).
   for (int i = 0; i < 2000 && api->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_GE(api->in_flight(), 2);
   std::thread drain([&] { server->drain_and_stop(30); });
