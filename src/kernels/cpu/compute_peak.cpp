@@ -152,24 +152,13 @@ double measure_fma_peak(ThreadPool& pool, int repeats) {
   const bool avx512 = false, avx2 = false;
 #endif
   const double lanes = avx512 ? 16 : avx2 ? 8 : 1;
-  const double flops_per_thread = double(kIterations) * 10 * lanes * 2;
-  double best = 0;
-  std::vector<float> results(size_t(pool.size()));  // kept, so the chains are not optimised away
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(pool.size(), [&](int, int64_t begin, int64_t) {
+  return best_rate(pool, repeats, double(kIterations) * 10 * lanes * 2, [&]() -> int64_t {
 #if defined(__x86_64__)
-      results[size_t(begin)] = avx512 ? fma_chains_avx512(kIterations)
-                               : avx2 ? fma_chains_avx2(kIterations)
-                                      : fma_chains_scalar(kIterations);
-#else
-      results[size_t(begin)] = fma_chains_scalar(kIterations);
+    if (avx512) return int64_t(fma_chains_avx512(kIterations));
+    if (avx2) return int64_t(fma_chains_avx2(kIterations));
 #endif
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, flops_per_thread * double(pool.size()) / seconds);
-  }
-  return best;
+    return int64_t(fma_chains_scalar(kIterations));
+  });
 }
 
 }  // namespace autoglm::cpu
