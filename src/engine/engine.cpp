@@ -140,11 +140,8 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   for (const auto& [token, bias] : request.sampling.logit_bias)
     if (token >= model_.spec().n_vocab)
       return invalid_argument("logit_bias: token id " + std::to_string(token) + " is outside the vocabulary");
-  if (request.prompt.empty()) return invalid_argument("prompt: no tokens");
   if (request.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
-  for (int32_t t : request.prompt)
-    if (t < 0 || t >= model_.spec().n_vocab)
-      return invalid_argument("prompt: token id " + std::to_string(t) + " is out of range");
+  AUTOGLM_RETURN_IF_ERROR(check_token_ids(request.prompt, "prompt: "));
   if (auto over = check_request_limits(request, config_.limits)) return invalid_argument(over->message);
   const int64_t n = int64_t(request.prompt.size());
   AUTOGLM_RETURN_IF_ERROR(check_prompt_fits(n, config_.n_ctx));
@@ -176,10 +173,7 @@ std::future<Result<std::vector<std::vector<float>>>> Engine::embed(EmbeddingJob 
   if (job.inputs.empty()) bad = invalid_argument("input: no inputs");
   for (size_t i = 0; i < job.inputs.size() && bad.is_ok(); ++i) {
     const std::string where = "input[" + std::to_string(i) + "]: ";
-    if (job.inputs[i].empty()) bad = invalid_argument(where + "no tokens");
-    for (int32_t t : job.inputs[i])
-      if (bad.is_ok() && (t < 0 || t >= model_.spec().n_vocab))
-        bad = invalid_argument(where + "token id " + std::to_string(t) + " is out of range");
+    bad = check_token_ids(job.inputs[i], where);
     if (bad.is_ok()) {
       if (auto fits = check_prompt_fits(int64_t(job.inputs[i].size()), config_.n_ctx); !fits.is_ok())
         bad = invalid_argument(where + fits.message());
@@ -196,6 +190,14 @@ std::future<Result<std::vector<std::vector<float>>>> Engine::embed(EmbeddingJob 
   }
   submit_ready_.notify_one();
   return future;
+}
+
+Status Engine::check_token_ids(const std::vector<int32_t>& tokens, const std::string& where) const {
+  if (tokens.empty()) return invalid_argument(where + "no tokens");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= model_.spec().n_vocab)
+      return invalid_argument(where + "token id " + std::to_string(t) + " is out of range");
+  return Status::ok();
 }
 
 // One waiting embedding job, between generation steps.
@@ -425,14 +427,16 @@ bool Engine::step() {
     batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, plan.work[i].n_tokens, int32_t(s.n_computed),
                               completes);
   }
-  StepShape shape;  // what ran, for the cost model
+  StepShape shape;  // what ran, for the cost model (kept only when it plans the steps)
   shape.tokens = int64_t(batch.tokens.size());
-  for (int32_t p : batch.positions) shape.attended += p + 1;
+  if (max_step_ms_ != 0)
+    for (int32_t p : batch.positions) shape.attended += p + 1;
   for (const ScheduledChunk& w : plan.work)
     if (!planner.seq(w.id).decoding()) record_prefill_chunk(w.n_tokens);
   const auto started = Clock::now();
   const Status st = runner_.forward(batch, logits_);
-  step_cost_.observe(shape, std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+  if (max_step_ms_ != 0)
+    step_cost_.observe(shape, std::chrono::duration<double, std::milli>(Clock::now() - started).count());
   ++stats_.steps;
   size_t row = 0;
   const int64_t n_vocab = model_.spec().n_vocab;

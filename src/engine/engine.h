@@ -117,6 +117,8 @@ class Engine {
   };
   std::deque<PendingEmbedding> embeddings_;  // under submit_mutex_
   void run_one_embedding();
+  // A prompt's or an embedding input's tokens: present and inside the vocabulary (errors start with `where`).
+  Status check_token_ids(const std::vector<int32_t>& tokens, const std::string& where) const;
   void calibrate_step_cost();
   void record_prefill_chunk(int64_t n);
   StepCostModel step_cost_;  // engine thread only
