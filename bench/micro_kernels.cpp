@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
@@ -77,7 +78,8 @@ void kv_attention_row_benchmark(benchmark::State& state, DType type) {
       ops.decode_keys(&ptrs[size_t(p)], head_dim, keys.data());
       ops.decode_values(&ptrs[size_t(p)], head_dim, values.data());
       ops.scores(keys.data(), head_dim, q_rows, kQueries, 0.125f, scores.data());
-      for (int64_t i = 0; i < kQueries; ++i) ops.exp_sum(&scores[size_t(i * cpu::kKvChunk)], cpu::kKvChunk, 0.0f);
+      for (int64_t i = 0; i < kQueries; ++i)
+        cpu::element_ops().exp_sum(&scores[size_t(i * cpu::kKvChunk)], cpu::kKvChunk, 0.0f);
       ops.accumulate(values.data(), head_dim, scores.data(), out_rows, kQueries, 0, cpu::kKvChunk);
     }
     benchmark::DoNotOptimize(acc.data());

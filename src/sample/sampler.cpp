@@ -1,6 +1,6 @@
 #include "sample/sampler.h"
 
-#include "kernels/cpu/kv_rows.h"
+#include "kernels/cpu/element_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,7 +107,7 @@ double Sampler::exponentiate(float max_logit, float temperature) {
   probs_.resize(n);
   const float inv = 1.0f / temperature;
   for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
-  cpu::kv_row_ops(DType::F32).exp_sum(probs_.data(), int64_t(n), max_logit * inv);
+  cpu::element_ops().exp_sum(probs_.data(), int64_t(n), max_logit * inv);
   for (size_t j = 0; j < n; ++j)
     if (logits_[j] == -INFINITY) probs_[j] = 0;
   return sum(probs_.data(), n);

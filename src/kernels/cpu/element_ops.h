@@ -8,6 +8,8 @@
 namespace autoglm::cpu {
 
 struct ElementOps {
+  // s[j] = exp(s[j] - max) in place (the vector exp, relative error ~1e-7); returns the sum
+  float (*exp_sum)(float* s, int64_t n, float max);
   // gate[i] = silu(gate[i]) * up[i]
   void (*silu_mul)(float* gate, const float* up, int64_t n);
   // Activations to int8 blocks: bit-for-bit what ref::quantize_activations_q8 / _q8k give.

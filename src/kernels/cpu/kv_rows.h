@@ -34,8 +34,6 @@ struct KvRowOps {
   // chain along j per (output, dim); a zero weight leaves the sum as it was.
   void (*accumulate)(const float* values, int64_t dim, const float* p, const TileRows<float>& out, int64_t nq,
                      int64_t j0, int64_t j1);
-  // s[j] = exp(s[j] - max) in place; returns the sum
-  float (*exp_sum)(float* s, int64_t n, float max);
 };
 
 // For DType F32, F16 or Q8_0; n a multiple of 32 for Q8_0.
