@@ -97,6 +97,12 @@ TEST(TemplateLimits, IntegerLiteralsOutOfRangeAreAParseError) {
   EXPECT_EQ(render_error("{{ 9223372036854775807 }}{{ 1" + std::string(400, '0') + ".5 }}"), "");
 }
 
+TEST(TemplateLimits, AnEmptySubscriptIsAParseError) {
+  // Found by fuzz_jinja: x[] left the index expression empty and the interpreter read through it.
+  expect_error_containing("{% if messages[]['role'] == 'system' %}{% endif %}", "line 1: empty subscript '[]'");
+  EXPECT_EQ(render_error("{{ messages[0]['role'] }}{{ messages[:] | length }}{{ 'abc'[::-1] }}"), "");
+}
+
 TEST(TemplateLimits, BreakOutsideALoopIsAParseError) {
   // Found by fuzz_jinja: the interpreter's break escaped render() as an unknown exception.
   expect_error_containing("{{ 'a' }}{% break %}", "line 1: 'break' outside a for loop");

@@ -427,6 +427,7 @@ class ExprParser {
     }
     expect_op("]");
     if (!slice) {
+      if (!parts[0]) fail("empty subscript '[]'");
       auto e = make(Expr::Kind::kIndex);
       e->args.push_back(std::move(target));
       e->args.push_back(std::move(parts[0]));
