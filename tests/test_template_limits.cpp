@@ -103,6 +103,16 @@ TEST(TemplateLimits, AnEmptySubscriptIsAParseError) {
   EXPECT_EQ(render_error("{{ messages[0]['role'] }}{{ messages[:] | length }}{{ 'abc'[::-1] }}"), "");
 }
 
+TEST(TemplateLimits, IntegerResultsOutOfRangeAreAnError) {
+  // Found by fuzz_jinja: 615**100 left int64 and was converted anyway.
+  expect_error_containing("{{ 615**100 - 1 }}", "the integer result of '**' is out of range");
+  expect_error_containing("{{ 9223372036854775807 * 4 }}", "the integer result of '*' is out of range");
+  expect_error_containing("{{ -(-9223372036854775807 - 1) }}", "the integer result of '-' is out of range");
+  expect_error_containing("{{ 10 is divisibleby(0) }}", "divisibleby(0): division by zero");
+  EXPECT_EQ(render_error("{{ (10.0 ** 300 | int) > 0 }}{{ 5 is divisibleby(-1) }}{{ (0.0 / 1.0) | int }}"), "");
+  EXPECT_EQ(render_error("{{ 2**62 }}{{ -7 // 2 }}{{ 7 % -3 }}{{ 615.0 ** 100 }}"), "");
+}
+
 TEST(TemplateLimits, BreakOutsideALoopIsAParseError) {
   // Found by fuzz_jinja: the interpreter's break escaped render() as an unknown exception.
   expect_error_containing("{{ 'a' }}{% break %}", "line 1: 'break' outside a for loop");

@@ -289,7 +289,11 @@ bool run_test(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "odd") return v.is_number() && v.as_int() % 2 != 0;
   if (name == "lower") return v.is_string() && lower(v.as_string()) == v.as_string();
   if (name == "upper") return v.is_string() && upper(v.as_string()) == v.as_string();
-  if (name == "divisibleby") return v.is_number() && v.as_int() % require(a, 0, "num", "divisibleby").as_int() == 0;
+  if (name == "divisibleby") {
+    const int64_t d = require(a, 0, "num", "divisibleby").as_int();
+    if (d == 0) throw Error("divisibleby(0): division by zero");
+    return v.is_number() && (d == -1 || v.as_int() % d == 0);
+  }
   if (name == "eq" || name == "equalto" || name == "sameas" || name == "==")
     return equal(v, require(a, 0, "other", "eq"));
   if (name == "ne" || name == "!=") return !equal(v, require(a, 0, "other", "ne"));
@@ -344,8 +348,11 @@ Value run_filter(const std::string& name, const Value& v, const CallArgs& a) {
       return Value(0.0);
     }
   }
-  if (name == "abs")
-    return v.kind() == Value::Kind::kFloat ? Value(std::abs(v.as_float())) : Value(std::abs(v.as_int()));
+  if (name == "abs") {
+    if (v.kind() == Value::Kind::kFloat) return Value(std::abs(v.as_float()));
+    if (v.as_int() == INT64_MIN) throw Error("abs: the integer result is out of range");
+    return Value(std::abs(v.as_int()));
+  }
   if (name == "default" || name == "d") {
     const Value* boolean = a.get(1, "boolean");
     const bool use_default = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());

@@ -99,7 +99,7 @@ class Renderer {
       case Expr::Kind::kNeg: {
         const Value v = eval(*e.args[0], s);
         if (v.kind() == Value::Kind::kFloat) return Value(-v.as_float());
-        if (v.is_number() || v.kind() == Value::Kind::kBool) return Value(-v.as_int());
+        if (v.is_number() || v.kind() == Value::Kind::kBool) return integer_result(-v.as_float(), "-");
         throw Error(std::string("cannot negate a ") + v.type_name());
       }
       case Expr::Kind::kCond: return eval(*e.args[0], s).truthy() ? eval(*e.args[1], s) : eval(*e.args[2], s);
@@ -205,6 +205,13 @@ class Renderer {
     return arithmetic(op, a, b);
   }
 
+  // An integer operation's result, refused when it leaves int64 (the templates' integers).
+  static Value integer_result(double r, const std::string& op) {
+    if (!(r >= -9223372036854775808.0 && r < 9223372036854775808.0))
+      throw Error("the integer result of '" + op + "' is out of range");
+    return Value(int64_t(r));
+  }
+
   static Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     auto numeric = [](const Value& v) { return v.is_number() || v.kind() == Value::Kind::kBool; };
     if (!numeric(a) || !numeric(b))
@@ -218,12 +225,12 @@ class Renderer {
     if (op == "//" || op == "%") {
       if (y == 0) throw Error("division by zero");
       const double q = std::floor(x / y);
-      if (op == "//") return ints ? Value(int64_t(q)) : Value(q);
-      return ints ? Value(int64_t(x - q * y)) : Value(x - q * y);
+      const double r = op == "//" ? q : x - q * y;
+      return ints ? integer_result(r, op) : Value(r);
     }
-    if (op == "**") return ints && y >= 0 ? Value(int64_t(std::llround(std::pow(x, y)))) : Value(std::pow(x, y));
+    if (op == "**") return ints && y >= 0 ? integer_result(std::round(std::pow(x, y)), op) : Value(std::pow(x, y));
     const double r = op == "+" ? x + y : op == "-" ? x - y : x * y;
-    return ints ? Value(int64_t(r)) : Value(r);
+    return ints ? integer_result(r, op) : Value(r);
   }
 
   static bool contains(const Value& container, const Value& item) {

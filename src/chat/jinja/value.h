@@ -62,7 +62,14 @@ class Value {
   bool is_function() const { return kind_ == Kind::kFunction; }
 
   bool as_bool() const { return int_ != 0; }
-  int64_t as_int() const { return kind_ == Kind::kFloat ? int64_t(float_) : int_; }
+  // A float converts saturating (NaN as 0): templates cannot reach an undefined conversion.
+  int64_t as_int() const { return kind_ == Kind::kFloat ? saturated_int(float_) : int_; }
+  static int64_t saturated_int(double d) {
+    if (!(d == d)) return 0;
+    if (d >= 9223372036854775807.0) return INT64_MAX;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    return int64_t(d);
+  }
   double as_float() const { return kind_ == Kind::kFloat ? float_ : double(int_); }
   const std::string& as_string() const { return *str_; }
   Array& as_array() const { return *arr_; }
