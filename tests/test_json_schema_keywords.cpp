@@ -152,6 +152,11 @@ TEST(SchemaKeywords, WhatCannotBeEnforcedIsRefusedWithThePath) {
   expect_refused(R"j({"type": "object", "properties": {"a": {}}, "minProperties": 2})j", "cannot be met");
   expect_refused(R"j({"type": "array", "prefixItems": [{}], "items": false, "minItems": 2})j",
                  "minItems cannot be met");
+  // Found by fuzz_request_json: a count beyond int64 was converted anyway.
+  expect_refused(R"j({"type": "string", "maxLength": 4.91e27})j", "minLength <= maxLength <= 10000");
+  expect_refused(R"j({"type": "array", "maxItems": 18446744073709551615})j", "minItems <= maxItems <= 1000");
+  expect_refused(R"j({"type": "array", "minItems": 2.5})j", "'minItems' must be an integer");
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"j({"type": "array", "minItems": 2.0, "maxItems": 3})j")).is_ok());
 }
 
 TEST(SchemaKeywords, AllOfFollowsReferences) {

@@ -290,10 +290,23 @@ class Converter {
   struct Count {
     int64_t lo = 0, hi = -1;  // hi -1: unbounded
   };
+  // A count keyword's value (`absent` when missing): an integer, possibly written as 5.0.
+  Result<int64_t> count_keyword(const json& s, const char* key, int64_t absent, const std::string& path) const {
+    if (!s.contains(key)) return absent;
+    const json& v = s[key];
+    if (v.is_number_unsigned()) return int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX));
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())  // huge ones fail the bounds
+      return int64_t(std::clamp(v.get<double>(), -1e18, 1e18));
+    return refuse(path, std::string("'") + key + "' must be an integer");
+  }
+
   // `ceiling` bounds what one schema may ask for (the grammar grows with it).
   Result<Count> count_of(const json& s, const char* min_key, const char* max_key, int64_t ceiling,
                          const std::string& path) const {
-    Count c{s.value(min_key, int64_t(0)), s.contains(max_key) ? s[max_key].get<int64_t>() : -1};
+    AUTOGLM_ASSIGN_OR_RETURN(const int64_t lo, count_keyword(s, min_key, 0, path));
+    AUTOGLM_ASSIGN_OR_RETURN(const int64_t hi, count_keyword(s, max_key, -1, path));
+    const Count c{lo, hi};
     if (c.lo < 0 || (c.hi >= 0 && c.hi < c.lo) || c.lo > ceiling || c.hi > ceiling)
       return refuse(path, std::string(min_key) + "/" + max_key + " must satisfy 0 <= " + min_key + " <= " + max_key +
                               " <= " + std::to_string(ceiling));

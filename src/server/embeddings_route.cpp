@@ -1,6 +1,7 @@
 #include "server/embeddings_route.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -18,7 +19,8 @@ std::vector<std::vector<int32_t>> read_inputs(const json& body, const PromptBuil
   auto tokens_of = [](const json& list, const std::string& where) {
     std::vector<int32_t> ids;
     for (const json& t : list) {
-      if (!t.is_number_integer()) bad(where, "'" + where + "' must be a string or a list of token ids");
+      if (!t.is_number_integer() || t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX)
+        bad(where, "'" + where + "' must be a string or a list of token ids");
       ids.push_back(int32_t(t.get<int64_t>()));
     }
     return ids;
