@@ -45,16 +45,19 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
   return out[0];
 }
 
-// Ten independent int8 dot-product chains of the kind the integer kernels issue.
-__attribute__((target("avx512vnni,avx512vl"))) int int8_chains_vnni(int64_t iterations) {
-  __m256i acc[10];
-  for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_epi32(i);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+// Ten independent int8 dot-product chains of the kind the integer kernels issue (512-bit with
+// AVX-512 VNNI: the kernels' row pairs).
+__attribute__((target("avx512f,avx512vnni"))) int int8_chains_vnni(int64_t iterations) {
+  __m512i acc[10];
+  for (int i = 0; i < 10; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
   for (int64_t it = 0; it < iterations; ++it)
-    for (int i = 0; i < 10; ++i) acc[i] = _mm256_dpbusd_epi32(acc[i], a, b);
-  __m256i sum = acc[0];
-  for (int i = 1; i < 10; ++i) sum = _mm256_add_epi32(sum, acc[i]);
-  return _mm256_extract_epi32(sum, 0);
+    for (int i = 0; i < 10; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i sum = acc[0];
+  for (int i = 1; i < 10; ++i) sum = _mm512_add_epi32(sum, acc[i]);
+  int32_t out[16];
+  _mm512_storeu_si512(out, sum);
+  return out[0];
 }
 
 __attribute__((target("avxvnni"))) int int8_chains_avxvnni(int64_t iterations) {
@@ -129,8 +132,9 @@ double measure_int8_peak(ThreadPool& pool, int repeats) {
     kind = Kind::kAvxVnni;
   else if (isa == "avx2")
     kind = Kind::kAvx2;
-  // multiply-adds per chain step: 32 byte products (VNNI, maddubs), one for the scalar chain
-  const double macs = kind == Kind::kScalar ? 1 : 32;
+  // multiply-adds per chain step: 64 byte products (512-bit VNNI), 32 (256-bit VNNI, maddubs), one
+  // for the scalar chain
+  const double macs = kind == Kind::kVnni512 ? 64 : kind == Kind::kScalar ? 1 : 32;
   return best_rate(pool, repeats, double(kIterations) * 10 * macs * 2, [&]() -> int64_t {
 #if defined(__x86_64__)
     switch (kind) {

@@ -14,8 +14,8 @@ double measure_fma_peak(ThreadPool& pool, int repeats = 3);
 
 // The same for the int8 products the quantized types' kernels issue with the kernel set in use
 // (kernel_isa()): u8 x s8 summed by fours into int32 with VNNI, u8 x s8 pairs into int16 with
-// AVX2, plain integers otherwise; at the kernels' vector width (256 bits), in operations per
-// second (a multiply-add counts as two).
+// AVX2, plain integers otherwise; at the kernels' vector width (512 bits with AVX-512 VNNI, else
+// 256), in operations per second (a multiply-add counts as two).
 double measure_int8_peak(ThreadPool& pool, int repeats = 3);
 
 }  // namespace autoglm::cpu
