@@ -254,15 +254,25 @@ TEST(SchedulerTimed, AWaitingPromptAlwaysProgressesAndPrioritiesOrderWork) {
   EXPECT_GT(out.predicted_ms, 10.0);  // past the target: progress wins over the target
 }
 
-// Auto: the target is three times the decodes' predicted time; without decodes, tokens only.
-TEST(SchedulerTimed, AutoTargetFollowsTheDecodes) {
+// Auto: the target is three times the predicted decode step of a full batch (max_running at
+// the decodes' mean depth), whatever the number of decodes; without decodes, tokens only.
+TEST(SchedulerTimed, AutoTargetIsAShareOfAFullBatchDecode) {
   FakePool pool(1000, 16);
   const std::vector<SeqView> running = decoding_set(pool, 4, 100);
   const auto out = schedule_step(running, {prompt(9, 0, 400)}, timed(-1), pool);
-  const double decodes = kCost.predict_ms({4, 4 * 100});  // 2 + 4 + 4 = 10 ms
-  EXPECT_NEAR(out.target_ms, 3 * decodes, 1e-9);
+  const double full_batch = kCost.predict_ms({16, 16 * 100});  // 2 + 16 + 16 = 34 ms
+  EXPECT_NEAR(out.target_ms, 3 * full_batch, 1e-9);
   EXPECT_LE(out.predicted_ms, out.target_ms);
-  EXPECT_GT(out.work.back().n_tokens, 4);
+  // The prompt gets what 4 decodes leave of it: far more than three times their own time would.
+  const double four_decodes = kCost.predict_ms({4, 4 * 100});  // 10 ms
+  EXPECT_GT(kCost.predict_ms(out.shape), 3 * four_decodes);
+  EXPECT_GT(out.work.back().n_tokens, 60);  // three times the 4 decodes would have left it ~18
+  // One decode and sixteen: the same target at the same depth.
+  FakePool one_pool(1000, 16), full_pool(1000, 16);
+  const auto one = schedule_step(decoding_set(one_pool, 1, 100), {prompt(9, 0, 400)}, timed(-1), one_pool);
+  const auto full = schedule_step(decoding_set(full_pool, 16, 100), {prompt(30, 0, 400)}, timed(-1, 512), full_pool);
+  EXPECT_NEAR(one.target_ms, out.target_ms, 1e-9);
+  EXPECT_EQ(full.target_ms, 0.0) << "no running slot left: the prompt waits and nothing is timed";
   FakePool idle(1000, 16);
   const auto alone = schedule_step({}, {prompt(9, 0, 400)}, timed(-1), idle);
   EXPECT_EQ(alone.work.back().n_tokens, 400);  // nobody to stall: the whole budget

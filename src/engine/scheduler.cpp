@@ -86,6 +86,15 @@ int64_t prefill_tokens(int64_t wanted, int64_t computed, double remaining_ms, bo
   return lo;
 }
 
+// Auto: the predicted decode step of a full batch (max_running sequences) at the mean depth of
+// the step's decodes (`decodes`: their shape). A fixed share of the step, whatever the number of
+// decodes, so that a few running sequences do not starve the prompts waiting behind them.
+double full_batch_decode_ms(const StepShape& decodes, const SchedulerLimits& limits) {
+  const double depth = decodes.tokens > 0 ? double(decodes.attended) / double(decodes.tokens) : 0;
+  const int64_t n = std::max(limits.max_running, decodes.tokens);
+  return limits.cost->predict_ms({n, int64_t(depth * double(n))});
+}
+
 }  // namespace
 
 ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vector<SeqView>& waiting,
@@ -98,8 +107,11 @@ ScheduleOutput schedule_step(const std::vector<SeqView>& running, const std::vec
   std::optional<double> target;  // fixed at the first prefill, once the decodes are planned
   auto remaining = [&] {
     if (!target) {
-      const double when_decoding = limits.max_step_ms > 0 ? limits.max_step_ms : limits.step_factor * step_ms;
-      target = decodes ? when_decoding : INFINITY;  // no decodes: nobody to stall
+      if (!timed || !decodes)
+        target = INFINITY;  // untimed, or no decodes: nobody to stall
+      else
+        target = limits.max_step_ms > 0 ? limits.max_step_ms
+                                        : limits.step_factor * full_batch_decode_ms(p.out.shape, limits);
     }
     return *target - step_ms;
   };

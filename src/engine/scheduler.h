@@ -15,8 +15,10 @@
 // prefill chunks get what the predicted step time leaves, so a long prompt no longer stalls
 // every running decode; the first prefill of a step gets at least min_prefill_chunk tokens
 // even past the target, so a waiting prompt always progresses. The target is max_step_ms, or
-// (auto) step_factor times the step's predicted decode time; a step without decodes has no
-// one to stall and is planned by tokens only.
+// (auto) step_factor times the predicted decode step of a full batch (max_running sequences at
+// the mean depth of the step's decodes): every step may then be at most step_factor times a
+// loaded decode step, and a few decoding sequences do not starve the prompts waiting behind
+// them. A step without decodes has no one to stall and is planned by tokens only.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,7 @@ struct SchedulerLimits {
   int64_t max_batch_tokens = 512;
   int64_t max_running = 16;
   double max_step_ms = 0;               // 0: plan by tokens only; < 0: auto (step_factor)
-  double step_factor = 3.0;             // auto: the target is this many times the decodes' time
+  double step_factor = 3.0;             // auto: the target is this many times a full batch's decode
   const StepCostModel* cost = nullptr;  // needed when max_step_ms != 0
   int64_t min_prefill_chunk = 16;       // tokens a prefill gets per step even past the target
 };
