@@ -126,8 +126,7 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
-TEST_P(EveryType, BatchedRowsEqualSingleRows) {
-  const DType t = GetParam();
+void expect_batched_rows_equal_single_rows(DType t) {
   const int64_t rows = 9, cols = 256, tokens = 6;
   const EncodedMatrix enc(t, rows, cols, 3);
   cpu::WeightMatrix m = enc.matrix;
@@ -144,10 +143,13 @@ TEST_P(EveryType, BatchedRowsEqualSingleRows) {
   }
 }
 
+TEST_P(EveryType, BatchedRowsEqualSingleRows) {
+  expect_batched_rows_equal_single_rows(GetParam());
+}
+
 // Row groups may be handled in pairs (the AVX-512 kernels put two groups in one register) or
 // alone (an odd group at the end of a thread's range): the rows' results must not change.
-TEST_P(EveryType, RowGroupsGiveTheSameResultsPairedOrAlone) {
-  const DType t = GetParam();
+void expect_groups_paired_or_alone_equal(DType t) {
   const int64_t cols = 256, tokens = 7;
   const EncodedMatrix enc(t, 16, cols, 5);
   cpu::WeightMatrix pair = enc.matrix, alone = enc.matrix;
@@ -167,6 +169,33 @@ TEST_P(EveryType, RowGroupsGiveTheSameResultsPairedOrAlone) {
             << dtype_name(t) << " " << isa << " token " << tk << " row " << r;
   }
   cpu::select_kernel_isa("avx2");
+}
+
+TEST_P(EveryType, RowGroupsGiveTheSameResultsPairedOrAlone) {
+  expect_groups_paired_or_alone_equal(GetParam());
+}
+
+// BF16 weights with activations rounded to BF16 (AUTOGLM_BF16_ACTIVATIONS=1): what the kernels
+// see is the rounding, every ISA (vdpbf16ps where the CPU has AVX512-BF16) matches the reference
+// dot over it, and the batch and pairing rules hold.
+TEST(Bf16Activations, RoundedActivationsMatchTheReferenceOnEveryIsa) {
+  cpu::set_bf16_activations(true);
+  const auto x = random_values(64, 21);
+  std::vector<float> seen(x.size());
+  cpu::activations_as_seen(DType::BF16, x.data(), 1, 64, seen.data());
+  int changed = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(seen[i], bf16_to_float(float_to_bf16(x[i]))) << i;
+    changed += seen[i] != x[i];
+  }
+  EXPECT_GT(changed, 32) << "the activations were not rounded";
+  expect_matmul_matches_reference(DType::BF16, 37);
+  expect_matmul_matches_reference(DType::BF16, 41);
+  expect_batched_rows_equal_single_rows(DType::BF16);
+  expect_groups_paired_or_alone_equal(DType::BF16);
+  cpu::set_bf16_activations(false);
+  cpu::activations_as_seen(DType::BF16, x.data(), 1, 64, seen.data());
+  EXPECT_EQ(seen, x) << "off again: float activations";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EveryType, ::testing::ValuesIn(kTypes),

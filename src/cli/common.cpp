@@ -33,6 +33,7 @@ bool apply_process_environment() {
     std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
     return false;
   }
+  cpu::set_bf16_activations(environment_says("AUTOGLM_BF16_ACTIVATIONS", "1"));
   return true;
 }
 

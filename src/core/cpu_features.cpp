@@ -14,6 +14,7 @@ const CpuFeatures& cpu_features() {
     f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     f.avxvnni = __builtin_cpu_supports("avxvnni");
 #endif
     return f;
@@ -29,6 +30,7 @@ std::string cpu_features_string() {
   if (f.f16c) s += "F16C ";
   if (f.avx512f) s += "AVX512F ";
   if (f.avx512vnni) s += "AVX512_VNNI ";
+  if (f.avx512bf16) s += "AVX512_BF16 ";
   if (f.avxvnni) s += "AVX_VNNI ";
   if (s.empty()) return "baseline";
   s.pop_back();

@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512vnni = false;
+  bool avx512bf16 = false;
   bool avxvnni = false;
 };
 

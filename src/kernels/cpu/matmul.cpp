@@ -1,12 +1,14 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "core/cpu_features.h"
+#include "core/half.h"
 #include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/packed.h"
@@ -125,26 +127,46 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return ActivationFormat::kQ8KBlocks256;
+    case DType::BF16: return bf16_activations() ? ActivationFormat::kBf16Floats : ActivationFormat::kFloat;
     default: return ActivationFormat::kFloat;
   }
 }
 
+namespace {
+std::atomic<bool> bf16_activations_on{false};
+}  // namespace
+
+void set_bf16_activations(bool on) {
+  bf16_activations_on = on;
+}
+bool bf16_activations() {
+  return bf16_activations_on;
+}
+
 bool uses_int8_activations(DType t) {
-  return activation_format(t) != ActivationFormat::kFloat;
+  const ActivationFormat f = activation_format(t);
+  return f == ActivationFormat::kQ8Blocks32 || f == ActivationFormat::kQ8KBlocks256;
 }
 
 namespace {
 
 size_t activation_row_bytes(ActivationFormat f, int64_t cols) {
-  return f == ActivationFormat::kQ8KBlocks256 ? size_t(cols / 256) * sizeof(Q8KBlock)
-                                              : size_t(cols / 32) * sizeof(Q8Block);
+  switch (f) {
+    case ActivationFormat::kQ8KBlocks256: return size_t(cols / 256) * sizeof(Q8KBlock);
+    case ActivationFormat::kQ8Blocks32: return size_t(cols / 32) * sizeof(Q8Block);
+    default: return size_t(cols) * sizeof(float);
+  }
 }
 
+// The activations of tokens [t0, t1) in format f (not kFloat, which is x itself).
 void quantize_activation_rows(ActivationFormat f, const float* x, int64_t t0, int64_t t1, int64_t cols, uint8_t* out) {
   const size_t bytes = activation_row_bytes(f, cols);
   for (int64_t tok = t0; tok < t1; ++tok) {
     uint8_t* dst = out + size_t(tok) * bytes;
-    if (f == ActivationFormat::kQ8KBlocks256)
+    if (f == ActivationFormat::kBf16Floats)
+      for (int64_t i = 0; i < cols; ++i)
+        reinterpret_cast<float*>(dst)[i] = bf16_to_float(float_to_bf16(x[tok * cols + i]));
+    else if (f == ActivationFormat::kQ8KBlocks256)
       element_ops().quantize_q8k(x + tok * cols, cols, reinterpret_cast<Q8KBlock*>(dst));
     else
       element_ops().quantize_q8(x + tok * cols, cols, reinterpret_cast<Q8Block*>(dst));
@@ -192,6 +214,10 @@ void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols
     std::copy(x, x + n_tokens * cols, out);
     return;
   }
+  if (f == ActivationFormat::kBf16Floats) {
+    quantize_activation_rows(f, x, 0, n_tokens, cols, reinterpret_cast<uint8_t*>(out));
+    return;
+  }
   std::vector<uint8_t> q(activation_row_bytes(f, cols) * size_t(n_tokens));
   quantize_activation_rows(f, x, 0, n_tokens, cols, q.data());
   if (f == ActivationFormat::kQ8KBlocks256)
@@ -213,17 +239,18 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
   const KernelSet& k = kernels();
   const int64_t cols = ws[0]->cols;
   // Activations quantized once per format the matrices read (the rows of a long prompt in parallel).
-  thread_local std::vector<uint8_t> blocks32, blocks256;
+  thread_local std::vector<uint8_t> blocks32, blocks256, bf16_floats;
   Path paths[kMax];
   const void* inputs[kMax];
   int64_t first_unit[kMax + 1] = {0};
   ActivationFormat formats[kMax];
-  bool need32 = false, need256 = false;
+  bool need32 = false, need256 = false, need_bf16 = false;
   for (int i = 0; i < n; ++i) {
     AUTOGLM_CHECK(ws[i]->cols == cols);
     paths[i] = path_of(*ws[i], k);
-    formats[i] = paths[i] == Path::kPackedFloat ? ActivationFormat::kFloat : activation_format(ws[i]->type);
+    formats[i] = activation_format(ws[i]->type);
     need32 |= formats[i] == ActivationFormat::kQ8Blocks32;
+    need_bf16 |= formats[i] == ActivationFormat::kBf16Floats;
     need256 |= formats[i] == ActivationFormat::kQ8KBlocks256;
     first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
   }
@@ -241,9 +268,11 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
   };
   const void* q32 = prepare(need32, ActivationFormat::kQ8Blocks32, blocks32);
   const void* q256 = prepare(need256, ActivationFormat::kQ8KBlocks256, blocks256);
+  const void* rounded = prepare(need_bf16, ActivationFormat::kBf16Floats, bf16_floats);
   for (int i = 0; i < n; ++i)
     inputs[i] = formats[i] == ActivationFormat::kQ8Blocks32     ? q32
                 : formats[i] == ActivationFormat::kQ8KBlocks256 ? q256
+                : formats[i] == ActivationFormat::kBf16Floats   ? rounded
                                                                 : static_cast<const void*>(x);
   // One job over the work units of all the matrices.
   pool.parallel_for(first_unit[n], [&](int, int64_t u0, int64_t u1) {

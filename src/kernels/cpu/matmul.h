@@ -30,12 +30,21 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens);
 
-// What a weight type's kernels multiply: float activations, or activations quantized on the
-// fly to int8 blocks of 32 (Q8_0 layout) or of 256 (Q8_K layout: the k-quants).
-enum class ActivationFormat { kFloat, kQ8Blocks32, kQ8KBlocks256 };
+// What a weight type's kernels multiply: float activations; floats rounded to BF16 (BF16
+// weights with bf16_activations() on: every kernel of the type then sees the same values); or
+// activations quantized on the fly to int8 blocks of 32 (Q8_0 layout) or of 256 (Q8_K layout:
+// the k-quants).
+enum class ActivationFormat { kFloat, kBf16Floats, kQ8Blocks32, kQ8KBlocks256 };
 ActivationFormat activation_format(DType weight_type);
-// activation_format(t) != kFloat.
+// Int8 blocks of either size.
 bool uses_int8_activations(DType t);
+// BF16 weights: activations rounded to BF16 (as llama.cpp does), which lets CPUs with AVX512-BF16
+// multiply pairs of them with vdpbf16ps (twice the products of an FMA per instruction). Off by
+// default: results then move by about the rounding of the activations (transformers computes
+// with float activations). The CLI turns it on for AUTOGLM_BF16_ACTIVATIONS=1. Not to be called
+// while kernels run.
+void set_bf16_activations(bool on);
+bool bf16_activations();
 // The activations as the kernels of type t see them (quantized and decoded again, or copied).
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out);
 
