@@ -79,8 +79,8 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
 }
 
 // Every layout and runnable ISA, 1 and 3 threads, against the double-precision reference dot.
-void expect_matmul_matches_reference(DType t, int64_t rows) {
-  const int64_t cols = 512, tokens = 69;
+void expect_matmul_matches_reference(DType t, int64_t rows, int64_t tokens) {
+  const int64_t cols = 512;
   const EncodedMatrix enc(t, rows, cols, 11);
   const cpu::WeightMatrix& m = enc.matrix;
   const int64_t row_bytes = m.row_bytes;
@@ -118,11 +118,12 @@ void expect_matmul_matches_reference(DType t, int64_t rows) {
   cpu::select_kernel_isa("avx2");
 }
 
-// 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows. 69 tokens:
-// more than one token tile, and tails below every register block.
+// 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows. 69 and 70
+// tokens: more than one token tile of 64, then 5 (4 + 1) and 6 (4 + 2): every register block
+// size of 12, 4, 2 and 1 tokens is reached.
 TEST_P(EveryType, MatmulMatchesReferenceDot) {
-  expect_matmul_matches_reference(GetParam(), 37);
-  expect_matmul_matches_reference(GetParam(), 41);
+  expect_matmul_matches_reference(GetParam(), 37, 69);
+  expect_matmul_matches_reference(GetParam(), 41, 70);
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
@@ -189,8 +190,8 @@ TEST(Bf16Activations, RoundedActivationsMatchTheReferenceOnEveryIsa) {
     changed += seen[i] != x[i];
   }
   EXPECT_GT(changed, 32) << "the activations were not rounded";
-  expect_matmul_matches_reference(DType::BF16, 37);
-  expect_matmul_matches_reference(DType::BF16, 41);
+  expect_matmul_matches_reference(DType::BF16, 37, 69);
+  expect_matmul_matches_reference(DType::BF16, 41, 70);
   expect_batched_rows_equal_single_rows(DType::BF16);
   expect_groups_paired_or_alone_equal(DType::BF16);
   cpu::set_bf16_activations(false);
