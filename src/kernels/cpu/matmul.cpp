@@ -238,42 +238,34 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
   AUTOGLM_CHECK(n >= 1 && n <= kMax);
   const KernelSet& k = kernels();
   const int64_t cols = ws[0]->cols;
-  // Activations quantized once per format the matrices read (the rows of a long prompt in parallel).
-  thread_local std::vector<uint8_t> blocks32, blocks256, bf16_floats;
-  Path paths[kMax];
-  const void* inputs[kMax];
-  int64_t first_unit[kMax + 1] = {0};
-  ActivationFormat formats[kMax];
-  bool need32 = false, need256 = false, need_bf16 = false;
-  for (int i = 0; i < n; ++i) {
-    AUTOGLM_CHECK(ws[i]->cols == cols);
-    paths[i] = path_of(*ws[i], k);
-    formats[i] = activation_format(ws[i]->type);
-    need32 |= formats[i] == ActivationFormat::kQ8Blocks32;
-    need_bf16 |= formats[i] == ActivationFormat::kBf16Floats;
-    need256 |= formats[i] == ActivationFormat::kQ8KBlocks256;
-    first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
-  }
-  auto prepare = [&](bool need, ActivationFormat t, std::vector<uint8_t>& buf) -> const void* {
-    if (!need) return nullptr;
-    const size_t bytes = activation_row_bytes(t, cols) * size_t(n_tokens);
+  // Activations made once per format the matrices read (the rows of a long prompt in parallel);
+  // float activations are x itself.
+  constexpr int kFormats = int(ActivationFormat::kQ8KBlocks256) + 1;
+  thread_local std::vector<uint8_t> buffers[kFormats];
+  const void* by_format[kFormats] = {x};
+  auto prepare = [&](ActivationFormat f) -> const void* {
+    std::vector<uint8_t>& buf = buffers[int(f)];
+    const size_t bytes = activation_row_bytes(f, cols) * size_t(n_tokens);
     if (buf.size() < bytes) buf.resize(bytes);
     uint8_t* dst = buf.data();
     if (n_tokens >= 2 * pool.size())
       pool.parallel_for(n_tokens,
-                        [&](int, int64_t t0, int64_t t1) { quantize_activation_rows(t, x, t0, t1, cols, dst); });
+                        [&](int, int64_t t0, int64_t t1) { quantize_activation_rows(f, x, t0, t1, cols, dst); });
     else
-      quantize_activation_rows(t, x, 0, n_tokens, cols, dst);
+      quantize_activation_rows(f, x, 0, n_tokens, cols, dst);
     return dst;
   };
-  const void* q32 = prepare(need32, ActivationFormat::kQ8Blocks32, blocks32);
-  const void* q256 = prepare(need256, ActivationFormat::kQ8KBlocks256, blocks256);
-  const void* rounded = prepare(need_bf16, ActivationFormat::kBf16Floats, bf16_floats);
-  for (int i = 0; i < n; ++i)
-    inputs[i] = formats[i] == ActivationFormat::kQ8Blocks32     ? q32
-                : formats[i] == ActivationFormat::kQ8KBlocks256 ? q256
-                : formats[i] == ActivationFormat::kBf16Floats   ? rounded
-                                                                : static_cast<const void*>(x);
+  Path paths[kMax];
+  const void* inputs[kMax];
+  int64_t first_unit[kMax + 1] = {0};
+  for (int i = 0; i < n; ++i) {
+    AUTOGLM_CHECK(ws[i]->cols == cols);
+    paths[i] = path_of(*ws[i], k);
+    const ActivationFormat f = activation_format(ws[i]->type);
+    if (!by_format[int(f)]) by_format[int(f)] = prepare(f);
+    inputs[i] = by_format[int(f)];
+    first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
+  }
   // One job over the work units of all the matrices.
   pool.parallel_for(first_unit[n], [&](int, int64_t u0, int64_t u1) {
     for (int i = 0; i < n; ++i) {

@@ -34,7 +34,12 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
 // weights with bf16_activations() on: every kernel of the type then sees the same values); or
 // activations quantized on the fly to int8 blocks of 32 (Q8_0 layout) or of 256 (Q8_K layout:
 // the k-quants).
-enum class ActivationFormat { kFloat, kBf16Floats, kQ8Blocks32, kQ8KBlocks256 };
+enum class ActivationFormat {
+  kFloat,
+  kBf16Floats,
+  kQ8Blocks32,
+  kQ8KBlocks256
+};  // matmul keeps one buffer per format: keep kQ8KBlocks256 last
 ActivationFormat activation_format(DType weight_type);
 // Int8 blocks of either size.
 bool uses_int8_activations(DType t);
