@@ -60,6 +60,18 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
     "$shared/golden/stories260k-once/case.json" 2>/dev/null || true)
   out=$("$bin" run -m "$m" -p "Once upon a time" -n 64 --temp 0 2>/dev/null)
   if [ -n "$expected" ]; then check "run matches the reference text" "Once upon a time$expected" "$out"; fi
+  # Speculative decoding prints the same text and reports what it drafted.
+  for spec in "ngram" "early-exit --exit-layer 3" "draft --draft-quantize q4_0"; do
+    spec_out=$("$bin" run -m "$m" -p "Once upon a time" -n 64 --temp 0 --spec $spec 2>"$tmp/spec.err")
+    if [ -n "$expected" ]; then check "run --spec $spec matches the reference text" "Once upon a time$expected" "$spec_out"; fi
+    check "run --spec $spec stats" "tokens per target pass" "$(cat "$tmp/spec.err")"
+  done
+  out=$("$bin" run -m "$m" -p "Once" -n 4 --spec draft --draft "$shared/models/llama-2-tiny-random.gguf" 2>&1)
+  check "run --draft with another vocabulary" "draft model: its vocabulary has" "$out"
+  out=$("$bin" run -m "$m" -p "Once" -n 4 --spec medusa 2>&1)
+  check "run --spec unknown" "'medusa' is not a speculation method" "$out"
+  out=$("$bin" bench -m "$m" -p 0 -n 16 -r 1 --spec ngram 2>&1)
+  check "bench --spec" "tg16 spec ngram:" "$out"
   out=$("$bin" tokenize -m "$m" --ids "Once upon a time" 2>&1)
   check "tokenize ids" "[1, 403, 407, 261, 378]" "$out"
   out=$("$bin" tokenize -m "$m" "Once upon" 2>&1)

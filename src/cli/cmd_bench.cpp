@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "cli/bench_speculative.h"
 #include "cli/common.h"
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
@@ -23,6 +24,7 @@ struct BenchArgs {
   int32_t depth = 0;  // tokens already in the cache before each test (-d, as llama-bench)
   std::vector<int> threads, parallel;
   bool profile = false;
+  SpecOptions spec;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -243,6 +245,8 @@ int bench(const BenchArgs& a) {
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
+  auto speculation = prepare_speculation(a.spec, a.model, m, (*rt)->parts().tokenizer->vocab());
+  if (!speculation) return fail(speculation.status());
   std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
   if (!a.schema_file.empty()) {
@@ -302,6 +306,10 @@ int bench(const BenchArgs& a) {
         std::printf("\nper-op time, %s (last repetition):\n%s\n", t.name.c_str(), runner.profile().table().c_str());
       runner.profile().set_enabled(false);
     }
+    if (speculation->config.method != SpecMethod::kNone && a.n_gen > 0)
+      if (auto s = bench_speculation(m, *(*rt)->parts().tokenizer, pool, *speculation, a.n_gen, a.reps, *kv_type);
+          !s.is_ok())
+        return fail(s);
   }
   return 0;
 }
@@ -329,6 +337,7 @@ void register_bench(CLI::App& app) {
   add_kv_type_option(*cmd, a->kv_type);
   add_quantize_option(*cmd, a->quantize);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each test");
+  add_spec_options(*cmd, a->spec);
   cmd->add_option("--json-schema", a->schema_file,
                   "Constrain the decode tests' first sequence to this JSON Schema and report the mask time per token");
   cmd->callback([a] {

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/common.h"
+#include "cli/spec_options.h"
 #include "engine/generator.h"
 
 namespace autoglm::cli {
@@ -18,6 +19,7 @@ struct RunArgs {
   bool profile = false;
   int64_t seed = -1;
   std::string grammar_file, schema_file;
+  SpecOptions spec;
   GenerationRequest gen;
 };
 
@@ -42,6 +44,9 @@ int run(const RunArgs& a) {
   auto kv_type = resolve_kv_type(a.kv_type, model.spec());
   if (!kv_type) return fail(kv_type.status());
   Generator generator(model, tok, *(*rt)->parts().pool, n_ctx, *kv_type);
+  auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab());
+  if (!speculation) return fail(speculation.status());
+  if (auto s = generator.set_speculation(speculation->config, speculation->draft.get()); !s.is_ok()) return fail(s);
   generator.profile().set_enabled(a.profile);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -58,6 +63,10 @@ int run(const RunArgs& a) {
   std::fprintf(stderr, "prompt tokens: %d, prefill: %.1f tok/s, generated tokens: %zu, decode: %.1f tok/s\n",
                r.prompt_tokens, r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0.0, r.tokens.size(),
                decode_tps);
+  if (speculation->config.method != SpecMethod::kNone)
+    std::fprintf(stderr, "speculation %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass\n",
+                 spec_method_name(speculation->config.method), (long long)r.spec.drafted, (long long)r.spec.accepted,
+                 100.0 * r.spec.acceptance(), r.spec.tokens_per_pass());
   if (a.profile) std::fprintf(stderr, "per-op time over prefill and decode:\n%s", generator.profile().table().c_str());
   return 0;
 }
@@ -87,6 +96,7 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--no-parse-special", a->no_special, "Treat <|...|> in the prompt as plain text");
   cmd->add_option("--grammar", a->grammar_file, "GBNF grammar file the output must follow");
   cmd->add_option("--json-schema", a->schema_file, "JSON Schema file the output must validate against");
+  add_spec_options(*cmd, a->spec);
   add_threads_option(*cmd, a->threads);
   cmd->callback([a] { exit_code() = run(*a); });
 }

@@ -3,6 +3,8 @@
 #include <chrono>
 
 #include "engine/constrained.h"
+#include "engine/model_drafter.h"
+#include "engine/ngram_drafter.h"
 #include "engine/prompt_check.h"
 #include "engine/text_stream.h"
 #include "sample/sampler.h"
@@ -20,6 +22,7 @@ Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool&
     : model_(model),
       tokenizer_(tokenizer),
       trie_(tokenizer),
+      pool_(pool),
       runner_(model, pool),
       cache_(model.spec(), n_ctx, kv_type) {}
 
@@ -33,6 +36,40 @@ Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std
     AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, last_logits));
   }
   return Status::ok();
+}
+
+Status Generator::set_speculation(const SpecConfig& config, const Model* draft) {
+  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, model_.spec().n_layer));
+  drafter_.reset();
+  spec_ = config;
+  switch (config.method) {
+    case SpecMethod::kNone: break;
+    case SpecMethod::kNgram:
+      drafter_ = std::make_unique<NgramDrafter>(config.ngram_min, config.ngram_max, config.p_min);
+      break;
+    case SpecMethod::kDraft:
+      if (!draft) return invalid_argument("spec draft: no draft model (--draft FILE or --draft-quantize TYPE)");
+      drafter_ = std::make_unique<ModelDrafter>(*draft, pool_, cache_.capacity(), cache_.format().type, config.p_min);
+      break;
+    case SpecMethod::kEarlyExit: {
+      const int32_t layers =
+          config.exit_layer > 0 ? config.exit_layer : std::max<int32_t>(1, int32_t(model_.spec().n_layer / 4));
+      drafter_ = std::make_unique<ModelDrafter>(model_, pool_, cache_, layers, config.p_min);
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+Status Generator::decode_pass(const std::vector<int32_t>& history, const std::vector<int32_t>& drafts,
+                              std::vector<float>& logits) {
+  std::vector<int32_t> tokens{history.back()};
+  tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+  Batch batch;
+  batch.caches = {&cache_};
+  batch.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), int32_t(history.size() - 1), true,
+                            /*logits_for_all=*/true);
+  return runner_.forward(batch, logits);
 }
 
 Result<std::vector<float>> Generator::evaluate(const std::vector<int32_t>& tokens, bool all_positions) {
@@ -75,31 +112,53 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   };
   result.finish_reason = FinishReason::kLength;
   t0 = std::chrono::steady_clock::now();
-  int32_t pos = int32_t(prompt.size());
-  for (int32_t step = 0; step < options.max_tokens; ++step) {
-    int32_t token;
-    {
-      OpTimer timer(runner_.profile(), Op::kSampling);
-      const int64_t budget = std::min<int64_t>(options.max_tokens - step, cache_.capacity() - pos);
-      token = sample_next(sampler, matcher.get(), logits.data(), n_vocab, history, budget);
+  if (drafter_) drafter_->reset();
+  DraftLength draft_length(spec_.draft_max, spec_.draft_min);
+  std::vector<int32_t> drafts;
+  // Row j of logits follows the j-th token of the last pass: sample each in order, as plain
+  // decoding would, and go on to the next row while the sample equals the draft there.
+  for (bool done = false; !done;) {
+    const int64_t n_rows = int64_t(logits.size()) / n_vocab;
+    int32_t accepted = 0;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      int32_t token;
+      {
+        OpTimer timer(runner_.profile(), Op::kSampling);
+        const int64_t budget = std::min<int64_t>(options.max_tokens - int64_t(result.tokens.size()),
+                                                 cache_.capacity() - int64_t(history.size()));
+        token = sample_next(sampler, matcher.get(), logits.data() + j * n_vocab, n_vocab, history, budget);
+      }
+      if (token < 0) {  // the grammar admits nothing more and there is no end token
+        result.finish_reason = FinishReason::kStop;
+        done = true;
+        break;
+      }
+      result.tokens.push_back(token);
+      history.push_back(token);
+      if (result.spec.target_passes > 0) ++result.spec.emitted;
+      if (!emit(stream.push(token))) done = true;
+      if (stream.ended()) result.finish_reason = FinishReason::kStop, done = true;
+      if (done || int64_t(result.tokens.size()) == options.max_tokens) {
+        done = true;
+        break;
+      }
+      if (j >= int64_t(drafts.size()) || token != drafts[size_t(j)]) break;
+      ++accepted;
     }
-    if (token < 0) {  // the grammar admits nothing more and there is no end token
-      result.finish_reason = FinishReason::kStop;
-      break;
+    result.spec.accepted += accepted;
+    draft_length.record(int32_t(drafts.size()), accepted);
+    if (done || int64_t(history.size()) > cache_.capacity()) break;  // context full: ends as "length"
+    drafts.clear();
+    const int64_t room = std::min<int64_t>(options.max_tokens - int64_t(result.tokens.size()) - 1,
+                                           cache_.capacity() - int64_t(history.size()));
+    const int32_t want = int32_t(std::min<int64_t>(draft_length.next(), room));
+    if (drafter_ && want > 0) {
+      AUTOGLM_RETURN_IF_ERROR(drafter_->propose(history, want, drafts));
+      if (int32_t(drafts.size()) < spec_.draft_min) drafts.clear();
     }
-    result.tokens.push_back(token);
-    history.push_back(token);
-    if (!emit(stream.push(token))) break;
-    if (stream.ended()) {
-      result.finish_reason = FinishReason::kStop;
-      break;
-    }
-    if (step + 1 == options.max_tokens) break;
-    if (pos >= cache_.capacity()) break;  // context full: ends as "length"
-    Batch batch;
-    batch.caches = {&cache_};
-    batch.add_sequence_tokens(0, &token, 1, pos++, true);
-    AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
+    result.spec.drafted += int64_t(drafts.size());
+    ++result.spec.target_passes;
+    AUTOGLM_RETURN_IF_ERROR(decode_pass(history, drafts, logits));
   }
   emit(stream.flush());
   result.decode_seconds = seconds_since(t0);

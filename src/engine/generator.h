@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "engine/constrained.h"
 #include "engine/request.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "sample/grammar.h"
@@ -27,6 +28,7 @@ struct GenerationResult {
   int32_t prompt_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  SpecStats spec;  // the decode passes and, with speculation, what was drafted and kept
 };
 
 class Generator {
@@ -42,21 +44,35 @@ class Generator {
                                     const std::function<bool(const std::string&)>& on_text = {},
                                     int32_t prefill_chunk = 512);
 
+  // Speculative decoding for the following generate calls (SpecMethod::kNone turns it off).
+  // kDraft needs `draft`, a model with the target's vocabulary (load_draft_model), which must
+  // outlive the generator. Errors name the option.
+  Status set_speculation(const SpecConfig& config, const Model* draft = nullptr);
+
   // Evaluates tokens from position 0 of an empty cache in one pass; logits of every
   // position ([n][n_vocab]) or of the last one.
   Result<std::vector<float>> evaluate(const std::vector<int32_t>& tokens, bool all_positions);
 
   int64_t n_ctx() const { return cache_.capacity(); }
+  // The rows the last generate left behind (the tests compare them).
+  KvCache& kv_cache() { return cache_; }
   OpProfile& profile() { return runner_.profile(); }
 
  private:
   Status prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits);
+  // One decode pass: the last token of history (sampled, not yet in the cache) and the
+  // drafts after it; logits gets a row per token.
+  Status decode_pass(const std::vector<int32_t>& history, const std::vector<int32_t>& drafts,
+                     std::vector<float>& logits);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
   VocabularyTrie trie_;  // for requests with a grammar
+  ThreadPool& pool_;
   ModelRunner runner_;
   ContiguousKvCache cache_;
+  SpecConfig spec_;
+  std::unique_ptr<Drafter> drafter_;  // null: plain decoding
 };
 
 }  // namespace autoglm

@@ -83,6 +83,9 @@ Status ModelRunner::validate(const Batch& b) const {
   for (size_t i = 0; i < b.logit_tokens.size(); ++i)
     if (b.logit_tokens[i] < 0 || size_t(b.logit_tokens[i]) >= n || (i && b.logit_tokens[i] <= b.logit_tokens[i - 1]))
       return invalid_argument("batch: logit_tokens must be ascending token indices");
+  if (b.exit_layer < 0 || b.exit_layer > spec_.n_layer)
+    return invalid_argument("batch: exit_layer " + std::to_string(b.exit_layer) + " is outside [0, " +
+                            std::to_string(spec_.n_layer) + "]");
   return Status::ok();
 }
 
@@ -200,7 +203,8 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     cpu::rmsnorm(&x_[t * s.n_embd], w.layers[0].attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
   }
 
-  for (int64_t il = 0; il < s.n_layer; ++il) {
+  const int64_t n_run = b.exit_layer > 0 ? b.exit_layer : s.n_layer;
+  for (int64_t il = 0; il < n_run; ++il) {
     const LayerWeights& lw = w.layers[size_t(il)];
     attention_layer(b, il, timer);
     add_residual_and_norm(T, &lw.ffn_norm);
@@ -211,7 +215,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     cpu::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
     norm_branch_output(T, lw.ffn_post_norm);
-    add_residual_and_norm(T, il + 1 < s.n_layer ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
+    add_residual_and_norm(T, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }
 
   timer.mark(Op::kLogits);

@@ -24,6 +24,9 @@ struct Batch {
   // Instead of logits, the final normed hidden state (n_embd floats) of each logit token:
   // what embeddings pool.
   bool hidden_states = false;
+  // > 0: only layers [0, exit_layer), then the final norm and output head: the early-exit
+  // drafts of speculative decoding (they write those layers' KV rows).
+  int32_t exit_layer = 0;
 
   // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
   void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,

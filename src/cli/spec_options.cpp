@@ -1,0 +1,39 @@
+#include "cli/spec_options.h"
+
+namespace autoglm::cli {
+
+void add_spec_options(CLI::App& cmd, SpecOptions& o) {
+  cmd.add_option("--spec", o.method, "Speculative decoding: none, draft, ngram, early-exit");
+  cmd.add_option("--draft", o.draft, "Draft model (GGUF file or Hugging Face folder) for --spec draft");
+  cmd.add_option("--draft-quantize", o.draft_quantize,
+                 "Draft weights re-encoded at load (q8_0, q4_0, ...); without --draft, the target's own weights");
+  cmd.add_option("--draft-max", o.config.draft_max, "Most tokens drafted per target pass");
+  cmd.add_option("--draft-min", o.config.draft_min, "Fewer drafts than this: a plain decode step");
+  cmd.add_option("--draft-p-min", o.config.p_min, "Stop drafting where the drafter's confidence is below this");
+  cmd.add_option("--exit-layer", o.config.exit_layer, "Early exit: the layers that draft (0: a quarter)");
+}
+
+Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string& target_path, const Model& target,
+                                        const Vocab& target_vocab) {
+  Speculation s;
+  s.config = o.config;
+  AUTOGLM_ASSIGN_OR_RETURN(s.config.method, spec_method_from_name(o.method));
+  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(s.config, target.spec().n_layer));
+  if (s.config.method != SpecMethod::kDraft) {
+    if (!o.draft.empty() || !o.draft_quantize.empty())
+      return invalid_argument("--draft/--draft-quantize: only with --spec draft");
+    return s;
+  }
+  if (o.draft.empty() && o.draft_quantize.empty())
+    return invalid_argument("--spec draft: give --draft MODEL or --draft-quantize TYPE (a quantized self-draft)");
+  ModelLoadOptions load;
+  if (!o.draft_quantize.empty()) {
+    const auto type = dtype_from_name(o.draft_quantize);
+    if (!type) return invalid_argument("--draft-quantize: '" + o.draft_quantize + "' is not a weight type");
+    load.quantize = *type;
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model(o.draft.empty() ? target_path : o.draft, load, target_vocab));
+  return s;
+}
+
+}  // namespace autoglm::cli

@@ -1,0 +1,31 @@
+// The speculative-decoding options that run, bench and serve share: --spec, --draft,
+// --draft-quantize, --draft-max, --draft-min, --draft-p-min, --exit-layer.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "engine/speculative.h"
+#include "model/model.h"
+
+namespace autoglm::cli {
+
+struct SpecOptions {
+  std::string method = "none";
+  std::string draft;           // a draft model file or folder
+  std::string draft_quantize;  // the draft's weights re-encoded at load (alone: the target's own)
+  SpecConfig config;
+};
+
+void add_spec_options(CLI::App& cmd, SpecOptions& options);
+
+// The options checked, and the draft model loaded where the method needs one.
+struct Speculation {
+  SpecConfig config;
+  std::unique_ptr<Model> draft;
+};
+Result<Speculation> prepare_speculation(const SpecOptions& options, const std::string& target_path, const Model& target,
+                                        const Vocab& target_vocab);
+
+}  // namespace autoglm::cli

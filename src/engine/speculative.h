@@ -1,0 +1,83 @@
+// Speculative decoding: a drafter proposes the next few tokens and the target model checks
+// them all in one pass. Drafts are deterministic (the drafter's most likely token), so the
+// standard rejection rule (accept with min(1, p/q), else resample from the normalised
+// residual) with a one-hot q reduces to: sample the target's token at each position as plain
+// decoding would, and keep the draft while they agree. Each emitted token costs the sampler
+// exactly one draw on the same logits, so the output is that of plain decoding, token for
+// token, with any sampling settings and seed (the forward pass is batch invariant).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "model/model.h"
+#include "tokenizer/vocab.h"
+
+namespace autoglm {
+
+enum class SpecMethod { kNone, kDraft, kNgram, kEarlyExit };
+
+// "none", "draft", "ngram", "early-exit".
+Result<SpecMethod> spec_method_from_name(const std::string& name);
+const char* spec_method_name(SpecMethod m);
+
+struct SpecConfig {
+  SpecMethod method = SpecMethod::kNone;
+  int32_t draft_max = 8;   // most tokens drafted per target pass
+  int32_t draft_min = 0;   // fewer drafted than this: a plain decode step instead
+  float p_min = 0.0f;      // drafting stops where the drafter's confidence falls below this
+  int32_t exit_layer = 0;  // early exit: the layers that draft (0: a quarter of the model)
+  int32_t ngram_max = 4;   // n-gram lookup: the longest suffix matched
+  int32_t ngram_min = 1;   // ...and the shortest
+};
+
+// Range checks; the message names the option.
+Status validate_spec_config(const SpecConfig& c, int64_t n_layer);
+
+// What a sequence's speculation did.
+struct SpecStats {
+  int64_t drafted = 0;        // tokens proposed
+  int64_t accepted = 0;       // proposals the target agreed with
+  int64_t target_passes = 0;  // forward passes of the target while decoding
+  int64_t emitted = 0;        // tokens those passes produced
+  double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
+  double tokens_per_pass() const { return target_passes > 0 ? double(emitted) / double(target_passes) : 0.0; }
+};
+
+// A draft model must speak the target's vocabulary: same size, same piece for every id,
+// same BOS and EOS. The error names the first difference.
+Status check_same_vocabulary(const Vocab& target, const Vocab& draft);
+// Loads a draft model (a file, or the target's own path with options.quantize set) and checks
+// its vocabulary against the target's; errors start with "draft model".
+Result<std::unique_ptr<Model>> load_draft_model(const std::string& path, const ModelLoadOptions& options,
+                                                const Vocab& target);
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to max_tokens proposals to follow `history` (prompt and output so far; its last token
+  // is the one the target runs next). Fewer, or none, where the drafter is not confident.
+  virtual Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) = 0;
+  // A new sequence starts (what the drafter cached belongs to the old one).
+  virtual void reset() {}
+};
+
+// How many tokens to draft next: grows by one after a pass that accepted everything, shrinks
+// after rejections, so a drafter the target disagrees with costs little. At zero it stays
+// off for a while, then tries one token again.
+class DraftLength {
+ public:
+  DraftLength(int32_t max_len, int32_t min_len);
+  int32_t next() const;
+  void record(int32_t drafted, int32_t accepted);
+
+ private:
+  int32_t max_len_, min_len_;
+  int32_t len_;
+  int32_t off_passes_ = 0;  // passes left without drafting
+  int32_t backoff_;         // the next off period
+};
+
+}  // namespace autoglm

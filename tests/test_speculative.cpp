@@ -1,0 +1,385 @@
+// Speculative decoding: every drafter gives plain decoding's output (greedy and seeded
+// sampling), sampled tokens follow the target's distribution, grammars hold, the KV rows left
+// behind are plain decoding's, and a draft with another vocabulary is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/generator.h"
+#include "engine/ngram_drafter.h"
+#include "engine/speculative.h"
+#include "sample/json_schema.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Loaded load(const std::string& rel, std::optional<DType> quantize = std::nullopt) {
+  Loaded l;
+  ModelLoadOptions o;
+  o.quantize = quantize;
+  auto m = Model::load(test::shared_path(rel), o);
+  EXPECT_TRUE(m.is_ok()) << rel << ": " << m.status().message();
+  if (!m) return l;
+  l.model = std::move(m).value();
+  auto t = l.model->load_tokenizer();
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  if (t) l.tokenizer = std::move(t).value();
+  return l;
+}
+
+SpecConfig spec(SpecMethod method, int32_t exit_layer = 0) {
+  SpecConfig c;
+  c.method = method;
+  c.draft_max = 6;
+  c.exit_layer = exit_layer;
+  return c;
+}
+
+GenerationResult generate(const Loaded& target, const GenerationRequest& request, const SpecConfig& config,
+                          const Model* draft = nullptr, Generator** keep = nullptr) {
+  static ThreadPool pool(2);
+  auto* gen = new Generator(*target.model, *target.tokenizer, pool, 256);
+  EXPECT_TRUE(gen->set_speculation(config, draft).is_ok());
+  auto r = gen->generate(request);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  if (keep)
+    *keep = gen;
+  else
+    delete gen;
+  return r ? std::move(r).value() : GenerationResult{};
+}
+
+GenerationRequest request(const Loaded& l, const std::string& prompt, int32_t max_tokens, float temperature = 0) {
+  GenerationRequest r;
+  r.prompt = l.tokenizer->encode(prompt, true);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.ignore_eos = true;
+  return r;
+}
+
+// A story that repeats itself, so the n-gram drafter finds matches.
+const char* kRepetitive =
+    "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big dog. Lily went to the";
+
+struct Case {
+  const char* model;
+  SpecMethod method;
+  std::optional<DType> draft_type;  // kDraft: the target's weights in this type
+};
+
+class GreedyExactness : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GreedyExactness, TokensAreThoseOfPlainDecoding) {
+  const Case c = GetParam();
+  AUTOGLM_REQUIRE_SHARED(std::string("models/") + c.model);
+  const Loaded target = load(std::string("models/") + c.model);
+  ASSERT_TRUE(target.model && target.tokenizer);
+  Loaded draft;
+  if (c.draft_type) {
+    draft = load(std::string("models/") + c.model, c.draft_type);
+    ASSERT_TRUE(draft.model);
+  }
+  const GenerationRequest r = request(target, kRepetitive, 48);
+  const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
+  const GenerationResult fast = generate(target, r, spec(c.method, 1), draft.model.get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_EQ(fast.text, plain.text);
+  EXPECT_GT(fast.spec.drafted, 0) << "the drafter never proposed: the test checks nothing";
+  EXPECT_EQ(fast.spec.emitted, int64_t(fast.tokens.size()) - 1);  // the first token comes from the prefill
+  EXPECT_LE(fast.spec.target_passes, plain.spec.target_passes);
+  EXPECT_EQ(plain.spec.target_passes, int64_t(plain.tokens.size()) - 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafters, GreedyExactness,
+                         ::testing::Values(Case{"stories260K.gguf", SpecMethod::kNgram, {}},
+                                           Case{"stories260K.gguf", SpecMethod::kEarlyExit, {}},
+                                           Case{"stories260K.gguf", SpecMethod::kDraft, DType::Q8_0},
+                                           Case{"stories260K.gguf", SpecMethod::kDraft, DType::Q4_0},
+                                           Case{"random/rand-llama-gqa-f16.gguf", SpecMethod::kDraft, DType::Q8_0},
+                                           Case{"random/rand-llama-gqa-bf16.gguf", SpecMethod::kEarlyExit, {}},
+                                           Case{"random/rand-llama-gqa-q6_k.gguf", SpecMethod::kNgram, {}},
+                                           Case{"random/rand-llama-gqa-q4_0.gguf", SpecMethod::kDraft, DType::Q8_0},
+                                           Case{"random/rand-qwen2.gguf", SpecMethod::kEarlyExit, {}},
+                                           Case{"random/rand-chatglm.gguf", SpecMethod::kDraft, DType::Q4_0},
+                                           Case{"hf/llama3-tiny", SpecMethod::kDraft, DType::Q8_0},
+                                           Case{"hf/qwen2-tiny", SpecMethod::kEarlyExit, {}}));
+
+TEST(Speculation, ADraftFromAnotherFileOfTheSameModelIsExact) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa-q4_k.gguf");
+  const Loaded target = load("models/random/rand-llama-gqa-f16.gguf");
+  auto draft =
+      load_draft_model(test::shared_path("models/random/rand-llama-gqa-q4_k.gguf"), {}, target.tokenizer->vocab());
+  ASSERT_TRUE(draft.is_ok()) << draft.status().message();
+  const GenerationRequest r = request(target, kRepetitive, 40);
+  const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
+  const GenerationResult fast = generate(target, r, spec(SpecMethod::kDraft), draft->get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_GT(fast.spec.accepted, 0);
+}
+
+class Stories : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+    target = load("models/stories260K.gguf");
+    draft = load("models/stories260K.gguf", DType::Q4_0);
+    ASSERT_TRUE(target.model && draft.model);
+  }
+  Loaded target, draft;
+};
+
+TEST_F(Stories, SeededSamplingGivesPlainDecodingsTokens) {
+  for (SpecMethod method : {SpecMethod::kNgram, SpecMethod::kDraft, SpecMethod::kEarlyExit})
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      GenerationRequest r = request(target, kRepetitive, 40, 0.9f);
+      r.sampling.seed = seed;
+      r.sampling.repetition_penalty = 1.1f;
+      const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
+      const GenerationResult fast = generate(target, r, spec(method, 2), draft.model.get());
+      EXPECT_EQ(fast.tokens, plain.tokens) << spec_method_name(method) << " seed " << seed;
+    }
+}
+
+// The sampler's distribution over one row: top-k of logits / temperature, renormalised.
+std::map<int32_t, double> top_k_distribution(const float* row, int32_t n, int32_t k, float temperature) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  std::map<int32_t, double> p;
+  double sum = 0;
+  for (int32_t i = 0; i < k; ++i)
+    sum += p[ids[size_t(i)]] = std::exp(double(row[ids[size_t(i)]] - row[ids[0]]) / temperature);
+  for (auto& [id, v] : p) v /= sum;
+  return p;
+}
+
+// Pearson's statistic over the outcomes (bins under 5 expected merged into one) and its
+// degrees of freedom.
+std::pair<double, int> chi_square(const std::map<int32_t, double>& expected_share, const std::map<int32_t, int>& seen,
+                                  int draws) {
+  double stat = 0, small_expected = 0;
+  int small_seen = 0, bins = 0;
+  for (const auto& [id, share] : expected_share) {
+    const double e = share * draws;
+    const int o = seen.count(id) ? seen.at(id) : 0;
+    if (e < 5) {
+      small_expected += e, small_seen += o;
+      continue;
+    }
+    stat += (o - e) * (o - e) / e;
+    ++bins;
+  }
+  if (small_expected > 0)
+    stat += (small_seen - small_expected) * (small_seen - small_expected) / small_expected, ++bins;
+  int outside = 0;  // outcomes the target gives no probability
+  for (const auto& [id, count] : seen)
+    if (!expected_share.count(id)) outside += count;
+  EXPECT_EQ(outside, 0) << "sampled tokens the target's top-k excludes";
+  return {stat, bins - 1};
+}
+
+// The chi-square value a statistic exceeds with probability 0.001 (Wilson-Hilferty).
+double chi_square_critical(int df) {
+  const double a = 2.0 / (9.0 * df), z = 3.09;
+  return df * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+
+TEST_F(Stories, SampledTokensFollowTheTargetDistribution) {
+  // The third token's law, by enumeration over the first two (top-k keeps this small), against
+  // what speculative generation draws with as many seeds. Its draft (the q4_0 self-draft) is
+  // sometimes accepted and sometimes not, so both branches of verification are sampled.
+  constexpr int32_t kTopK = 3;
+  constexpr float kTemperature = 1.5f;
+  constexpr int kDraws = 1500;
+  GenerationRequest r = request(target, "Once upon a time", 3, kTemperature);
+  r.sampling.top_k = kTopK;
+  r.sampling.top_p = 1.0f;
+  r.sampling.min_p = 0.0f;
+  static ThreadPool pool(2);
+  Generator plain(*target.model, *target.tokenizer, pool, 64);
+  const int32_t n_vocab = int32_t(target.model->spec().n_vocab);
+  auto next_law = [&](const std::vector<int32_t>& context) {
+    auto logits = plain.evaluate(context, false);
+    EXPECT_TRUE(logits.is_ok());
+    return top_k_distribution(logits->data(), n_vocab, kTopK, kTemperature);
+  };
+  std::map<int32_t, double> first = next_law(r.prompt), third;
+  for (const auto& [t0, p0] : first) {
+    auto c1 = r.prompt;
+    c1.push_back(t0);
+    for (const auto& [t1, p1] : next_law(c1)) {
+      auto c2 = c1;
+      c2.push_back(t1);
+      for (const auto& [t2, p2] : next_law(c2)) third[t2] += p0 * p1 * p2;
+    }
+  }
+  Generator fast(*target.model, *target.tokenizer, pool, 64);
+  SpecConfig c = spec(SpecMethod::kDraft);
+  c.draft_max = 2;
+  ASSERT_TRUE(fast.set_speculation(c, draft.model.get()).is_ok());
+  std::map<int32_t, int> seen_first, seen_third;
+  int64_t accepted = 0, drafted = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    r.sampling.seed = uint64_t(1000 + i);
+    auto out = fast.generate(r);
+    ASSERT_TRUE(out.is_ok() && out->tokens.size() == 3);
+    ++seen_first[out->tokens[0]];
+    ++seen_third[out->tokens[2]];
+    accepted += out->spec.accepted, drafted += out->spec.drafted;
+  }
+  ASSERT_GT(accepted, 0);
+  ASSERT_LT(accepted, drafted);
+  for (const auto& [law, seen] : {std::pair{&first, &seen_first}, std::pair{&third, &seen_third}}) {
+    const auto [stat, df] = chi_square(*law, *seen, kDraws);
+    ASSERT_GE(df, 1);
+    EXPECT_LT(stat, chi_square_critical(df)) << "df " << df;
+  }
+}
+
+TEST_F(Stories, GrammarConstrainedOutputStaysValid) {
+  const nlohmann::json schema = {
+      {"type", "object"}, {"properties", {{"name", {{"type", "string"}, {"maxLength", 10}}}}}, {"required", {"name"}}};
+  auto gbnf = json_schema_to_gbnf(schema);
+  ASSERT_TRUE(gbnf.is_ok());
+  auto grammar = Grammar::parse(*gbnf);
+  ASSERT_TRUE(grammar.is_ok());
+  GenerationRequest r = request(target, "Lily said", 60);
+  r.ignore_eos = false;
+  r.grammar = *grammar;
+  const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
+  for (SpecMethod method : {SpecMethod::kNgram, SpecMethod::kDraft, SpecMethod::kEarlyExit}) {
+    const GenerationResult fast = generate(target, r, spec(method, 2), draft.model.get());
+    EXPECT_EQ(fast.text, plain.text) << spec_method_name(method);
+    EXPECT_TRUE(nlohmann::json::accept(fast.text)) << fast.text;
+  }
+}
+
+TEST_F(Stories, RejectedDraftsLeaveTheRowsOfPlainDecoding) {
+  // Early exit writes the target's own cache and every drafter's rejected positions are
+  // written by the verifying pass: the rows of every position the output used must be what
+  // plain decoding wrote, and a following request on the same generator is unaffected.
+  const GenerationRequest r = request(target, kRepetitive, 40, 0.7f);
+  GenerationRequest seeded = r;
+  seeded.sampling.seed = 7;
+  Generator* plain_gen = nullptr;
+  Generator* fast_gen = nullptr;
+  const GenerationResult plain = generate(target, seeded, spec(SpecMethod::kNone), nullptr, &plain_gen);
+  const GenerationResult fast = generate(target, seeded, spec(SpecMethod::kEarlyExit, 2), nullptr, &fast_gen);
+  std::unique_ptr<Generator> own_plain(plain_gen), own_fast(fast_gen);
+  ASSERT_EQ(fast.tokens, plain.tokens);
+  ASSERT_GT(fast.spec.drafted, fast.spec.accepted) << "no rejection: the test checks nothing";
+  const int64_t written = int64_t(r.prompt.size() + plain.tokens.size()) - 1;  // the last token is never run
+  KvCache& a = plain_gen->kv_cache();
+  KvCache& b = fast_gen->kv_cache();
+  for (int64_t layer = 0; layer < target.model->spec().n_layer; ++layer)
+    for (int64_t pos = 0; pos < written; ++pos) {
+      ASSERT_EQ(0, std::memcmp(a.key_row(layer, pos), b.key_row(layer, pos), size_t(a.format().k_row_bytes)))
+          << "layer " << layer << " position " << pos;
+      ASSERT_EQ(0, std::memcmp(a.value_row(layer, pos), b.value_row(layer, pos), size_t(a.format().v_row_bytes)))
+          << "layer " << layer << " position " << pos;
+    }
+  GenerationRequest next = request(target, "Once upon a time", 20);
+  ASSERT_TRUE(fast_gen->set_speculation(spec(SpecMethod::kNone)).is_ok());
+  auto after = fast_gen->generate(next);
+  auto fresh = plain_gen->generate(next);
+  ASSERT_TRUE(after.is_ok() && fresh.is_ok());
+  EXPECT_EQ(after->tokens, fresh->tokens);
+}
+
+TEST(Speculation, ADraftWithAnotherVocabularyIsRefused) {
+  AUTOGLM_REQUIRE_SHARED("models/llama-2-tiny-random.gguf");
+  const Loaded target = load("models/stories260K.gguf");
+  auto other = load_draft_model(test::shared_path("models/llama-2-tiny-random.gguf"), {}, target.tokenizer->vocab());
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("draft model: its vocabulary has"), std::string::npos)
+      << other.status().message();
+  Vocab changed = target.tokenizer->vocab();
+  changed.pieces[300] += "x";
+  const Status s = check_same_vocabulary(target.tokenizer->vocab(), changed);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("token 300 "), std::string::npos) << s.message();
+  changed = target.tokenizer->vocab();
+  changed.eos = 5;
+  EXPECT_NE(check_same_vocabulary(target.tokenizer->vocab(), changed).message().find("BOS/EOS"), std::string::npos);
+  EXPECT_TRUE(check_same_vocabulary(target.tokenizer->vocab(), target.tokenizer->vocab()).is_ok());
+}
+
+TEST(Speculation, OptionsOutOfRangeAreRefusedByName) {
+  EXPECT_EQ(spec_method_from_name("early-exit").value(), SpecMethod::kEarlyExit);
+  EXPECT_NE(spec_method_from_name("medusa").status().message().find("'medusa'"), std::string::npos);
+  SpecConfig c;
+  EXPECT_TRUE(validate_spec_config(c, 8).is_ok());
+  c.draft_max = 0;
+  EXPECT_NE(validate_spec_config(c, 8).message().find("draft-max"), std::string::npos);
+  c = {};
+  c.draft_min = 9;
+  EXPECT_NE(validate_spec_config(c, 8).message().find("draft-min"), std::string::npos);
+  c = {};
+  c.p_min = 1.5f;
+  EXPECT_NE(validate_spec_config(c, 8).message().find("draft-p-min"), std::string::npos);
+  c = {};
+  c.exit_layer = 8;
+  EXPECT_NE(validate_spec_config(c, 8).message().find("exit-layer"), std::string::npos);
+}
+
+TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
+  NgramDrafter d(1, 3, 0.0f);
+  std::vector<int32_t> drafts;
+  // "5 6 7" occurred earlier followed by 8 9; "7" alone more recently followed by 1.
+  ASSERT_TRUE(d.propose({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 4, drafts).is_ok());
+  EXPECT_EQ(drafts, (std::vector<int32_t>{8, 9, 7, 1}));
+  ASSERT_TRUE(d.propose({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 2, drafts).is_ok());
+  EXPECT_EQ(drafts, (std::vector<int32_t>{8, 9}));
+  ASSERT_TRUE(d.propose({1, 2, 3, 4}, 4, drafts).is_ok());
+  EXPECT_TRUE(drafts.empty());
+  ASSERT_TRUE(d.propose({3, 1, 3}, 4, drafts).is_ok());  // the match's continuation runs into the key
+  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 3}));
+}
+
+TEST(NgramDrafter, AnAmbiguousKeyUnderPMinProposesNothing) {
+  // "4" was followed by 1 once and by 2 once: confidence 0.5.
+  std::vector<int32_t> drafts;
+  ASSERT_TRUE(NgramDrafter(1, 1, 0.6f).propose({4, 1, 4, 2, 4}, 3, drafts).is_ok());
+  EXPECT_TRUE(drafts.empty());
+  ASSERT_TRUE(NgramDrafter(1, 1, 0.5f).propose({4, 1, 4, 2, 4}, 3, drafts).is_ok());
+  EXPECT_EQ(drafts, (std::vector<int32_t>{2, 4}));
+}
+
+TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffWhenNothingIsKept) {
+  DraftLength len(4, 0);
+  EXPECT_EQ(len.next(), 4);
+  len.record(4, 2);
+  EXPECT_EQ(len.next(), 3);
+  len.record(3, 3);
+  EXPECT_EQ(len.next(), 4);
+  len.record(4, 0);  // off for a while
+  int off = 0;
+  while (len.next() == 0) {
+    len.record(0, 0);
+    ++off;
+  }
+  EXPECT_GT(off, 0);
+  EXPECT_EQ(len.next(), 1);
+  len.record(1, 0);  // failing again: off longer
+  int longer = 0;
+  while (len.next() == 0) {
+    len.record(0, 0);
+    ++longer;
+  }
+  EXPECT_GT(longer, off);
+  len.record(1, 1);
+  EXPECT_EQ(len.next(), 2);
+}
+
+}  // namespace
+}  // namespace autoglm
