@@ -356,13 +356,15 @@ TEST(NgramDrafter, AnAmbiguousKeyUnderPMinProposesNothing) {
 }
 
 TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffWhenNothingIsKept) {
-  DraftLength len(4, 0);
+  DraftLength len(6, 0);
+  EXPECT_EQ(len.next(), 2);
+  len.record(2, 2);
   EXPECT_EQ(len.next(), 4);
-  len.record(4, 2);
+  len.record(4, 4);
+  EXPECT_EQ(len.next(), 6);  // at most draft-max
+  len.record(6, 2);
   EXPECT_EQ(len.next(), 3);
-  len.record(3, 3);
-  EXPECT_EQ(len.next(), 4);
-  len.record(4, 0);  // off for a while
+  len.record(3, 0);  // off for a while
   int off = 0;
   while (len.next() == 0) {
     len.record(0, 0);
@@ -379,6 +381,8 @@ TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffWhenNothingIsKept) {
   EXPECT_GT(longer, off);
   len.record(1, 1);
   EXPECT_EQ(len.next(), 2);
+  EXPECT_EQ(DraftLength(1, 0).next(), 1);
+  EXPECT_EQ(DraftLength(8, 5).next(), 5);  // draft-min is a floor
 }
 
 }  // namespace

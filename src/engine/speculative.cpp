@@ -17,6 +17,9 @@ constexpr std::array<std::pair<SpecMethod, const char*>, 4> kMethodNames = {{
 
 // Passes a drafter stays off after a pass that accepted nothing: doubles while it keeps failing.
 constexpr int32_t kFirstBackoff = 4, kLongestBackoff = 64;
+// A drafter starts short (one that the target disagrees with costs little) and doubles while
+// the target accepts everything.
+constexpr int32_t kFirstLength = 2;
 
 }  // namespace
 
@@ -69,7 +72,10 @@ Result<std::unique_ptr<Model>> load_draft_model(const std::string& path, const M
 }
 
 DraftLength::DraftLength(int32_t max_len, int32_t min_len)
-    : max_len_(max_len), min_len_(std::min(min_len, max_len)), len_(max_len), backoff_(kFirstBackoff) {}
+    : max_len_(max_len),
+      min_len_(std::min(min_len, max_len)),
+      len_(std::min(max_len, kFirstLength)),
+      backoff_(kFirstBackoff) {}
 
 int32_t DraftLength::next() const {
   if (off_passes_ > 0) return 0;
@@ -82,7 +88,7 @@ void DraftLength::record(int32_t drafted, int32_t accepted) {
     return;
   }
   if (accepted == drafted) {
-    len_ = std::min(max_len_, len_ + 1);
+    len_ = std::min(max_len_, 2 * len_);
     backoff_ = kFirstBackoff;
   } else if (accepted == 0) {
     len_ = 1;

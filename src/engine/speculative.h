@@ -64,9 +64,10 @@ class Drafter {
   virtual void reset() {}
 };
 
-// How many tokens to draft next: grows by one after a pass that accepted everything, shrinks
-// after rejections, so a drafter the target disagrees with costs little. At zero it stays
-// off for a while, then tries one token again.
+// How many tokens to draft next: starts at two, doubles after a pass that accepted everything,
+// falls to one more than the accepted count after a rejection, so a drafter the target
+// disagrees with costs little. After a pass that kept nothing it stays off for a while (longer
+// each time it fails again), then tries one token.
 class DraftLength {
  public:
   DraftLength(int32_t max_len, int32_t min_len);
