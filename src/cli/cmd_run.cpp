@@ -47,6 +47,7 @@ int run(const RunArgs& a) {
   auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab());
   if (!speculation) return fail(speculation.status());
   if (auto s = generator.set_speculation(speculation->config, speculation->draft.get()); !s.is_ok()) return fail(s);
+  if (OpProfile* draft = generator.draft_profile()) draft->set_enabled(a.profile);
   generator.profile().set_enabled(a.profile);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -68,6 +69,9 @@ int run(const RunArgs& a) {
                  spec_method_name(speculation->config.method), (long long)r.spec.drafted, (long long)r.spec.accepted,
                  100.0 * r.spec.acceptance(), r.spec.tokens_per_pass());
   if (a.profile) std::fprintf(stderr, "per-op time over prefill and decode:\n%s", generator.profile().table().c_str());
+  if (OpProfile* draft = generator.draft_profile(); draft && a.profile)
+    std::fprintf(stderr, "per-op time of the drafter's passes (per token it ran, the prompt included):\n%s",
+                 draft->table().c_str());
   return 0;
 }
 

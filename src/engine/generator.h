@@ -57,6 +57,8 @@ class Generator {
   // The rows the last generate left behind (the tests compare them).
   KvCache& kv_cache() { return cache_; }
   OpProfile& profile() { return runner_.profile(); }
+  // The drafter's passes, when it runs a model (null otherwise).
+  OpProfile* draft_profile() { return drafter_ ? drafter_->profile() : nullptr; }
 
  private:
   Status prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits);

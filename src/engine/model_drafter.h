@@ -21,6 +21,7 @@ class ModelDrafter final : public Drafter {
 
   Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) override;
   void reset() override { cached_.clear(); }
+  OpProfile* profile() override { return &runner_.profile(); }
 
  private:
   // Runs the tokens of `history` the cache lacks; logits_ then follow its last token.

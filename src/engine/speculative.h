@@ -13,6 +13,7 @@
 
 #include "autoglm/status.h"
 #include "model/model.h"
+#include "model/op_profile.h"
 #include "tokenizer/vocab.h"
 
 namespace autoglm {
@@ -62,6 +63,8 @@ class Drafter {
   virtual Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) = 0;
   // A new sequence starts (what the drafter cached belongs to the old one).
   virtual void reset() {}
+  // The per-op times of a drafter that runs a model (null for the others).
+  virtual OpProfile* profile() { return nullptr; }
 };
 
 // How many tokens to draft next: starts at two, doubles after a pass that accepted everything,
