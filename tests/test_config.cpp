@@ -181,5 +181,26 @@ TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
   EXPECT_FALSE(parse_server_config("scheduler: {max_step_ms: -3}\n", "t.yaml").is_ok());
 }
 
+TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
+  auto c =
+      parse_server_config("speculative: {method: ngram, draft_max: 5, draft_min: 2, draft_p_min: 0.5}\n", "t.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->speculative, "ngram");
+  EXPECT_EQ(c->draft_max, 5);
+  EXPECT_EQ(c->draft_min, 2);
+  EXPECT_EQ(c->draft_p_min, 0.5);
+  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->speculative, "none");  // off by default
+  for (const auto& [yaml, culprit] :
+       std::vector<std::pair<std::string, std::string>>{{"speculative: {method: medusa}\n", "speculative.method"},
+                                                        {"speculative: {draft_max: 0}\n", "speculative.draft_max"},
+                                                        {"speculative: {draft_p_min: 2}\n", "speculative.draft_p_min"},
+                                                        {"speculative: {drafts: 4}\n", "speculative.drafts"},
+                                                        {"speculative: ngram\n", "speculative"}}) {
+    auto bad = parse_server_config(yaml, "t.yaml");
+    ASSERT_FALSE(bad.is_ok()) << yaml;
+    EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace autoglm

@@ -49,6 +49,35 @@ TEST(RuntimeOpen, ErrorsNameTheCulprit) {
   EXPECT_NE(bad.status().message().find("kv_cache.dtype"), std::string::npos) << bad.status().message();
 }
 
+TEST(RuntimeOpen, SpeculationIsNgramOrNone) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.threads = 2;
+  o.kv_memory_mib = 16;
+  o.speculative = "draft";
+  auto bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("speculative: the serving engine takes none or ngram"), std::string::npos)
+      << bad.status().message();
+  o.speculative = "ngram";
+  o.draft_max = 0;
+  bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("draft-max"), std::string::npos) << bad.status().message();
+  o.draft_max = 6;
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  Request r;
+  r.text = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
+  r.max_tokens = 40;
+  r.sampling.temperature = 0;
+  auto fast = (*rt)->generate_text(r);
+  r.speculative = false;
+  auto plain = (*rt)->generate_text(r);
+  ASSERT_TRUE(fast.is_ok() && plain.is_ok());
+  EXPECT_EQ(*fast, *plain);
+}
+
 TEST_F(RuntimeApi, GreedyTextIsTheReference) {
   const auto c = nlohmann::json::parse(test::read_file(test::shared_path("golden/stories260k-once/case.json")));
   auto text = rt->generate_text(greedy("Once upon a time", 64));

@@ -177,6 +177,27 @@ TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
 
 // logit_bias with OpenAI's semantics: -100 bans a token, +100 forces it; a wrong entry is a
 // 400 naming it.
+TEST_F(Server, SpeculationIsCountedAndARequestCanOptOut) {
+  ServerConfig cfg;
+  cfg.speculative = "ngram";
+  start(cfg);
+  const std::string prompt = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
+  json body = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0}, {"speculative", false}};
+  const Response plain = request(port, "POST", "/v1/completions", body.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(metric(port, "autoglm_spec_drafted_tokens_total"), 0);
+  body.erase("speculative");
+  const Response fast = request(port, "POST", "/v1/completions", body.dump());
+  ASSERT_EQ(fast.status, 200) << fast.body;
+  EXPECT_EQ(fast.j()["choices"][0]["text"], plain.j()["choices"][0]["text"]);
+  EXPECT_GT(metric(port, "autoglm_spec_drafted_tokens_total"), 0);
+  EXPECT_GE(metric(port, "autoglm_spec_accepted_tokens_total"), 0);
+  EXPECT_GT(metric(port, "autoglm_spec_target_passes_total"), 0);
+  EXPECT_EQ(metric(port, "autoglm_spec_acceptance_rate_count"), 1);
+  body["speculative"] = "yes";
+  EXPECT_EQ(request(port, "POST", "/v1/completions", body.dump()).status, 400);
+}
+
 TEST_F(Server, LogitBiasBansAndForcesTokens) {
   start(ServerConfig{});
   const auto first_token = [&](const json& bias, double temperature) {

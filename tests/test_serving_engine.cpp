@@ -188,6 +188,79 @@ TEST_F(ServingEngine, SecondTurnReusesTheFirstTurnsKv) {
   EXPECT_EQ(collect(*cold.submit(turn2)).last.cached_tokens, 0);
 }
 
+// Speculation in continuous batching: n-gram drafts verified in the ragged batch give every
+// request the tokens it gets alone (greedy and seeded sampling), with drafts and rejections
+// along the way, and the blocks published for the prefix cache hold accepted tokens only.
+EngineConfig speculating(int64_t max_running) {
+  EngineConfig cfg;
+  cfg.kv_blocks = 128;
+  cfg.max_running = max_running;
+  cfg.spec.method = SpecMethod::kNgram;
+  return cfg;
+}
+
+const char* kRepetitive = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
+
+TEST_F(ServingEngine, SpeculativeRequestsEqualEachAlone) {
+  Engine engine(*model, *tok, pool, speculating(4));
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 4; ++i) {
+    GenerationRequest r = greedy(i % 2 ? kRepetitive : kPrompts[i], 48);
+    if (i >= 2) r.sampling.temperature = 0.8f, r.sampling.seed = uint64_t(i);
+    requests.push_back(r);
+  }
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  for (const auto& r : requests) handles.push_back(*engine.submit(r));
+  for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i])) << i;
+  const EngineStats& st = engine.stats();
+  EXPECT_GT(st.spec_drafted.load(), 0);
+  EXPECT_GT(st.spec_accepted.load(), 0);
+  EXPECT_LT(st.spec_accepted.load(), st.spec_drafted.load()) << "no rejection: the test checks less";
+  int64_t finished_with_drafts = 0;
+  for (const auto& bucket : st.spec_acceptance) finished_with_drafts += bucket.load();
+  EXPECT_GT(finished_with_drafts, 0);
+  EXPECT_EQ(st.kv_blocks_used.load(), 0);
+}
+
+TEST_F(ServingEngine, SpeculationPublishesOnlyAcceptedTokens) {
+  // The second turn reuses the first turn's blocks, drafted and verified along the way: its
+  // continuation must be the one computed from scratch.
+  Engine engine(*model, *tok, pool, speculating(4));
+  GenerationRequest turn1 = greedy(kRepetitive, 40);
+  const Collected c1 = collect(*engine.submit(turn1));
+  ASSERT_GT(engine.stats().spec_drafted.load(), 0);
+  GenerationRequest turn2 = turn1;
+  turn2.prompt.insert(turn2.prompt.end(), c1.tokens.begin(), c1.tokens.end());
+  const auto more = tok->encode(" Then she said", false);
+  turn2.prompt.insert(turn2.prompt.end(), more.begin(), more.end());
+  const Collected c2 = collect(*engine.submit(turn2));
+  EXPECT_GE(c2.last.cached_tokens, int64_t(turn1.prompt.size() + c1.tokens.size()) - 16);
+  EXPECT_EQ(c2.tokens, alone(turn2));
+}
+
+TEST_F(ServingEngine, ARequestCanTurnSpeculationOff) {
+  Engine engine(*model, *tok, pool, speculating(4));
+  GenerationRequest r = greedy(kRepetitive, 32);
+  r.speculative = false;
+  EXPECT_EQ(collect(*engine.submit(r)).tokens, alone(r));
+  EXPECT_EQ(engine.stats().spec_drafted.load(), 0);
+}
+
+TEST_F(ServingEngine, ManyStreamsDoNotSpeculate) {
+  // Past four decoding sequences a step is compute-bound: nobody drafts.
+  EngineConfig cfg = speculating(16);
+  cfg.max_batch_tokens = 512;
+  Engine engine(*model, *tok, pool, cfg);
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 16; ++i) {
+    requests.push_back(greedy(kRepetitive, 8));
+    handles.push_back(*engine.submit(requests.back()));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i]));
+  EXPECT_LT(engine.stats().spec_drafted.load(), 16 * 2);  // at most the stragglers drafted
+}
+
 TEST_F(ServingEngine, CancelledRequestFreesItsBlocks) {
   EngineConfig cfg;
   Engine engine(*model, *tok, pool, cfg);

@@ -50,6 +50,12 @@ struct RuntimeOptions {
   // the rest): 0 off (a token budget only), < 0 auto (3x the step's predicted decode time).
   // Off by default until prefill kernels make small chunks cheap (issue 14).
   double max_step_ms = 0;
+  // Speculative decoding in the engine: "none" or "ngram" (prompt lookup; the draft-model and
+  // early-exit drafters run in `run` and `bench` so far). A request may opt out.
+  std::string speculative = "none";
+  int32_t draft_max = 8;     // most tokens drafted per pass
+  int32_t draft_min = 0;     // fewer drafts than this: a plain decode
+  float draft_p_min = 0.0f;  // n-gram: the share of a match's occurrences that must agree
   bool profile = false;      // per-op forward times
   bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;
@@ -93,6 +99,7 @@ struct Request {
   std::optional<std::chrono::milliseconds> timeout;  // still waiting then: FinishReason::kTimeout
   int32_t top_logprobs = -1;                         // -1: none; 0..20 alternatives per token
   bool ignore_eos = false;                           // generate past end-of-generation tokens
+  bool speculative = true;                           // false: no drafts for this request
 };
 
 struct RuntimeStats {

@@ -16,7 +16,9 @@ struct ServeArgs {
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
-  std::string kv_type, quantize;
+  std::string kv_type, quantize, spec;
+  int32_t draft_max = 0, draft_min = -1;
+  double draft_p_min = -1;
   bool no_prefix_cache = false;
   std::vector<std::string> api_keys;
 };
@@ -49,6 +51,10 @@ int serve(const ServeArgs& a) {
   if (!a.kv_type.empty()) cfg.kv_dtype = a.kv_type;
   if (!a.quantize.empty()) cfg.quantize = a.quantize;
   if (a.no_prefix_cache) cfg.prefix_cache = false;
+  if (!a.spec.empty()) cfg.speculative = a.spec;
+  if (a.draft_max > 0) cfg.draft_max = a.draft_max;
+  if (a.draft_min >= 0) cfg.draft_min = a.draft_min;
+  if (a.draft_p_min >= 0) cfg.draft_p_min = a.draft_p_min;
   if (!a.chat_template.empty()) cfg.chat_template = a.chat_template;
   for (const auto& k : a.api_keys) cfg.api_keys.push_back(k);
   if (cfg.model.empty()) return fail(invalid_argument("no model: give -m/--model or 'model' in the config"));
@@ -104,6 +110,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
+  cmd->add_option("--spec", a->spec,
+                  "Speculative decoding of the engine: none or ngram (overrides speculative.method)");
+  cmd->add_option("--draft-max", a->draft_max, "Most tokens drafted per pass (speculative.draft_max)");
+  cmd->add_option("--draft-min", a->draft_min, "Fewer drafts than this: a plain decode (speculative.draft_min)");
+  cmd->add_option("--draft-p-min", a->draft_p_min, "Drafting confidence threshold (speculative.draft_p_min)");
   cmd->callback([a] { exit_code() = serve(*a); });
 }
 

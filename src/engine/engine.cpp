@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "core/last_resort.h"
 #include "core/log.h"
 #include "engine/constrained.h"
+#include "engine/ngram_drafter.h"
 #include "engine/prompt_check.h"
 #include "engine/request_limits.h"
 #include "engine/scheduler.h"
@@ -54,12 +56,14 @@ void StreamHandle::push(StreamEvent event) {
 
 // A request while the engine holds it.
 struct Sequence {
-  Sequence(const Tokenizer& tok, const VocabularyTrie& trie, BlockPool& pool, GenerationRequest r)
+  Sequence(const Tokenizer& tok, const VocabularyTrie& trie, BlockPool& pool, const SpecConfig& spec,
+           GenerationRequest r)
       : request(std::move(r)),
         sampler(request.sampling),
         matcher(trie.make_matcher(request.grammar)),
         text(tok, request.stop, !request.ignore_eos),
-        kv(pool) {}
+        kv(pool),
+        draft_length(spec.draft_max, spec.draft_min) {}
 
   uint64_t id = 0;
   GenerationRequest request;
@@ -79,6 +83,11 @@ struct Sequence {
   std::unique_ptr<GrammarMatcher> matcher;  // when the request has a grammar
   TextStream text;
   PagedSequenceKv kv;
+  // Speculation: the drafts after the pending token, appended to `tokens` from before a step
+  // is planned until it is verified (never there between steps).
+  std::vector<int32_t> drafts;
+  DraftLength draft_length;
+  SpecStats spec;
   Clock::time_point arrival = Clock::now();
   std::optional<Clock::time_point> first_scheduled, first_token;
 
@@ -106,6 +115,16 @@ void insert_sorted(std::list<std::unique_ptr<Sequence>>& list, std::unique_ptr<S
   list.insert(it, std::move(seq));
 }
 
+// Takes a sequence's unverified drafts back out of its tokens.
+void drop_drafts(Sequence& s) {
+  s.tokens.resize(s.tokens.size() - s.drafts.size());
+  s.drafts.clear();
+}
+
+// Beyond this many decoding sequences a step is compute-bound: drafts would cost more than
+// they save, so nobody drafts.
+constexpr int64_t kMostSpeculatingDecodes = 4;
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -121,6 +140,9 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       runner_(model, pool) {
   blocks_.set_prefix_caching(config.prefix_cache);
   runner_.profile().set_enabled(config.profile);
+  AUTOGLM_CHECK(config.spec.method == SpecMethod::kNone || config.spec.method == SpecMethod::kNgram);
+  if (config.spec.method == SpecMethod::kNgram)
+    drafter_ = std::make_unique<NgramDrafter>(config.spec.ngram_min, config.spec.ngram_max, config.spec.p_min);
   stats_.kv_blocks_total = config.kv_blocks;
   calibrate_step_cost();
   thread_ = std::thread([this] { loop(); });
@@ -148,7 +170,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));
-  auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, std::move(request));
+  auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, std::move(request));
   seq->handle = std::make_shared<StreamHandle>();
   seq->tokens = seq->request.prompt;
   seq->n_prompt = int32_t(n);
@@ -271,7 +293,13 @@ void Engine::take_submissions() {
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   if (seq.finished) return;
   seq.finished = true;
+  drop_drafts(seq);
   ++stats_.finished[size_t(reason)];
+  if (seq.spec.drafted > 0) {
+    ++stats_.spec_acceptance[size_t(
+        std::min<int64_t>(EngineStats::kAcceptanceBuckets - 1, int64_t(seq.spec.acceptance() * 10)))];
+    stats_.spec_acceptance_milli += int64_t(seq.spec.acceptance() * 1000);
+  }
   StreamEvent ev;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     ev.text = seq.text.flush();
@@ -378,6 +406,7 @@ std::unique_ptr<Sequence> take(std::list<std::unique_ptr<Sequence>>& list, SeqId
 void Engine::apply(const ScheduleOutput& plan, Planner& planner) {
   for (SeqId id : plan.preempted) {
     auto victim = take(running_, id);
+    drop_drafts(*victim);
     log_line(LogLevel::kInfo, "engine: preempting request " + std::to_string(victim->id) + " (priority " +
                                   std::to_string(victim->request.priority) + ", " +
                                   std::to_string(victim->tokens.size()) + " tokens) to free KV blocks");
@@ -404,6 +433,7 @@ void Engine::apply(const ScheduleOutput& plan, Planner& planner) {
 bool Engine::step() {
   take_submissions();
   drop_cancelled_and_expired();
+  propose_drafts();
   std::vector<SeqView> running, waiting;
   for (const auto& s : running_) running.push_back(view_of(*s));
   for (const auto& s : waiting_) waiting.push_back(view_of(*s));
@@ -425,7 +455,7 @@ bool Engine::step() {
     batch.caches.push_back(&s.kv);
     const bool completes = s.n_computed + plan.work[i].n_tokens == int64_t(s.tokens.size());
     batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, plan.work[i].n_tokens, int32_t(s.n_computed),
-                              completes);
+                              completes, /*logits_for_all=*/!s.drafts.empty());
   }
   StepShape shape;  // what ran, for the cost model (kept only when it plans the steps)
   shape.tokens = int64_t(batch.tokens.size());
@@ -443,9 +473,15 @@ bool Engine::step() {
   for (const ScheduledChunk& w : plan.work) {
     if (!st) break;
     Sequence& s = planner.seq(w.id);
+    if (!s.drafts.empty()) {  // a row per token run
+      after_verifying(s, w.n_tokens, logits_.data() + row * size_t(n_vocab));
+      row += size_t(w.n_tokens);
+      continue;
+    }
     const bool completes = s.n_computed + w.n_tokens == int64_t(s.tokens.size());
     after_forward(s, w.n_tokens, completes ? logits_.data() + (row++) * size_t(n_vocab) : nullptr);
   }
+  for (auto& s : running_) drop_drafts(*s);  // the plan did not run them
   if (!st)
     for (auto& s : running_) finish(*s, FinishReason::kError, st.message());
   std::erase_if(running_, [](const auto& s) { return s->finished; });
@@ -487,10 +523,69 @@ void Engine::calibrate_step_cost() {
 void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   s.n_computed += n;
   publish_full_blocks(s);
-  // With a sliding window, the next token sees only the latest `window` positions: blocks
-  // wholly before them go back to the pool (published ones stay findable by prefix).
+  release_out_of_window(s);
+  if (logits) emit_next_token(s, logits);
+}
+
+// With a sliding window, the next token sees only the latest `window` positions: blocks
+// wholly before them go back to the pool (published ones stay findable by prefix).
+void Engine::release_out_of_window(Sequence& s) {
   if (const int64_t window = model_.spec().sliding_window; window > 0) s.kv.release_before(s.n_computed + 1 - window);
-  if (!logits) return;
+}
+
+void Engine::propose_drafts() {
+  if (!drafter_) return;
+  int64_t decodes = 0;
+  for (const auto& s : running_) decodes += s->decoding();
+  if (decodes > kMostSpeculatingDecodes) return;
+  const int64_t bs = blocks_.block_size();
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    if (!s.request.speculative || !s.decoding() || s.pending() != 1) continue;
+    const int64_t room =
+        std::min<int64_t>(s.request.max_tokens - s.n_generated - 1, config_.n_ctx - int64_t(s.tokens.size()));
+    const int32_t want = int32_t(std::min<int64_t>(s.draft_length.next(), room));
+    if (s.draft_length.next() == 0) s.draft_length.record(0, 0);  // a pass it sits out
+    if (want <= 0) continue;
+    std::vector<int32_t> drafts;
+    if (!drafter_->propose(s.tokens, want, drafts).is_ok() || drafts.empty() ||
+        int32_t(drafts.size()) < config_.spec.draft_min)
+      continue;
+    // The drafts' blocks only while the pool keeps one spare block per running sequence.
+    const int64_t positions = s.n_computed + 1 + int64_t(drafts.size());
+    const int64_t more = std::max<int64_t>(0, (positions + bs - 1) / bs - int64_t(s.kv.blocks().size()));
+    if (blocks_.n_blocks() - blocks_.n_used() - more < int64_t(running_.size()) || !s.kv.reserve(positions)) continue;
+    s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.end());
+    s.drafts = std::move(drafts);
+  }
+}
+
+// Rows j = 0..n-1 follow the pending token and the drafts that ran: each is sampled as plain
+// decoding would, and the walk goes on only while the sample equals the draft (speculative.h).
+void Engine::after_verifying(Sequence& s, int64_t n, const float* rows) {
+  const std::vector<int32_t> ran(s.drafts.begin(), s.drafts.begin() + (n - 1));
+  drop_drafts(s);
+  s.n_computed += 1;  // the pending token; each accepted draft's row is kept below
+  const int64_t n_vocab = model_.spec().n_vocab;
+  int32_t accepted = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!emit_next_token(s, rows + j * n_vocab)) break;
+    if (j >= int64_t(ran.size()) || s.tokens.back() != ran[size_t(j)]) break;
+    ++accepted;
+    ++s.n_computed;
+  }
+  s.draft_length.record(int32_t(ran.size()), accepted);
+  s.spec.drafted += int64_t(ran.size());
+  s.spec.accepted += accepted;
+  ++s.spec.target_passes;
+  stats_.spec_drafted += int64_t(ran.size());
+  stats_.spec_accepted += accepted;
+  ++stats_.spec_passes;
+  publish_full_blocks(s);
+  release_out_of_window(s);
+}
+
+bool Engine::emit_next_token(Sequence& s, const float* logits) {
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
   OpTimer timer(runner_.profile(), Op::kSampling);
   sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
@@ -500,7 +595,7 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   timer.mark(Op::kOther);
   if (token < 0) {  // the grammar admits nothing more and the vocabulary has no end token
     finish(s, FinishReason::kStop);
-    return;
+    return false;
   }
   StreamEvent ev;
   if (s.request.top_logprobs >= 0) {
@@ -520,7 +615,9 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
   if (reason == FinishReason::kNone && s.n_generated >= s.request.max_tokens) reason = FinishReason::kLength;
   if (reason == FinishReason::kNone && int64_t(s.tokens.size()) >= config_.n_ctx) reason = FinishReason::kLength;
   s.handle->push(std::move(ev));
-  if (reason != FinishReason::kNone) finish(s, reason);
+  if (reason == FinishReason::kNone) return true;
+  finish(s, reason);
+  return false;
 }
 
 void Engine::update_gauges() {

@@ -20,6 +20,7 @@
 #include "engine/embeddings.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "engine/step_cost.h"
 #include "kv/block_pool.h"
 #include "model/model.h"
@@ -41,6 +42,9 @@ struct EngineConfig {
   // Step time target (scheduler.h): 0 off, < 0 auto (3x the step's predicted decode time).
   double max_step_ms = 0;
   RequestLimits limits;  // checked on every submit
+  // Speculative decoding of the running sequences: kNone or kNgram (the model drafters run in
+  // the single-sequence generator only, so far).
+  SpecConfig spec;
 };
 
 // Counters and gauges, read from any thread.
@@ -61,6 +65,14 @@ struct EngineStats {
   static constexpr int kChunkBuckets = 8;
   std::array<std::atomic<int64_t>, kChunkBuckets> prefill_chunks{};
   std::atomic<int64_t> prefill_chunk_tokens{0};
+  // Speculative decoding: tokens drafted and accepted, verifying passes (one per sequence and
+  // step that had drafts), and finished requests that drafted by acceptance rate, in tenths.
+  std::atomic<int64_t> spec_drafted{0};
+  std::atomic<int64_t> spec_accepted{0};
+  std::atomic<int64_t> spec_passes{0};
+  static constexpr int kAcceptanceBuckets = 10;
+  std::array<std::atomic<int64_t>, kAcceptanceBuckets> spec_acceptance{};
+  std::atomic<int64_t> spec_acceptance_milli{0};  // their rates' sum, in thousandths
   // Finished requests by finish reason.
   std::array<std::atomic<int64_t>, kFinishReasonCount> finished{};
   int64_t finished_with(FinishReason r) const { return finished[size_t(r)].load(); }
@@ -97,7 +109,14 @@ class Engine {
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void fail_running(const std::string& error);
   void after_forward(Sequence& seq, int64_t n_computed_now, const float* logits);
+  // Speculation: drafts for the running decodes before a step is planned; after it, the
+  // verification of one sequence's rows; drafts that did not run are dropped.
+  void propose_drafts();
+  void after_verifying(Sequence& seq, int64_t n_run, const float* rows);
+  // Samples the next token from a row of logits and streams it; false once the sequence finished.
+  bool emit_next_token(Sequence& seq, const float* logits);
   void publish_full_blocks(Sequence& seq);
+  void release_out_of_window(Sequence& seq);
   void update_gauges();
 
   const Model& model_;
@@ -121,7 +140,8 @@ class Engine {
   Status check_token_ids(const std::vector<int32_t>& tokens, const std::string& where) const;
   void calibrate_step_cost();
   void record_prefill_chunk(int64_t n);
-  StepCostModel step_cost_;  // engine thread only
+  StepCostModel step_cost_;           // engine thread only
+  std::unique_ptr<Drafter> drafter_;  // null: no speculation
   double max_step_ms_ = 0;
   int64_t queued_ = 0;  // submitted + waiting, under submit_mutex_
   bool stopping_ = false;

@@ -26,6 +26,7 @@ struct GenerationRequest {
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
   bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
   std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
+  bool speculative = true;                 // false: no drafts for this request (when the engine speculates)
   // The root of the prefix cache's hash chain: only requests with the same salt share cached
   // blocks (the server gives each API key its own, so no key can probe another's prompts).
   uint64_t cache_salt = 0;

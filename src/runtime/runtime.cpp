@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/read_file.h"
 #include "engine/generator.h"
+#include "engine/speculative.h"
 #include "formats/json_request.h"
 #include "model/kv_cache.h"
 #include "runtime/runtime_parts.h"
@@ -140,6 +141,15 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   ec.max_running = o.max_running;
   ec.max_queued = o.max_queued;
   ec.max_step_ms = o.max_step_ms;
+  AUTOGLM_ASSIGN_OR_RETURN(ec.spec.method, spec_method_from_name(o.speculative));
+  if (ec.spec.method != SpecMethod::kNone && ec.spec.method != SpecMethod::kNgram)
+    return unsupported("speculative: the serving engine takes none or ngram; '" + o.speculative +
+                       "' runs in `autoglm run` and `bench` so far");
+  ec.spec.draft_max = o.draft_max;
+  ec.spec.draft_min = o.draft_min;
+  ec.spec.p_min = o.draft_p_min;
+  if (auto s = validate_spec_config(ec.spec, spec.n_layer); !s.is_ok())
+    return Status(s.code(), "speculative: " + s.message());
   ec.prefix_cache = o.prefix_cache;
   ec.profile = o.profile;
   ec.limits = o.limits;
@@ -196,6 +206,7 @@ Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
   if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
   g.top_logprobs = request.top_logprobs;
   g.ignore_eos = request.ignore_eos;
+  g.speculative = request.speculative;
   return p.engine->submit(std::move(g));
 }
 

@@ -87,6 +87,10 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   o.max_batch_tokens = c.max_batch_tokens;
   o.max_queued = c.max_queued;
   o.max_step_ms = c.max_step_ms;
+  o.speculative = c.speculative;
+  o.draft_max = c.draft_max;
+  o.draft_min = c.draft_min;
+  o.draft_p_min = float(c.draft_p_min);
   o.profile = c.profile;
   o.limits = c.limits;
   return o;

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "engine/speculative.h"
 #include "model/kv_cache.h"
 
 #include <fstream>
@@ -289,6 +290,29 @@ Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfi
   return Status::ok();
 }
 
+// speculative: {method: none | ngram, draft_max: 8, draft_min: 0, draft_p_min: 0}
+Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  constexpr const char* kKeys = "method, draft_max, draft_min, draft_p_min";
+  if (!node.IsMap()) return r.error(node, "speculative", std::string("must be a mapping (") + kKeys + ")");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "speculative." + key;
+    if (key == "method") {
+      if (!kv.second.IsScalar() || !spec_method_from_name(kv.second.Scalar()))
+        return r.error(kv.second, at, "must be none or ngram");
+      c.speculative = kv.second.Scalar();
+    } else if (key == "draft_max") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.draft_max, 1, 64));
+    } else if (key == "draft_min") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.draft_min, 0, 64));
+    } else if (key == "draft_p_min") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, c.draft_p_min, 0, 1));
+    } else {
+      return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
+    }
+  }
+  return Status::ok();
+}
+
 Status read_cors(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (!node.IsMap()) return r.error(node, "cors", "must be a mapping (allow_origins, allow_headers, max_age)");
   for (const auto& kv : node) {
@@ -408,6 +432,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
       {"scheduler", [&](const YAML::Node& n) { return read_scheduler(r, n, c); }},
+      {"speculative", [&](const YAML::Node& n) { return read_speculative(r, n, c); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
       {"max_body_bytes_in_flight",
        [&](const YAML::Node& n) {

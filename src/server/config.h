@@ -34,6 +34,10 @@ struct ServerConfig {
   int64_t max_running = 16;
   int64_t max_queued = 256;
   double max_step_ms = 0;  // scheduler.max_step_ms: 0 off, -1 auto (3x the decodes' predicted time), else ms
+  // speculative: {method: none | ngram, draft_max, draft_min, draft_p_min}
+  std::string speculative = "none";
+  int32_t draft_max = 8, draft_min = 0;
+  double draft_p_min = 0;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_body_bytes_in_flight = int64_t(512) << 20;  // bodies being read or prepared, all connections
   double shutdown_grace_s = 30;                           // SIGTERM/SIGINT: how long requests in flight may finish

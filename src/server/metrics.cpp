@@ -106,6 +106,20 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   }
   out += "autoglm_scheduler_prefill_chunk_tokens_sum " + std::to_string(e.prefill_chunk_tokens.load()) + "\n";
   out += "autoglm_scheduler_prefill_chunk_tokens_count " + std::to_string(cumulative) + "\n";
+  counter("autoglm_spec_drafted_tokens_total", "Tokens drafted for speculative decoding.",
+          double(e.spec_drafted.load()));
+  counter("autoglm_spec_accepted_tokens_total", "Drafted tokens the target accepted.", double(e.spec_accepted.load()));
+  counter("autoglm_spec_target_passes_total", "Target passes that verified drafts (one per sequence and step).",
+          double(e.spec_passes.load()));
+  header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
+  int64_t drafted_requests = 0;
+  for (int b = 0; b < EngineStats::kAcceptanceBuckets; ++b) {
+    drafted_requests += e.spec_acceptance[size_t(b)].load();
+    const std::string le = b + 1 < EngineStats::kAcceptanceBuckets ? "0." + std::to_string(b + 1) : "+Inf";
+    out += "autoglm_spec_acceptance_rate_bucket{le=\"" + le + "\"} " + std::to_string(drafted_requests) + "\n";
+  }
+  out += "autoglm_spec_acceptance_rate_sum " + std::to_string(double(e.spec_acceptance_milli.load()) / 1000.0) + "\n";
+  out += "autoglm_spec_acceptance_rate_count " + std::to_string(drafted_requests) + "\n";
   header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
   // Every reason the engine ends a request with (tool_calls is decided above it).
   for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kTimeout,

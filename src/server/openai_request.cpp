@@ -228,6 +228,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.stop = stop_param(j);
   p.logit_bias = logit_bias_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
+  p.speculative = bool_param(j, "speculative", true);
   p.grammar = grammar_param(j, config.limits);
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
@@ -304,6 +305,7 @@ GenerationRequest engine_request(const GenerationParams& p, std::vector<int32_t>
   g.sampling.logit_bias = p.logit_bias;
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
+  g.speculative = p.speculative;
   g.grammar = p.grammar;
   g.priority = p.priority;
   if (p.timeout_seconds)

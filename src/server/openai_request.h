@@ -31,6 +31,7 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool speculative = true;                 // false: this request drafts nothing (where the server speculates)
   std::shared_ptr<const Grammar> grammar;  // response_format json_object/json_schema, or `grammar`
   int32_t priority = 0;
   std::optional<double> timeout_seconds;
