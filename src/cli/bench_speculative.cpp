@@ -1,9 +1,8 @@
 #include "cli/bench_speculative.h"
 
-#include <cmath>
 #include <cstdio>
-#include <numeric>
 
+#include "cli/common.h"
 #include "engine/generator.h"
 
 namespace autoglm::cli {
@@ -19,18 +18,6 @@ std::vector<int32_t> bench_prompt(const Tokenizer& tokenizer) {
   std::vector<int32_t> ids = tokenizer.encode("", true);  // BOS where the vocabulary wants one
   while (int32_t(ids.size()) < kPromptTokens) ids.insert(ids.end(), sentence.begin(), sentence.end());
   return ids;
-}
-
-struct Summary {
-  double mean = 0, sd = 0;
-};
-
-Summary summarize(const std::vector<double>& xs) {
-  Summary s;
-  s.mean = std::accumulate(xs.begin(), xs.end(), 0.0) / double(xs.size());
-  for (double x : xs) s.sd += (x - s.mean) * (x - s.mean);
-  s.sd = xs.size() > 1 ? std::sqrt(s.sd / double(xs.size() - 1)) : 0.0;
-  return s;
 }
 
 }  // namespace
@@ -59,7 +46,7 @@ Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadP
     fast_tps.push_back(double(b.tokens.size() - 1) / b.decode_seconds);
     stats = b.spec;
   }
-  const Summary p = summarize(plain_tps), f = summarize(fast_tps);
+  const MeanSd p = mean_and_sd(plain_tps), f = mean_and_sd(fast_tps);
   const char* method = spec_method_name(spec.config.method);
   std::printf("  tg%d plain (generator, greedy): %.2f ± %.2f tok/s\n", n_gen, p.mean, p.sd);
   std::printf(

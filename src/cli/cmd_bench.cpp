@@ -290,11 +290,8 @@ int bench(const BenchArgs& a) {
         if (!s) return fail(s.status());
         tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
       }
-      const double mean = std::accumulate(tps.begin(), tps.end(), 0.0) / double(tps.size());
-      double var = 0;
-      for (double x : tps) var += (x - mean) * (x - mean);
-      print_row(m, threads, t, mean, tps.size() > 1 ? std::sqrt(var / double(tps.size() - 1)) : 0.0, step_bytes,
-                machine, a.ubatch);
+      const auto [mean, sd] = mean_and_sd(tps);
+      print_row(m, threads, t, mean, sd, step_bytes, machine, a.ubatch);
       const double step_ms = 1000.0 * t.sequences / mean;
       if (c && !constraint.mask_ms.empty()) print_per_token_times("grammar mask", constraint.mask_ms, step_ms);
       if (timed && !sampler.ms.empty()) {

@@ -1,8 +1,10 @@
 #include "cli/common.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 
 #include "cli/progress.h"
 #include "core/read_file.h"
@@ -83,6 +85,16 @@ Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& gr
   auto grammar = Grammar::parse(gbnf);
   if (!grammar) return invalid_argument(path + ": " + grammar.status().message());
   return std::shared_ptr<const Grammar>(*grammar);
+}
+
+MeanSd mean_and_sd(const std::vector<double>& xs) {
+  MeanSd r;
+  if (xs.empty()) return r;
+  r.mean = std::accumulate(xs.begin(), xs.end(), 0.0) / double(xs.size());
+  double squares = 0;
+  for (double x : xs) squares += (x - r.mean) * (x - r.mean);
+  r.sd = xs.size() > 1 ? std::sqrt(squares / double(xs.size() - 1)) : 0.0;
+  return r;
 }
 
 int fail(const Status& status) {

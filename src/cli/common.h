@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autoglm/runtime.h"
 #include "autoglm/status.h"
@@ -30,6 +31,12 @@ RuntimeOptions environment_options();
 // Reads AUTOGLM_CPU_ISA and installs the stderr log sink; false (after printing why) when
 // the ISA is unknown or not runnable here.
 bool apply_process_environment();
+
+// Mean and sample standard deviation (0 for fewer than two values) of a benchmark's repetitions.
+struct MeanSd {
+  double mean = 0, sd = 0;
+};
+MeanSd mean_and_sd(const std::vector<double>& xs);
 
 // Prints "error: ..." to stderr and returns exit code 1.
 int fail(const Status& status);

@@ -544,8 +544,9 @@ void Engine::propose_drafts() {
     if (!s.request.speculative || !s.decoding() || s.pending() != 1) continue;
     const int64_t room =
         std::min<int64_t>(s.request.max_tokens - s.n_generated - 1, config_.n_ctx - int64_t(s.tokens.size()));
-    const int32_t want = int32_t(std::min<int64_t>(s.draft_length.next(), room));
-    if (s.draft_length.next() == 0) s.draft_length.record(0, 0);  // a pass it sits out
+    const int32_t length = s.draft_length.next();
+    if (length == 0) s.draft_length.record(0, 0);  // a pass it sits out
+    const int32_t want = int32_t(std::min<int64_t>(length, room));
     if (want <= 0) continue;
     std::vector<int32_t> drafts;
     if (!drafter_->propose(s.tokens, want, drafts).is_ok() || drafts.empty() ||
@@ -567,17 +568,13 @@ void Engine::after_verifying(Sequence& s, int64_t n, const float* rows) {
   drop_drafts(s);
   s.n_computed += 1;  // the pending token; each accepted draft's row is kept below
   const int64_t n_vocab = model_.spec().n_vocab;
-  int32_t accepted = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (!emit_next_token(s, rows + j * n_vocab)) break;
-    if (j >= int64_t(ran.size()) || s.tokens.back() != ran[size_t(j)]) break;
-    ++accepted;
-    ++s.n_computed;
-  }
+  const int32_t accepted = walk_verified_rows(n, ran, [&](int64_t j) -> std::optional<int32_t> {
+    if (j > 0) ++s.n_computed;  // the draft before this row was accepted: its row stays
+    if (!emit_next_token(s, rows + j * n_vocab)) return std::nullopt;
+    return s.tokens.back();
+  });
   s.draft_length.record(int32_t(ran.size()), accepted);
-  s.spec.drafted += int64_t(ran.size());
-  s.spec.accepted += accepted;
-  ++s.spec.target_passes;
+  s.spec.record_pass(int64_t(ran.size()), accepted);
   stats_.spec_drafted += int64_t(ran.size());
   stats_.spec_accepted += accepted;
   ++stats_.spec_passes;

@@ -118,33 +118,30 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   // Row j of logits follows the j-th token of the last pass: sample each in order, as plain
   // decoding would, and go on to the next row while the sample equals the draft there.
   for (bool done = false; !done;) {
-    const int64_t n_rows = int64_t(logits.size()) / n_vocab;
-    int32_t accepted = 0;
-    for (int64_t j = 0; j < n_rows; ++j) {
-      int32_t token;
-      {
-        OpTimer timer(runner_.profile(), Op::kSampling);
-        const int64_t budget = std::min<int64_t>(options.max_tokens - int64_t(result.tokens.size()),
-                                                 cache_.capacity() - int64_t(history.size()));
-        token = sample_next(sampler, matcher.get(), logits.data() + j * n_vocab, n_vocab, history, budget);
-      }
-      if (token < 0) {  // the grammar admits nothing more and there is no end token
-        result.finish_reason = FinishReason::kStop;
-        done = true;
-        break;
-      }
-      result.tokens.push_back(token);
-      history.push_back(token);
-      if (result.spec.target_passes > 0) ++result.spec.emitted;
-      if (!emit(stream.push(token))) done = true;
-      if (stream.ended()) result.finish_reason = FinishReason::kStop, done = true;
-      if (done || int64_t(result.tokens.size()) == options.max_tokens) {
-        done = true;
-        break;
-      }
-      if (j >= int64_t(drafts.size()) || token != drafts[size_t(j)]) break;
-      ++accepted;
-    }
+    const int32_t accepted =
+        walk_verified_rows(int64_t(logits.size()) / n_vocab, drafts, [&](int64_t j) -> std::optional<int32_t> {
+          int32_t token;
+          {
+            OpTimer timer(runner_.profile(), Op::kSampling);
+            const int64_t budget = std::min<int64_t>(options.max_tokens - int64_t(result.tokens.size()),
+                                                     cache_.capacity() - int64_t(history.size()));
+            token = sample_next(sampler, matcher.get(), logits.data() + j * n_vocab, n_vocab, history, budget);
+          }
+          if (token < 0) {  // the grammar admits nothing more and there is no end token
+            result.finish_reason = FinishReason::kStop;
+            done = true;
+            return std::nullopt;
+          }
+          result.tokens.push_back(token);
+          history.push_back(token);
+          if (result.spec.target_passes > 0) ++result.spec.emitted;
+          if (!emit(stream.push(token))) done = true;
+          if (stream.ended()) result.finish_reason = FinishReason::kStop, done = true;
+          if (int64_t(result.tokens.size()) == options.max_tokens) done = true;
+          if (done) return std::nullopt;
+          return token;
+        });
+    result.spec.drafted += int64_t(drafts.size());  // none after the prefill
     result.spec.accepted += accepted;
     draft_length.record(int32_t(drafts.size()), accepted);
     if (done || int64_t(history.size()) > cache_.capacity()) break;  // context full: ends as "length"
@@ -156,7 +153,6 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
       AUTOGLM_RETURN_IF_ERROR(drafter_->propose(history, want, drafts));
       if (int32_t(drafts.size()) < spec_.draft_min) drafts.clear();
     }
-    result.spec.drafted += int64_t(drafts.size());
     ++result.spec.target_passes;
     AUTOGLM_RETURN_IF_ERROR(decode_pass(history, drafts, logits));
   }

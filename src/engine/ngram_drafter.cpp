@@ -11,8 +11,9 @@ struct Match {
   int64_t agreeing = 0;       // ...that continue with the same token as the most recent one
 };
 
-// Earlier occurrences of the last n tokens of h (each followed by at least one token).
-Match find_key(const std::vector<int32_t>& h, int64_t n) {
+// Earlier occurrences of the last n tokens of h (each followed by at least one token): the most
+// recent only, or all of them when `count_all` (the confidence needs them).
+Match find_key(const std::vector<int32_t>& h, int64_t n, bool count_all) {
   Match m;
   const int64_t len = int64_t(h.size());
   const int32_t* key = h.data() + len - n;
@@ -22,6 +23,7 @@ Match find_key(const std::vector<int32_t>& h, int64_t n) {
     if (m.continuation < 0) m.continuation = next;
     ++m.occurrences;
     m.agreeing += h[size_t(next)] == h[size_t(m.continuation)];
+    if (!count_all) break;
   }
   return m;
 }
@@ -35,7 +37,7 @@ Status NgramDrafter::propose(const std::vector<int32_t>& history, int32_t max_to
   drafts.clear();
   const int64_t len = int64_t(history.size());
   for (int64_t n = std::min<int64_t>(ngram_max_, len - 1); n >= ngram_min_; --n) {
-    const Match m = find_key(history, n);
+    const Match m = find_key(history, n, /*count_all=*/p_min_ > 0.0f);
     if (m.continuation < 0) continue;
     if (double(m.agreeing) < double(p_min_) * double(m.occurrences)) return Status::ok();
     const int64_t end = std::min<int64_t>(len, m.continuation + max_tokens);

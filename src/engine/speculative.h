@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct SpecStats {
   int64_t target_passes = 0;  // forward passes of the target while decoding
   int64_t emitted = 0;        // tokens those passes produced
   double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
+  void record_pass(int64_t n_drafted, int64_t n_accepted) {
+    drafted += n_drafted;
+    accepted += n_accepted;
+    ++target_passes;
+  }
   double tokens_per_pass() const { return target_passes > 0 ? double(emitted) / double(target_passes) : 0.0; }
 };
 
@@ -54,6 +60,21 @@ Status check_same_vocabulary(const Vocab& target, const Vocab& draft);
 // its vocabulary against the target's; errors start with "draft model".
 Result<std::unique_ptr<Model>> load_draft_model(const std::string& path, const ModelLoadOptions& options,
                                                 const Vocab& target);
+
+// The rows of a verifying pass, in order: row j follows the pass's j-th token (the pending one,
+// then the drafts). emit(j) samples the target's token from row j exactly as plain decoding
+// would and streams it; it returns the token, or nullopt once the sequence has ended. The walk
+// moves to row j + 1 only while that token equals drafts[j]. Returns the drafts accepted.
+template <class Emit>
+int32_t walk_verified_rows(int64_t n_rows, const std::vector<int32_t>& drafts, Emit emit) {
+  int32_t accepted = 0;
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const std::optional<int32_t> token = emit(j);
+    if (!token || j >= int64_t(drafts.size()) || *token != drafts[size_t(j)]) break;
+    ++accepted;
+  }
+  return accepted;
+}
 
 class Drafter {
  public:
