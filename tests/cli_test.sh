@@ -72,6 +72,11 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "run --spec unknown" "'medusa' is not a speculation method" "$out"
   out=$("$bin" bench -m "$m" -p 0 -n 16 -r 1 --spec ngram 2>&1)
   check "bench --spec" "tg16 spec ngram:" "$out"
+  # serve takes every method; the draft options are checked before it listens.
+  out=$("$bin" serve -m "$m" --port 0 --spec draft 2>&1)
+  check "serve --spec draft without a draft" "speculative: spec draft: give a draft model (--draft)" "$out"
+  out=$("$bin" serve -m "$m" --port 0 --spec draft --draft "$shared/models/llama-2-tiny-random.gguf" 2>&1)
+  check "serve --draft with another vocabulary" "speculative: draft model: its vocabulary has" "$out"
   out=$("$bin" tokenize -m "$m" --ids "Once upon a time" 2>&1)
   check "tokenize ids" "[1, 403, 407, 261, 378]" "$out"
   out=$("$bin" tokenize -m "$m" "Once upon" 2>&1)

@@ -190,12 +190,21 @@ TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
   EXPECT_EQ(c->draft_min, 2);
   EXPECT_EQ(c->draft_p_min, 0.5);
   EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->speculative, "none");  // off by default
-  for (const auto& [yaml, culprit] :
-       std::vector<std::pair<std::string, std::string>>{{"speculative: {method: medusa}\n", "speculative.method"},
-                                                        {"speculative: {draft_max: 0}\n", "speculative.draft_max"},
-                                                        {"speculative: {draft_p_min: 2}\n", "speculative.draft_p_min"},
-                                                        {"speculative: {drafts: 4}\n", "speculative.drafts"},
-                                                        {"speculative: ngram\n", "speculative"}}) {
+  c = parse_server_config("speculative: {method: draft, draft: d.gguf, draft_quantize: q4_0, exit_layer: 3}\n",
+                          "t.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->speculative, "draft");
+  EXPECT_EQ(c->draft_model, "d.gguf");
+  EXPECT_EQ(c->draft_quantize, "q4_0");
+  EXPECT_EQ(c->exit_layer, 3);
+  for (const auto& [yaml, culprit] : std::vector<std::pair<std::string, std::string>>{
+           {"speculative: {method: medusa}\n", "speculative.method"},
+           {"speculative: {draft_max: 0}\n", "speculative.draft_max"},
+           {"speculative: {draft_p_min: 2}\n", "speculative.draft_p_min"},
+           {"speculative: {drafts: 4}\n", "speculative.drafts"},
+           {"speculative: {draft_quantize: q9}\n", "speculative.draft_quantize"},
+           {"speculative: {exit_layer: -1}\n", "speculative.exit_layer"},
+           {"speculative: ngram\n", "speculative"}}) {
     auto bad = parse_server_config(yaml, "t.yaml");
     ASSERT_FALSE(bad.is_ok()) << yaml;
     EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();

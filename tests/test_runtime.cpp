@@ -49,33 +49,46 @@ TEST(RuntimeOpen, ErrorsNameTheCulprit) {
   EXPECT_NE(bad.status().message().find("kv_cache.dtype"), std::string::npos) << bad.status().message();
 }
 
-TEST(RuntimeOpen, SpeculationIsNgramOrNone) {
+// Each speculation method runs in the engine, the same text as without drafts; bad options
+// are refused at open, naming the option.
+TEST(RuntimeOpen, EachSpeculationMethodGivesThePlainText) {
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  const std::string path = test::shared_path("models/stories260K.gguf");
   RuntimeOptions o;
   o.threads = 2;
   o.kv_memory_mib = 16;
-  o.speculative = "draft";
-  auto bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("speculative: the serving engine takes none or ngram"), std::string::npos)
-      << bad.status().message();
+  for (const auto& [method, culprit] : std::vector<std::pair<std::string, std::string>>{
+           {"medusa", "speculative: spec: 'medusa'"}, {"draft", "--draft-quantize"}, {"ngram", "draft-max"}}) {
+    o.speculative = method;
+    o.draft_max = method == "ngram" ? 0 : 8;
+    auto bad = Runtime::open(path, o);
+    ASSERT_FALSE(bad.is_ok()) << method;
+    EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();
+  }
   o.speculative = "ngram";
-  o.draft_max = 0;
-  bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("draft-max"), std::string::npos) << bad.status().message();
   o.draft_max = 6;
-  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  o.draft_quantize = "q8_0";
+  auto bad = Runtime::open(path, o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("only with the method draft"), std::string::npos) << bad.status().message();
+  o.draft_quantize = "";
   Request r;
   r.text = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
   r.max_tokens = 40;
   r.sampling.temperature = 0;
-  auto fast = (*rt)->generate_text(r);
-  r.speculative = false;
-  auto plain = (*rt)->generate_text(r);
-  ASSERT_TRUE(fast.is_ok() && plain.is_ok());
-  EXPECT_EQ(*fast, *plain);
+  for (const std::string method : {"ngram", "draft", "early-exit"}) {
+    o.speculative = method;
+    o.draft_quantize = method == "draft" ? "q8_0" : "";
+    o.exit_layer = method == "early-exit" ? 3 : 0;
+    auto rt = Runtime::open(path, o);
+    ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+    r.speculative = true;
+    auto fast = (*rt)->generate_text(r);
+    r.speculative = false;
+    auto plain = (*rt)->generate_text(r);
+    ASSERT_TRUE(fast.is_ok() && plain.is_ok()) << method;
+    EXPECT_EQ(*fast, *plain) << method;
+  }
 }
 
 TEST_F(RuntimeApi, GreedyTextIsTheReference) {

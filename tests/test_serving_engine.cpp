@@ -4,6 +4,7 @@
 
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "engine/speculative.h"
 #include "model/create_model.h"
 #include "test_util.h"
 
@@ -191,35 +192,43 @@ TEST_F(ServingEngine, SecondTurnReusesTheFirstTurnsKv) {
 // Speculation in continuous batching: n-gram drafts verified in the ragged batch give every
 // request the tokens it gets alone (greedy and seeded sampling), with drafts and rejections
 // along the way, and the blocks published for the prefix cache hold accepted tokens only.
-EngineConfig speculating(int64_t max_running) {
+EngineConfig speculating(int64_t max_running, SpecMethod method = SpecMethod::kNgram) {
   EngineConfig cfg;
   cfg.kv_blocks = 128;
   cfg.max_running = max_running;
-  cfg.spec.method = SpecMethod::kNgram;
+  cfg.spec.method = method;
+  cfg.spec.exit_layer = 4;  // of 5: early exit then agrees often enough to draft along the way
   return cfg;
 }
 
 const char* kRepetitive = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
 
 TEST_F(ServingEngine, SpeculativeRequestsEqualEachAlone) {
-  Engine engine(*model, *tok, pool, speculating(4));
-  std::vector<GenerationRequest> requests;
-  for (int i = 0; i < 4; ++i) {
-    GenerationRequest r = greedy(i % 2 ? kRepetitive : kPrompts[i], 48);
-    if (i >= 2) r.sampling.temperature = 0.8f, r.sampling.seed = uint64_t(i);
-    requests.push_back(r);
+  // The model drafters draft for all four sequences in one batch per position: a q4_0
+  // self-draft (its own KV pool) and the first four layers (the sequences' own caches).
+  auto draft = load_draft_model({"", "q4_0"}, test::shared_path("models/stories260K.gguf"), tok->vocab());
+  ASSERT_TRUE(draft.is_ok()) << draft.status().message();
+  for (SpecMethod method : {SpecMethod::kNgram, SpecMethod::kDraft, SpecMethod::kEarlyExit}) {
+    SCOPED_TRACE(spec_method_name(method));
+    Engine engine(*model, *tok, pool, speculating(4, method), draft->get());
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest r = greedy(i % 2 ? kRepetitive : kPrompts[i], 48);
+      if (i >= 2) r.sampling.temperature = 0.8f, r.sampling.seed = uint64_t(i);
+      requests.push_back(r);
+    }
+    std::vector<std::shared_ptr<StreamHandle>> handles;
+    for (const auto& r : requests) handles.push_back(*engine.submit(r));
+    for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i])) << i;
+    const EngineStats& st = engine.stats();
+    EXPECT_GT(st.spec_drafted.load(), 0);
+    EXPECT_GT(st.spec_accepted.load(), 0);
+    EXPECT_LT(st.spec_accepted.load(), st.spec_drafted.load()) << "no rejection: the test checks less";
+    int64_t finished_with_drafts = 0;
+    for (const auto& bucket : st.spec_acceptance) finished_with_drafts += bucket.load();
+    EXPECT_GT(finished_with_drafts, 0);
+    EXPECT_EQ(st.kv_blocks_used.load(), 0);
   }
-  std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (const auto& r : requests) handles.push_back(*engine.submit(r));
-  for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i])) << i;
-  const EngineStats& st = engine.stats();
-  EXPECT_GT(st.spec_drafted.load(), 0);
-  EXPECT_GT(st.spec_accepted.load(), 0);
-  EXPECT_LT(st.spec_accepted.load(), st.spec_drafted.load()) << "no rejection: the test checks less";
-  int64_t finished_with_drafts = 0;
-  for (const auto& bucket : st.spec_acceptance) finished_with_drafts += bucket.load();
-  EXPECT_GT(finished_with_drafts, 0);
-  EXPECT_EQ(st.kv_blocks_used.load(), 0);
 }
 
 TEST_F(ServingEngine, SpeculationPublishesOnlyAcceptedTokens) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generator.h"
+#include "engine/model_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "engine/speculative.h"
 #include "sample/json_schema.h"
@@ -116,8 +117,8 @@ INSTANTIATE_TEST_SUITE_P(Drafters, GreedyExactness,
 TEST(Speculation, ADraftFromAnotherFileOfTheSameModelIsExact) {
   AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa-q4_k.gguf");
   const Loaded target = load("models/random/rand-llama-gqa-f16.gguf");
-  auto draft =
-      load_draft_model(test::shared_path("models/random/rand-llama-gqa-q4_k.gguf"), {}, target.tokenizer->vocab());
+  auto draft = load_draft_model({test::shared_path("models/random/rand-llama-gqa-q4_k.gguf"), ""}, "",
+                                target.tokenizer->vocab());
   ASSERT_TRUE(draft.is_ok()) << draft.status().message();
   const GenerationRequest r = request(target, kRepetitive, 40);
   const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
@@ -296,10 +297,58 @@ TEST_F(Stories, RejectedDraftsLeaveTheRowsOfPlainDecoding) {
   EXPECT_EQ(after->tokens, fresh->tokens);
 }
 
+// Jobs drafted together (one batched pass per position) get the drafts each gets alone, also
+// after their histories move on (the draft cache catches up) and when the draft model's pool
+// is too small for them all (other sequences give their blocks back; a job without room
+// drafts nothing).
+TEST_F(Stories, BatchedModelDraftsEqualDraftsAlone) {
+  static ThreadPool pool(2);
+  std::vector<std::vector<int32_t>> histories;
+  for (const char* p : {"Once upon a time", "Lily and Ben went to", "The sun was hot and"})
+    histories.push_back(target.tokenizer->encode(p, true));
+  auto alone = [&](const std::vector<int32_t>& history, int32_t n) {
+    ModelDrafter fresh(*draft.model, pool, 64, 16, DType::F16, 0.0f);
+    DraftJob job;
+    job.history = &history;
+    job.max_tokens = n;
+    EXPECT_TRUE(fresh.propose(std::span(&job, 1)).is_ok());
+    return job.drafts;
+  };
+  auto together = [&](ModelDrafter& d, int32_t n) {
+    std::vector<DraftJob> jobs(histories.size());
+    for (size_t i = 0; i < jobs.size(); ++i)
+      jobs[i].sequence = i, jobs[i].history = &histories[i], jobs[i].max_tokens = n;
+    EXPECT_TRUE(d.propose(jobs).is_ok());
+    return jobs;
+  };
+  ModelDrafter roomy(*draft.model, pool, 64, 16, DType::F16, 0.0f);
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<DraftJob> jobs = together(roomy, 4);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ASSERT_EQ(jobs[i].drafts.size(), 4u);
+      EXPECT_EQ(jobs[i].drafts, alone(histories[i], 4)) << "round " << round << " job " << i;
+      // The history moves on as after a verification: some drafts kept, then another token.
+      histories[i].insert(histories[i].end(), jobs[i].drafts.begin(), jobs[i].drafts.begin() + long(i + round) % 5);
+      histories[i].push_back(int32_t(7 + i));
+    }
+  }
+  // Two blocks of 16 positions: one sequence fits at a time.
+  ModelDrafter cramped(*draft.model, pool, 2, 16, DType::F16, 0.0f);
+  for (auto& h : histories) h.resize(20, 9);  // 23 positions with the drafts: two blocks
+  std::vector<DraftJob> one = together(cramped, 4);
+  EXPECT_EQ(one[0].drafts, alone(histories[0], 4));
+  EXPECT_TRUE(one[1].drafts.empty() && one[2].drafts.empty());
+  std::vector<DraftJob> other(1);
+  other[0].sequence = 2, other[0].history = &histories[2], other[0].max_tokens = 4;
+  ASSERT_TRUE(cramped.propose(other).is_ok());  // sequence 0 gives its blocks back
+  EXPECT_EQ(other[0].drafts, alone(histories[2], 4));
+}
+
 TEST(Speculation, ADraftWithAnotherVocabularyIsRefused) {
   AUTOGLM_REQUIRE_SHARED("models/llama-2-tiny-random.gguf");
   const Loaded target = load("models/stories260K.gguf");
-  auto other = load_draft_model(test::shared_path("models/llama-2-tiny-random.gguf"), {}, target.tokenizer->vocab());
+  auto other =
+      load_draft_model({test::shared_path("models/llama-2-tiny-random.gguf"), ""}, "", target.tokenizer->vocab());
   ASSERT_FALSE(other.is_ok());
   EXPECT_NE(other.status().message().find("draft model: its vocabulary has"), std::string::npos)
       << other.status().message();
@@ -334,25 +383,26 @@ TEST(Speculation, OptionsOutOfRangeAreRefusedByName) {
 
 TEST(NgramDrafter, ProposesWhatFollowedTheLongestRecentMatch) {
   NgramDrafter d(1, 3, 0.0f);
-  std::vector<int32_t> drafts;
   // "5 6 7" occurred earlier followed by 8 9; "7" alone more recently followed by 1.
-  ASSERT_TRUE(d.propose({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 4, drafts).is_ok());
-  EXPECT_EQ(drafts, (std::vector<int32_t>{8, 9, 7, 1}));
-  ASSERT_TRUE(d.propose({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 2, drafts).is_ok());
-  EXPECT_EQ(drafts, (std::vector<int32_t>{8, 9}));
-  ASSERT_TRUE(d.propose({1, 2, 3, 4}, 4, drafts).is_ok());
-  EXPECT_TRUE(drafts.empty());
-  ASSERT_TRUE(d.propose({3, 1, 3}, 4, drafts).is_ok());  // the match's continuation runs into the key
-  EXPECT_EQ(drafts, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(d.lookup({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 4), (std::vector<int32_t>{8, 9, 7, 1}));
+  EXPECT_EQ(d.lookup({5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, 2), (std::vector<int32_t>{8, 9}));
+  EXPECT_TRUE(d.lookup({1, 2, 3, 4}, 4).empty());
+  // The match's continuation runs into the key.
+  EXPECT_EQ(d.lookup({3, 1, 3}, 4), (std::vector<int32_t>{1, 3}));
+  // Through the Drafter interface: one job each.
+  const std::vector<int32_t> a{5, 6, 7, 8, 9, 7, 1, 5, 6, 7}, b{1, 2, 3, 4};
+  std::vector<DraftJob> jobs(2);
+  jobs[0].history = &a, jobs[0].max_tokens = 3;
+  jobs[1].history = &b, jobs[1].max_tokens = 3, jobs[1].drafts = {9};
+  ASSERT_TRUE(d.propose(jobs).is_ok());
+  EXPECT_EQ(jobs[0].drafts, (std::vector<int32_t>{8, 9, 7}));
+  EXPECT_TRUE(jobs[1].drafts.empty());
 }
 
 TEST(NgramDrafter, AnAmbiguousKeyUnderPMinProposesNothing) {
   // "4" was followed by 1 once and by 2 once: confidence 0.5.
-  std::vector<int32_t> drafts;
-  ASSERT_TRUE(NgramDrafter(1, 1, 0.6f).propose({4, 1, 4, 2, 4}, 3, drafts).is_ok());
-  EXPECT_TRUE(drafts.empty());
-  ASSERT_TRUE(NgramDrafter(1, 1, 0.5f).propose({4, 1, 4, 2, 4}, 3, drafts).is_ok());
-  EXPECT_EQ(drafts, (std::vector<int32_t>{2, 4}));
+  EXPECT_TRUE(NgramDrafter(1, 1, 0.6f).lookup({4, 1, 4, 2, 4}, 3).empty());
+  EXPECT_EQ(NgramDrafter(1, 1, 0.5f).lookup({4, 1, 4, 2, 4}, 3), (std::vector<int32_t>{2, 4}));
 }
 
 TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffWhenNothingIsKept) {

@@ -50,14 +50,17 @@ struct RuntimeOptions {
   // the rest): 0 off (a token budget only), < 0 auto (3x the step's predicted decode time).
   // Off by default until prefill kernels make small chunks cheap (issue 14).
   double max_step_ms = 0;
-  // Speculative decoding in the engine: "none" or "ngram" (prompt lookup; the draft-model and
-  // early-exit drafters run in `run` and `bench` so far). A request may opt out.
+  // Speculative decoding in the engine: "none", "draft" (a draft model), "ngram" (prompt
+  // lookup) or "early-exit" (the first exit_layer layers draft). A request may opt out.
   std::string speculative = "none";
-  int32_t draft_max = 8;     // most tokens drafted per pass
-  int32_t draft_min = 0;     // fewer drafts than this: a plain decode
-  float draft_p_min = 0.0f;  // n-gram: the share of a match's occurrences that must agree
-  bool profile = false;      // per-op forward times
-  bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
+  std::string draft_model;     // draft: a GGUF file or Hugging Face folder ("": the target's own weights)
+  std::string draft_quantize;  // draft: its weights re-encoded at load (needed for a self-draft)
+  int32_t draft_max = 8;       // most tokens drafted per pass
+  int32_t draft_min = 0;       // fewer drafts than this: a plain decode
+  float draft_p_min = 0.0f;    // drafting stops where the drafter's confidence falls below this
+  int32_t exit_layer = 0;      // early-exit: the layers that draft (0: a quarter of the model)
+  bool profile = false;        // per-op forward times
+  bool start_engine = true;    // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;
   LogSink log;  // where the library's log lines go (null: keep the current sink)
   // Progress of long load steps (quantizing, repacking): step name, done, total.

@@ -16,8 +16,8 @@ struct ServeArgs {
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
-  std::string kv_type, quantize, spec;
-  int32_t draft_max = 0, draft_min = -1;
+  std::string kv_type, quantize, spec, draft, draft_quantize;
+  int32_t draft_max = 0, draft_min = -1, exit_layer = -1;
   double draft_p_min = -1;
   bool no_prefix_cache = false;
   std::vector<std::string> api_keys;
@@ -52,6 +52,9 @@ int serve(const ServeArgs& a) {
   if (!a.quantize.empty()) cfg.quantize = a.quantize;
   if (a.no_prefix_cache) cfg.prefix_cache = false;
   if (!a.spec.empty()) cfg.speculative = a.spec;
+  if (!a.draft.empty()) cfg.draft_model = a.draft;
+  if (!a.draft_quantize.empty()) cfg.draft_quantize = a.draft_quantize;
+  if (a.exit_layer >= 0) cfg.exit_layer = a.exit_layer;
   if (a.draft_max > 0) cfg.draft_max = a.draft_max;
   if (a.draft_min >= 0) cfg.draft_min = a.draft_min;
   if (a.draft_p_min >= 0) cfg.draft_p_min = a.draft_p_min;
@@ -111,7 +114,12 @@ void register_serve(CLI::App& app) {
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
   cmd->add_option("--spec", a->spec,
-                  "Speculative decoding of the engine: none or ngram (overrides speculative.method)");
+                  "Speculative decoding: none, draft, ngram or early-exit (overrides speculative.method)");
+  cmd->add_option("--draft", a->draft, "Draft model file or folder for --spec draft (speculative.draft)");
+  cmd->add_option("--draft-quantize", a->draft_quantize,
+                  "Draft weights re-encoded at load; alone, the target's own (speculative.draft_quantize)");
+  cmd->add_option("--exit-layer", a->exit_layer,
+                  "Early exit: the layers that draft, 0 a quarter (speculative.exit_layer)");
   cmd->add_option("--draft-max", a->draft_max, "Most tokens drafted per pass (speculative.draft_max)");
   cmd->add_option("--draft-min", a->draft_min, "Fewer drafts than this: a plain decode (speculative.draft_min)");
   cmd->add_option("--draft-p-min", a->draft_p_min, "Drafting confidence threshold (speculative.draft_p_min)");

@@ -24,15 +24,7 @@ Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string&
       return invalid_argument("--draft/--draft-quantize: only with --spec draft");
     return s;
   }
-  if (o.draft.empty() && o.draft_quantize.empty())
-    return invalid_argument("--spec draft: give --draft MODEL or --draft-quantize TYPE (a quantized self-draft)");
-  ModelLoadOptions load;
-  if (!o.draft_quantize.empty()) {
-    const auto type = dtype_from_name(o.draft_quantize);
-    if (!type) return invalid_argument("--draft-quantize: '" + o.draft_quantize + "' is not a weight type");
-    load.quantize = *type;
-  }
-  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model(o.draft.empty() ? target_path : o.draft, load, target_vocab));
+  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model({o.draft, o.draft_quantize}, target_path, target_vocab));
   return s;
 }
 

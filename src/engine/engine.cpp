@@ -8,7 +8,7 @@
 #include "core/last_resort.h"
 #include "core/log.h"
 #include "engine/constrained.h"
-#include "engine/ngram_drafter.h"
+#include "engine/make_drafter.h"
 #include "engine/prompt_check.h"
 #include "engine/request_limits.h"
 #include "engine/scheduler.h"
@@ -125,13 +125,20 @@ void drop_drafts(Sequence& s) {
 // they save, so nobody drafts.
 constexpr int64_t kMostSpeculatingDecodes = 4;
 
+// A draft model's KV pool: the target's block count, at most what that many sequences fill.
+DraftPool draft_pool(const EngineConfig& c) {
+  const int64_t per_sequence = (c.n_ctx + c.block_size - 1) / c.block_size;
+  return {std::min(c.kv_blocks, kMostSpeculatingDecodes * per_sequence), c.block_size, c.kv_type};
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace
 
-Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config,
+               const Model* draft)
     : model_(model),
       tokenizer_(tokenizer),
       trie_(tokenizer),
@@ -140,9 +147,9 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       runner_(model, pool) {
   blocks_.set_prefix_caching(config.prefix_cache);
   runner_.profile().set_enabled(config.profile);
-  AUTOGLM_CHECK(config.spec.method == SpecMethod::kNone || config.spec.method == SpecMethod::kNgram);
-  if (config.spec.method == SpecMethod::kNgram)
-    drafter_ = std::make_unique<NgramDrafter>(config.spec.ngram_min, config.spec.ngram_max, config.spec.p_min);
+  auto drafter = make_drafter(config.spec, model, draft, pool, draft_pool(config));
+  AUTOGLM_CHECK(drafter.is_ok());  // the runtime checks the options first (engine_config_for, the draft's KV)
+  drafter_ = std::move(drafter).value();
   stats_.kv_blocks_total = config.kv_blocks;
   calibrate_step_cost();
   thread_ = std::thread([this] { loop(); });
@@ -294,6 +301,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   if (seq.finished) return;
   seq.finished = true;
   drop_drafts(seq);
+  if (drafter_) drafter_->forget(seq.id);
   ++stats_.finished[size_t(reason)];
   if (seq.spec.drafted > 0) {
     ++stats_.spec_acceptance[size_t(
@@ -538,7 +546,8 @@ void Engine::propose_drafts() {
   int64_t decodes = 0;
   for (const auto& s : running_) decodes += s->decoding();
   if (decodes > kMostSpeculatingDecodes) return;
-  const int64_t bs = blocks_.block_size();
+  std::vector<Sequence*> drafting;
+  std::vector<DraftJob> jobs;
   for (auto& sp : running_) {
     Sequence& s = *sp;
     if (!s.request.speculative || !s.decoding() || s.pending() != 1) continue;
@@ -547,18 +556,36 @@ void Engine::propose_drafts() {
     const int32_t length = s.draft_length.next();
     if (length == 0) s.draft_length.record(0, 0);  // a pass it sits out
     const int32_t want = int32_t(std::min<int64_t>(length, room));
-    if (want <= 0) continue;
-    std::vector<int32_t> drafts;
-    if (!drafter_->propose(s.tokens, want, drafts).is_ok() || drafts.empty() ||
-        int32_t(drafts.size()) < config_.spec.draft_min)
-      continue;
-    // The drafts' blocks only while the pool keeps one spare block per running sequence.
-    const int64_t positions = s.n_computed + 1 + int64_t(drafts.size());
-    const int64_t more = std::max<int64_t>(0, (positions + bs - 1) / bs - int64_t(s.kv.blocks().size()));
-    if (blocks_.n_blocks() - blocks_.n_used() - more < int64_t(running_.size()) || !s.kv.reserve(positions)) continue;
+    if (want <= 0 || !reserve_for_drafts(s, want)) continue;
+    DraftJob job;
+    job.sequence = s.id;
+    job.history = &s.tokens;
+    job.max_tokens = want;
+    job.target_cache = &s.kv;
+    jobs.push_back(std::move(job));
+    drafting.push_back(&s);
+  }
+  if (jobs.empty()) return;
+  if (const Status st = drafter_->propose(jobs); !st.is_ok()) {
+    log_line(LogLevel::kWarning, "engine: drafting failed, decoding without drafts this step: " + st.message());
+    return;
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Sequence& s = *drafting[i];
+    std::vector<int32_t>& drafts = jobs[i].drafts;
+    if (drafts.empty() || int32_t(drafts.size()) < config_.spec.draft_min) continue;
     s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.end());
     s.drafts = std::move(drafts);
   }
+}
+
+// Blocks for the pending token and `n` drafts, only while the pool keeps one spare block per
+// running sequence (drafts never take what plain decoding needs).
+bool Engine::reserve_for_drafts(Sequence& s, int64_t n) {
+  const int64_t bs = blocks_.block_size();
+  const int64_t positions = s.n_computed + 1 + n;
+  const int64_t more = std::max<int64_t>(0, (positions + bs - 1) / bs - int64_t(s.kv.blocks().size()));
+  return blocks_.n_blocks() - blocks_.n_used() - more >= int64_t(running_.size()) && s.kv.reserve(positions);
 }
 
 // Rows j = 0..n-1 follow the pending token and the drafts that ran: each is sampled as plain

@@ -42,8 +42,7 @@ struct EngineConfig {
   // Step time target (scheduler.h): 0 off, < 0 auto (3x the step's predicted decode time).
   double max_step_ms = 0;
   RequestLimits limits;  // checked on every submit
-  // Speculative decoding of the running sequences: kNone or kNgram (the model drafters run in
-  // the single-sequence generator only, so far).
+  // Speculative decoding of the running sequences (kDraft needs the engine's draft model).
   SpecConfig spec;
 };
 
@@ -82,7 +81,10 @@ struct Sequence;
 
 class Engine {
  public:
-  Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  // config.spec must pass validate_spec_config; with SpecMethod::kDraft, `draft` (which must
+  // outlive the engine) has the target's vocabulary and a KV format for config.kv_type.
+  Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config,
+         const Model* draft = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -112,6 +114,7 @@ class Engine {
   // Speculation: drafts for the running decodes before a step is planned; after it, the
   // verification of one sequence's rows; drafts that did not run are dropped.
   void propose_drafts();
+  bool reserve_for_drafts(Sequence& seq, int64_t n);
   void after_verifying(Sequence& seq, int64_t n_run, const float* rows);
   // Samples the next token from a row of logits and streams it; false once the sequence finished.
   bool emit_next_token(Sequence& seq, const float* logits);

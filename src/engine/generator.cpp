@@ -3,14 +3,15 @@
 #include <chrono>
 
 #include "engine/constrained.h"
-#include "engine/model_drafter.h"
-#include "engine/ngram_drafter.h"
+#include "engine/make_drafter.h"
 #include "engine/prompt_check.h"
 #include "engine/text_stream.h"
 #include "sample/sampler.h"
 
 namespace autoglm {
 namespace {
+
+constexpr int64_t kDraftBlock = 16;  // positions per block of the draft model's cache
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -39,25 +40,11 @@ Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std
 }
 
 Status Generator::set_speculation(const SpecConfig& config, const Model* draft) {
-  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, model_.spec().n_layer));
   drafter_.reset();
+  // One sequence at a time: the draft model's pool holds one full context.
+  const DraftPool draft_pool{(cache_.capacity() + kDraftBlock - 1) / kDraftBlock, kDraftBlock, cache_.format().type};
+  AUTOGLM_ASSIGN_OR_RETURN(drafter_, make_drafter(config, model_, draft, pool_, draft_pool));
   spec_ = config;
-  switch (config.method) {
-    case SpecMethod::kNone: break;
-    case SpecMethod::kNgram:
-      drafter_ = std::make_unique<NgramDrafter>(config.ngram_min, config.ngram_max, config.p_min);
-      break;
-    case SpecMethod::kDraft:
-      if (!draft) return invalid_argument("spec draft: no draft model (--draft FILE or --draft-quantize TYPE)");
-      drafter_ = std::make_unique<ModelDrafter>(*draft, pool_, cache_.capacity(), cache_.format().type, config.p_min);
-      break;
-    case SpecMethod::kEarlyExit: {
-      const int32_t layers =
-          config.exit_layer > 0 ? config.exit_layer : std::max<int32_t>(1, int32_t(model_.spec().n_layer / 4));
-      drafter_ = std::make_unique<ModelDrafter>(model_, pool_, cache_, layers, config.p_min);
-      break;
-    }
-  }
   return Status::ok();
 }
 
@@ -112,7 +99,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   };
   result.finish_reason = FinishReason::kLength;
   t0 = std::chrono::steady_clock::now();
-  if (drafter_) drafter_->reset();
+  if (drafter_) drafter_->forget(0);  // the previous sequence's
   DraftLength draft_length(spec_.draft_max, spec_.draft_min);
   std::vector<int32_t> drafts;
   // Row j of logits follows the j-th token of the last pass: sample each in order, as plain
@@ -150,8 +137,12 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
                                            cache_.capacity() - int64_t(history.size()));
     const int32_t want = int32_t(std::min<int64_t>(draft_length.next(), room));
     if (drafter_ && want > 0) {
-      AUTOGLM_RETURN_IF_ERROR(drafter_->propose(history, want, drafts));
-      if (int32_t(drafts.size()) < spec_.draft_min) drafts.clear();
+      DraftJob job;
+      job.history = &history;
+      job.max_tokens = want;
+      job.target_cache = &cache_;
+      AUTOGLM_RETURN_IF_ERROR(drafter_->propose(std::span(&job, 1)));
+      if (int32_t(job.drafts.size()) >= spec_.draft_min) drafts = std::move(job.drafts);
     }
     ++result.spec.target_passes;
     AUTOGLM_RETURN_IF_ERROR(decode_pass(history, drafts, logits));

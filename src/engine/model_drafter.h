@@ -1,43 +1,59 @@
 // Drafting with a model: a cheaper draft model (another file, or the target's own weights in
-// a smaller type) with its own KV cache, or the target's first layers (early exit), which
-// write the target's own cache. Either proposes its most likely token, one pass per token.
+// a smaller type) with its own paged KV cache, or the target's first layers (early exit), which
+// write each sequence's own target cache. It proposes the most likely token; the sequences of
+// one call draft together, one batched pass per drafted position.
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 
 #include "engine/speculative.h"
-#include "model/kv_cache.h"
+#include "kv/block_pool.h"
+#include "kv/paged_sequence.h"
 #include "model/runner.h"
 
 namespace autoglm {
 
 class ModelDrafter final : public Drafter {
  public:
-  // A draft model with a cache of n_ctx positions (kv_type must have passed kv_format).
-  ModelDrafter(const Model& draft, ThreadPool& pool, int64_t n_ctx, DType kv_type, float p_min);
-  // Early exit: the first exit_layer layers of `target`, then its final norm and head. They
-  // write `target_cache`, where the target's passes have left every row but the last token's.
-  ModelDrafter(const Model& target, ThreadPool& pool, KvCache& target_cache, int32_t exit_layer, float p_min);
+  // A draft model whose sequences share a pool of n_blocks blocks of block_size positions
+  // (kv_type must have passed kv_format for it). When the pool runs short, the sequences of
+  // other calls lose what they cached (they catch up when they draft again).
+  ModelDrafter(const Model& draft, ThreadPool& pool, int64_t n_blocks, int64_t block_size, DType kv_type, float p_min);
+  // Early exit: the first exit_layer layers of `target`, then its final norm and head.
+  ModelDrafter(const Model& target, ThreadPool& pool, int32_t exit_layer, float p_min);
 
-  Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) override;
-  void reset() override { cached_.clear(); }
+  Status propose(std::span<DraftJob> jobs) override;
+  void forget(uint64_t sequence) override { cached_.erase(sequence); }
   OpProfile* profile() override { return &runner_.profile(); }
 
  private:
-  // Runs the tokens of `history` the cache lacks; logits_ then follow its last token.
-  Status catch_up(const std::vector<int32_t>& history);
-  Status run(const int32_t* tokens, int64_t n, int32_t pos);
-  // The most likely next token, or -1 when its probability is under p_min.
-  int32_t confident_argmax() const;
+  // A sequence's rows in the draft model's own pool and the tokens they hold.
+  struct Cached {
+    explicit Cached(BlockPool& pool) : kv(pool) {}
+    PagedSequenceKv kv;
+    std::vector<int32_t> tokens;
+  };
+  struct Run;  // the positions a job runs in a pass
+  // The cache a job drafts into, grown for its positions (null: no room, it drafts nothing).
+  KvCache* cache_for(const DraftJob& job, std::span<DraftJob> jobs);
+  // Runs what each job's cache lacks of its history; its first draft then follows.
+  // `drafting` marks the jobs that go on drafting after a pass.
+  Status catch_up(std::span<DraftJob> jobs, const std::vector<KvCache*>& caches, std::vector<bool>& drafting);
+  // One batch of runs; each run's last token gives its job's next draft.
+  Status run_pass(const std::vector<Run>& runs, std::span<DraftJob> jobs, const std::vector<KvCache*>& caches,
+                  std::vector<bool>& drafting);
 
   const ModelSpec& spec_;
   ModelRunner runner_;
-  std::unique_ptr<ContiguousKvCache> own_cache_;
-  KvCache* cache_;
+  std::unique_ptr<BlockPool> pool_;  // null for early exit
   int32_t exit_layer_ = 0;
   float p_min_;
-  std::vector<int32_t> cached_;  // own cache: the tokens whose rows it holds
+  std::unordered_map<uint64_t, std::unique_ptr<Cached>> cached_;
   std::vector<float> logits_;
 };
+
+// The most likely token of a row of logits, or -1 when its probability is under p_min.
+int32_t confident_argmax(const float* row, int64_t n_vocab, float p_min);
 
 }  // namespace autoglm

@@ -33,18 +33,21 @@ Match find_key(const std::vector<int32_t>& h, int64_t n, bool count_all) {
 NgramDrafter::NgramDrafter(int32_t ngram_min, int32_t ngram_max, float p_min)
     : ngram_min_(ngram_min), ngram_max_(ngram_max), p_min_(p_min) {}
 
-Status NgramDrafter::propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) {
-  drafts.clear();
+Status NgramDrafter::propose(std::span<DraftJob> jobs) {
+  for (DraftJob& job : jobs) job.drafts = lookup(*job.history, job.max_tokens);
+  return Status::ok();
+}
+
+std::vector<int32_t> NgramDrafter::lookup(const std::vector<int32_t>& history, int32_t max_tokens) const {
   const int64_t len = int64_t(history.size());
   for (int64_t n = std::min<int64_t>(ngram_max_, len - 1); n >= ngram_min_; --n) {
     const Match m = find_key(history, n, /*count_all=*/p_min_ > 0.0f);
     if (m.continuation < 0) continue;
-    if (double(m.agreeing) < double(p_min_) * double(m.occurrences)) return Status::ok();
-    const int64_t end = std::min<int64_t>(len, m.continuation + max_tokens);
-    drafts.assign(history.begin() + m.continuation, history.begin() + end);
-    return Status::ok();
+    if (double(m.agreeing) < double(p_min_) * double(m.occurrences)) return {};
+    const int64_t end = std::min<int64_t>(len, m.continuation + std::max(0, max_tokens));
+    return {history.begin() + m.continuation, history.begin() + end};
   }
-  return Status::ok();
+  return {};
 }
 
 }  // namespace autoglm

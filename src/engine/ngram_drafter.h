@@ -13,7 +13,9 @@ class NgramDrafter final : public Drafter {
   // p_min: the share of the key's earlier occurrences that must continue with the proposed
   // token (its confidence) for drafting to go ahead.
   NgramDrafter(int32_t ngram_min, int32_t ngram_max, float p_min);
-  Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) override;
+  Status propose(std::span<DraftJob> jobs) override;
+  // One history's drafts: up to max_tokens tokens, or none.
+  std::vector<int32_t> lookup(const std::vector<int32_t>& history, int32_t max_tokens) const;
 
  private:
   int32_t ngram_min_, ngram_max_;

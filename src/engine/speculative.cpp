@@ -46,6 +46,10 @@ Status validate_spec_config(const SpecConfig& c, int64_t n_layer) {
   return Status::ok();
 }
 
+int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer) {
+  return c.exit_layer > 0 ? c.exit_layer : std::max<int32_t>(1, int32_t(n_layer / 4));
+}
+
 Status check_same_vocabulary(const Vocab& target, const Vocab& draft) {
   if (target.size() != draft.size())
     return invalid_argument("draft model: its vocabulary has " + std::to_string(draft.size()) +
@@ -61,9 +65,19 @@ Status check_same_vocabulary(const Vocab& target, const Vocab& draft) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Model>> load_draft_model(const std::string& path, const ModelLoadOptions& options,
+Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const std::string& target_path,
                                                 const Vocab& target) {
-  auto model = Model::load(path, options);
+  if (source.path.empty() && source.quantize.empty())
+    return invalid_argument(
+        "spec draft: give a draft model (--draft) or a type for the target's own weights "
+        "(--draft-quantize, a quantized self-draft)");
+  ModelLoadOptions options;
+  if (!source.quantize.empty()) {
+    const auto type = dtype_from_name(source.quantize);
+    if (!type) return invalid_argument("draft-quantize: '" + source.quantize + "' is not a weight type");
+    options.quantize = *type;
+  }
+  auto model = Model::load(source.path.empty() ? target_path : source.path, options);
   if (!model) return Status(model.status().code(), "draft model: " + model.status().message());
   auto tokenizer = (*model)->load_tokenizer();
   if (!tokenizer) return Status(tokenizer.status().code(), "draft model: " + tokenizer.status().message());

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "autoglm/status.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/op_profile.h"
 #include "tokenizer/vocab.h"
@@ -56,9 +58,15 @@ struct SpecStats {
 // A draft model must speak the target's vocabulary: same size, same piece for every id,
 // same BOS and EOS. The error names the first difference.
 Status check_same_vocabulary(const Vocab& target, const Vocab& draft);
-// Loads a draft model (a file, or the target's own path with options.quantize set) and checks
-// its vocabulary against the target's; errors start with "draft model".
-Result<std::unique_ptr<Model>> load_draft_model(const std::string& path, const ModelLoadOptions& options,
+// Where a draft model comes from: a file or folder, or (path empty) the target's own weights;
+// either re-encoded at load when `quantize` names a weight type.
+struct DraftSource {
+  std::string path;
+  std::string quantize;
+};
+// Loads a draft model and checks its vocabulary against the target's; errors name the option
+// or start with "draft model".
+Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const std::string& target_path,
                                                 const Vocab& target);
 
 // The rows of a verifying pass, in order: row j follows the pass's j-th token (the pending one,
@@ -76,17 +84,30 @@ int32_t walk_verified_rows(int64_t n_rows, const std::vector<int32_t>& drafts, E
   return accepted;
 }
 
+// One sequence's request for drafts.
+struct DraftJob {
+  uint64_t sequence = 0;                          // the drafter's key for what it keeps of the sequence
+  const std::vector<int32_t>* history = nullptr;  // prompt and output so far; its last token runs next
+  int32_t max_tokens = 0;
+  // Early exit: the sequence's own cache, where the target has written every row of history
+  // but the last token's, with room for history.size() - 1 + max_tokens positions.
+  KvCache* target_cache = nullptr;
+  std::vector<int32_t> drafts;  // out: up to max_tokens, fewer or none where the drafter is unsure
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // Up to max_tokens proposals to follow `history` (prompt and output so far; its last token
-  // is the one the target runs next). Fewer, or none, where the drafter is not confident.
-  virtual Status propose(const std::vector<int32_t>& history, int32_t max_tokens, std::vector<int32_t>& drafts) = 0;
-  // A new sequence starts (what the drafter cached belongs to the old one).
-  virtual void reset() {}
+  // Drafts for every job (a model drafter runs them as one batch per drafted position).
+  virtual Status propose(std::span<DraftJob> jobs) = 0;
+  // The sequence ended (or lost its cache): what the drafter keeps of it goes.
+  virtual void forget(uint64_t /*sequence*/) {}
   // The per-op times of a drafter that runs a model (null for the others).
   virtual OpProfile* profile() { return nullptr; }
 };
+
+// The layers that draft in early exit: the configured count, or a quarter of the model.
+int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer);
 
 // How many tokens to draft next: starts at two, doubles after a pass that accepted everything,
 // falls to one more than the accepted count after a rejection, so a drafter the target

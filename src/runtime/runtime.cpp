@@ -78,6 +78,18 @@ Status dry_render(const Runtime::Parts& p) {
   return Status::ok();
 }
 
+// The draft model of speculative = "draft", with a KV format for the engine's KV type.
+Status load_draft(Runtime::Parts& p) {
+  if (p.engine_config.spec.method != SpecMethod::kDraft) return Status::ok();
+  const RuntimeOptions& o = p.options;
+  auto draft = load_draft_model({o.draft_model, o.draft_quantize}, p.model_path, p.tokenizer->vocab());
+  if (!draft) return Status(draft.status().code(), "speculative: " + draft.status().message());
+  if (auto format = kv_format((*draft)->spec(), p.engine_config.kv_type); !format)
+    return Status(format.status().code(), "speculative: draft model: kv_cache.dtype: " + format.status().message());
+  p.draft = std::move(draft).value();
+  return Status::ok();
+}
+
 Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
   auto j = parse_json_request(text, limits.json_depth, limits.json_object_keys);
   if (!j) return invalid_argument(std::string(field) + ": " + j.status().message());
@@ -141,13 +153,15 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   ec.max_running = o.max_running;
   ec.max_queued = o.max_queued;
   ec.max_step_ms = o.max_step_ms;
-  AUTOGLM_ASSIGN_OR_RETURN(ec.spec.method, spec_method_from_name(o.speculative));
-  if (ec.spec.method != SpecMethod::kNone && ec.spec.method != SpecMethod::kNgram)
-    return unsupported("speculative: the serving engine takes none or ngram; '" + o.speculative +
-                       "' runs in `autoglm run` and `bench` so far");
+  auto method = spec_method_from_name(o.speculative);
+  if (!method) return Status(method.status().code(), "speculative: " + method.status().message());
+  ec.spec.method = *method;
   ec.spec.draft_max = o.draft_max;
   ec.spec.draft_min = o.draft_min;
   ec.spec.p_min = o.draft_p_min;
+  ec.spec.exit_layer = o.exit_layer;
+  if (ec.spec.method != SpecMethod::kDraft && (!o.draft_model.empty() || !o.draft_quantize.empty()))
+    return invalid_argument("speculative: a draft model or draft_quantize only with the method draft");
   if (auto s = validate_spec_config(ec.spec, spec.n_layer); !s.is_ok())
     return Status(s.code(), "speculative: " + s.message());
   ec.prefix_cache = o.prefix_cache;
@@ -179,7 +193,9 @@ Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, co
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
   p.pool =
       std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(), options.pin_threads);
-  if (options.start_engine) p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config);
+  if (!options.start_engine) return rt;
+  AUTOGLM_RETURN_IF_ERROR(load_draft(p));
+  p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config, p.draft.get());
   return rt;
 }
 

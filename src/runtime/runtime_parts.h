@@ -27,6 +27,7 @@ struct Runtime::Parts {
   std::unique_ptr<PromptBuilder> prompts;
   std::unique_ptr<ThreadPool> pool;
   EngineConfig engine_config;      // context, KV type and blocks, limits
+  std::unique_ptr<Model> draft;    // the draft model of speculative = "draft"
   std::unique_ptr<Engine> engine;  // null with start_engine = false
 };
 

@@ -88,6 +88,9 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   o.max_queued = c.max_queued;
   o.max_step_ms = c.max_step_ms;
   o.speculative = c.speculative;
+  o.draft_model = c.draft_model;
+  o.draft_quantize = c.draft_quantize;
+  o.exit_layer = c.exit_layer;
   o.draft_max = c.draft_max;
   o.draft_min = c.draft_min;
   o.draft_p_min = float(c.draft_p_min);

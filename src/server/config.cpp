@@ -290,16 +290,24 @@ Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfi
   return Status::ok();
 }
 
-// speculative: {method: none | ngram, draft_max: 8, draft_min: 0, draft_p_min: 0}
+// speculative: {method: none | draft | ngram | early-exit, draft: MODEL, draft_quantize: TYPE,
+//               draft_max: 8, draft_min: 0, draft_p_min: 0, exit_layer: 0}
 Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
-  constexpr const char* kKeys = "method, draft_max, draft_min, draft_p_min";
+  constexpr const char* kKeys = "method, draft, draft_quantize, draft_max, draft_min, draft_p_min, exit_layer";
   if (!node.IsMap()) return r.error(node, "speculative", std::string("must be a mapping (") + kKeys + ")");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar(), at = "speculative." + key;
     if (key == "method") {
       if (!kv.second.IsScalar() || !spec_method_from_name(kv.second.Scalar()))
-        return r.error(kv.second, at, "must be none or ngram");
+        return r.error(kv.second, at, "must be none, draft, ngram or early-exit");
       c.speculative = kv.second.Scalar();
+    } else if (key == "draft") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_model));
+    } else if (key == "draft_quantize") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_quantize));
+      if (!dtype_from_name(c.draft_quantize)) return r.error(kv.second, at, "is not a weight type (q8_0, q4_0, ...)");
+    } else if (key == "exit_layer") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.exit_layer, 0, 1000));
     } else if (key == "draft_max") {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.draft_max, 1, 64));
     } else if (key == "draft_min") {

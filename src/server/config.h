@@ -34,9 +34,11 @@ struct ServerConfig {
   int64_t max_running = 16;
   int64_t max_queued = 256;
   double max_step_ms = 0;  // scheduler.max_step_ms: 0 off, -1 auto (3x the decodes' predicted time), else ms
-  // speculative: {method: none | ngram, draft_max, draft_min, draft_p_min}
+  // speculative: {method: none | draft | ngram | early-exit, draft, draft_quantize, draft_max,
+  // draft_min, draft_p_min, exit_layer}
   std::string speculative = "none";
-  int32_t draft_max = 8, draft_min = 0;
+  std::string draft_model, draft_quantize;
+  int32_t draft_max = 8, draft_min = 0, exit_layer = 0;
   double draft_p_min = 0;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_body_bytes_in_flight = int64_t(512) << 20;  // bodies being read or prepared, all connections

@@ -1,0 +1,29 @@
+#include "engine/make_drafter.h"
+
+#include "engine/model_drafter.h"
+#include "engine/ngram_drafter.h"
+
+namespace autoglm {
+
+Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
+                                              ThreadPool& pool, const DraftPool& draft_pool) {
+  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, target.spec().n_layer));
+  switch (config.method) {
+    case SpecMethod::kNone: return std::unique_ptr<Drafter>();
+    case SpecMethod::kNgram:
+      return std::unique_ptr<Drafter>(std::make_unique<NgramDrafter>(config.ngram_min, config.ngram_max, config.p_min));
+    case SpecMethod::kDraft: {
+      if (!draft) return invalid_argument("spec draft: no draft model (--draft MODEL or --draft-quantize TYPE)");
+      if (auto format = kv_format(draft->spec(), draft_pool.kv_type); !format)
+        return invalid_argument("draft model: its KV cache: " + format.status().message());
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(
+          *draft, pool, draft_pool.n_blocks, draft_pool.block_size, draft_pool.kv_type, config.p_min));
+    }
+    case SpecMethod::kEarlyExit:
+      return std::unique_ptr<Drafter>(
+          std::make_unique<ModelDrafter>(target, pool, early_exit_layers(config, target.spec().n_layer), config.p_min));
+  }
+  return invalid_argument("spec: unknown method");
+}
+
+}  // namespace autoglm

@@ -1,0 +1,24 @@
+// The drafter of a speculation method: one place for the generator and the serving engine.
+#pragma once
+
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "engine/speculative.h"
+#include "model/model.h"
+
+namespace autoglm {
+
+// A draft model's own KV pool.
+struct DraftPool {
+  int64_t n_blocks = 0;
+  int64_t block_size = 16;
+  DType kv_type = DType::F16;
+};
+
+// Null for SpecMethod::kNone. kDraft needs `draft` (a model with the target's vocabulary,
+// load_draft_model), which must outlive the drafter. Errors name the option.
+Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
+                                              ThreadPool& pool, const DraftPool& draft_pool);
+
+}  // namespace autoglm
