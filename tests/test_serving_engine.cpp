@@ -256,8 +256,9 @@ TEST_F(ServingEngine, ARequestCanTurnSpeculationOff) {
 }
 
 TEST_F(ServingEngine, ManyStreamsDoNotSpeculate) {
-  // Past four decoding sequences a step is compute-bound: nobody drafts. The same sixteen
-  // requests run four at a time draft all along.
+  // Past four decoding sequences, or while prompts wait or are read, a step is compute-bound:
+  // nobody drafts. Sixteen at once draft only as the last stragglers finish; four at a time
+  // draft once the queue has emptied (the last four requests, all along).
   auto drafted_with = [&](int64_t max_running) {
     EngineConfig cfg = speculating(max_running);
     cfg.max_batch_tokens = 512;

@@ -342,6 +342,17 @@ TEST_F(Stories, BatchedModelDraftsEqualDraftsAlone) {
   other[0].sequence = 2, other[0].history = &histories[2], other[0].max_tokens = 4;
   ASSERT_TRUE(cramped.propose(other).is_ok());  // sequence 0 gives its blocks back
   EXPECT_EQ(other[0].drafts, alone(histories[2], 4));
+  // A job whose history the draft cache lacks more of than its limit drafts nothing.
+  ModelDrafter limited(*draft.model, pool, 64, 16, DType::F16, 0.0f);
+  std::vector<DraftJob> far(1);
+  far[0].history = &histories[0], far[0].max_tokens = 4, far[0].catch_up_limit = 19;  // 20 to run
+  EXPECT_EQ(catch_up_limit(19), 64);  // a short catch-up is always worth it
+  EXPECT_EQ(catch_up_limit(300), 600);
+  ASSERT_TRUE(limited.propose(far).is_ok());
+  EXPECT_TRUE(far[0].drafts.empty());
+  far[0].catch_up_limit = 20;
+  ASSERT_TRUE(limited.propose(far).is_ok());
+  EXPECT_EQ(far[0].drafts, alone(histories[0], 4));
 }
 
 TEST(Speculation, ADraftWithAnotherVocabularyIsRefused) {

@@ -543,9 +543,11 @@ void Engine::release_out_of_window(Sequence& s) {
 
 void Engine::propose_drafts() {
   if (!drafter_) return;
+  // A step that reads a prompt is compute-bound already: drafts would only add to it.
+  if (!waiting_.empty()) return;
   int64_t decodes = 0;
   for (const auto& s : running_) decodes += s->decoding();
-  if (decodes > kMostSpeculatingDecodes) return;
+  if (decodes > kMostSpeculatingDecodes || decodes < int64_t(running_.size())) return;
   std::vector<Sequence*> drafting;
   std::vector<DraftJob> jobs;
   for (auto& sp : running_) {
@@ -562,6 +564,7 @@ void Engine::propose_drafts() {
     job.history = &s.tokens;
     job.max_tokens = want;
     job.target_cache = &s.kv;
+    job.catch_up_limit = catch_up_limit(s.request.max_tokens - s.n_generated);
     jobs.push_back(std::move(job));
     drafting.push_back(&s);
   }

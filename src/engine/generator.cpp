@@ -141,6 +141,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
       job.history = &history;
       job.max_tokens = want;
       job.target_cache = &cache_;
+      job.catch_up_limit = catch_up_limit(options.max_tokens - int64_t(result.tokens.size()));
       AUTOGLM_RETURN_IF_ERROR(drafter_->propose(std::span(&job, 1)));
       if (int32_t(job.drafts.size()) >= spec_.draft_min) drafts = std::move(job.drafts);
     }

@@ -86,6 +86,7 @@ Status ModelDrafter::catch_up(std::span<DraftJob> jobs, const std::vector<KvCach
       std::vector<int32_t>& held = cached_[jobs[i].sequence]->tokens;
       start =
           std::min<int64_t>(std::mismatch(held.begin(), held.end(), h.begin(), h.end()).first - held.begin(), start);
+      if (int64_t(h.size()) - start > jobs[i].catch_up_limit) continue;  // it drafts nothing
       held = h;
     }
     // Split into passes of at most kCatchUpChunk tokens.

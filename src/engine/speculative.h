@@ -7,6 +7,8 @@
 // token, with any sampling settings and seed (the forward pass is batch invariant).
 #pragma once
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -92,6 +94,9 @@ struct DraftJob {
   // Early exit: the sequence's own cache, where the target has written every row of history
   // but the last token's, with room for history.size() - 1 + max_tokens positions.
   KvCache* target_cache = nullptr;
+  // A model drafter whose cache lacks more of the history than this drafts nothing (catching up
+  // would cost more than drafting saves): see catch_up_limit().
+  int64_t catch_up_limit = INT64_MAX;
   std::vector<int32_t> drafts;  // out: up to max_tokens, fewer or none where the drafter is unsure
 };
 
@@ -105,6 +110,15 @@ class Drafter {
   // The per-op times of a drafter that runs a model (null for the others).
   virtual OpProfile* profile() { return nullptr; }
 };
+
+// The most tokens a draft cache may catch up for a sequence with `remaining` tokens left to
+// generate. A token caught up costs a prefill token of the draft model, several times cheaper
+// than a decode step; a token generated with drafts saves a fraction of a decode step: twice
+// what is left is about break-even (a long prompt is not worth a draft's prefill for a short
+// answer). A short catch-up, about a pass, is always worth it.
+inline int64_t catch_up_limit(int64_t remaining) {
+  return std::max<int64_t>(2 * remaining, 64);
+}
 
 // The layers that draft in early exit: the configured count, or a quarter of the model.
 int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer);
