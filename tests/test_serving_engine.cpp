@@ -205,12 +205,16 @@ const char* kRepetitive = "Lily went to the park. She saw a big dog. Lily went t
 
 TEST_F(ServingEngine, SpeculativeRequestsEqualEachAlone) {
   // The model drafters draft for all four sequences in one batch per position: a q4_0
-  // self-draft (its own KV pool) and the first four layers (the sequences' own caches).
+  // self-draft (in the sequences' own caches, or in a KV pool of its own) and the first four
+  // layers (in the sequences' own caches).
   auto draft = load_draft_model({"", "q4_0"}, test::shared_path("models/stories260K.gguf"), tok->vocab());
   ASSERT_TRUE(draft.is_ok()) << draft.status().message();
-  for (SpecMethod method : {SpecMethod::kNgram, SpecMethod::kDraft, SpecMethod::kEarlyExit}) {
-    SCOPED_TRACE(spec_method_name(method));
-    Engine engine(*model, *tok, pool, speculating(4, method), draft->get());
+  for (auto [method, own_cache] : {std::pair{SpecMethod::kNgram, false}, std::pair{SpecMethod::kDraft, false},
+                                   std::pair{SpecMethod::kDraft, true}, std::pair{SpecMethod::kEarlyExit, false}}) {
+    SCOPED_TRACE(std::string(spec_method_name(method)) + (own_cache ? " (own cache)" : ""));
+    EngineConfig cfg = speculating(4, method);
+    cfg.spec.share_target_cache = !own_cache;
+    Engine engine(*model, *tok, pool, cfg, draft->get());
     std::vector<GenerationRequest> requests;
     for (int i = 0; i < 4; ++i) {
       GenerationRequest r = greedy(i % 2 ? kRepetitive : kPrompts[i], 48);

@@ -75,6 +75,7 @@ struct Case {
   const char* model;
   SpecMethod method;
   std::optional<DType> draft_type;  // kDraft: the target's weights in this type
+  bool own_cache = false;           // kDraft: in a KV cache of its own, not the target's
 };
 
 class GreedyExactness : public ::testing::TestWithParam<Case> {};
@@ -91,7 +92,9 @@ TEST_P(GreedyExactness, TokensAreThoseOfPlainDecoding) {
   }
   const GenerationRequest r = request(target, kRepetitive, 48);
   const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
-  const GenerationResult fast = generate(target, r, spec(c.method, 1), draft.model.get());
+  SpecConfig config = spec(c.method, 1);
+  config.share_target_cache = !c.own_cache;
+  const GenerationResult fast = generate(target, r, config, draft.model.get());
   EXPECT_EQ(fast.tokens, plain.tokens);
   EXPECT_EQ(fast.text, plain.text);
   EXPECT_GT(fast.spec.drafted, 0) << "the drafter never proposed: the test checks nothing";
@@ -105,6 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Drafters, GreedyExactness,
                                            Case{"stories260K.gguf", SpecMethod::kEarlyExit, {}},
                                            Case{"stories260K.gguf", SpecMethod::kDraft, DType::Q8_0},
                                            Case{"stories260K.gguf", SpecMethod::kDraft, DType::Q4_0},
+                                           Case{"stories260K.gguf", SpecMethod::kDraft, DType::Q4_0, true},
                                            Case{"random/rand-llama-gqa-f16.gguf", SpecMethod::kDraft, DType::Q8_0},
                                            Case{"random/rand-llama-gqa-bf16.gguf", SpecMethod::kEarlyExit, {}},
                                            Case{"random/rand-llama-gqa-q6_k.gguf", SpecMethod::kNgram, {}},
@@ -112,6 +116,7 @@ INSTANTIATE_TEST_SUITE_P(Drafters, GreedyExactness,
                                            Case{"random/rand-qwen2.gguf", SpecMethod::kEarlyExit, {}},
                                            Case{"random/rand-chatglm.gguf", SpecMethod::kDraft, DType::Q4_0},
                                            Case{"hf/llama3-tiny", SpecMethod::kDraft, DType::Q8_0},
+                                           Case{"hf/llama3-tiny", SpecMethod::kDraft, DType::Q8_0, true},
                                            Case{"hf/qwen2-tiny", SpecMethod::kEarlyExit, {}}));
 
 TEST(Speculation, ADraftFromAnotherFileOfTheSameModelIsExact) {
@@ -122,9 +127,13 @@ TEST(Speculation, ADraftFromAnotherFileOfTheSameModelIsExact) {
   ASSERT_TRUE(draft.is_ok()) << draft.status().message();
   const GenerationRequest r = request(target, kRepetitive, 40);
   const GenerationResult plain = generate(target, r, spec(SpecMethod::kNone));
-  const GenerationResult fast = generate(target, r, spec(SpecMethod::kDraft), draft->get());
-  EXPECT_EQ(fast.tokens, plain.tokens);
-  EXPECT_GT(fast.spec.accepted, 0);
+  for (bool share : {true, false}) {
+    SpecConfig c = spec(SpecMethod::kDraft);
+    c.share_target_cache = share;
+    const GenerationResult fast = generate(target, r, c, draft->get());
+    EXPECT_EQ(fast.tokens, plain.tokens) << share;
+    EXPECT_GT(fast.spec.accepted, 0) << share;
+  }
 }
 
 class Stories : public ::testing::Test {
@@ -135,6 +144,7 @@ class Stories : public ::testing::Test {
     draft = load("models/stories260K.gguf", DType::Q4_0);
     ASSERT_TRUE(target.model && draft.model);
   }
+  void check_rows_after(SpecMethod method);
   Loaded target, draft;
 };
 
@@ -266,16 +276,23 @@ TEST_F(Stories, GrammarConstrainedOutputStaysValid) {
 }
 
 TEST_F(Stories, RejectedDraftsLeaveTheRowsOfPlainDecoding) {
-  // Early exit writes the target's own cache and every drafter's rejected positions are
+  // Early exit writes the target's own cache, and every drafter's rejected positions are
   // written by the verifying pass: the rows of every position the output used must be what
-  // plain decoding wrote, and a following request on the same generator is unaffected.
+  // plain decoding wrote, and a following request on the same generator is unaffected. (Bit
+  // for bit only where the verifying passes are short: a pass of several tokens of one
+  // sequence does not yet give the last bits of one-token passes from the second layer on,
+  // the self-draft's and the n-gram drafter's long accepted runs show it; issue 14's kernels.)
+  check_rows_after(SpecMethod::kEarlyExit);
+}
+
+void Stories::check_rows_after(SpecMethod method) {
   const GenerationRequest r = request(target, kRepetitive, 40, 0.7f);
   GenerationRequest seeded = r;
   seeded.sampling.seed = 7;
   Generator* plain_gen = nullptr;
   Generator* fast_gen = nullptr;
   const GenerationResult plain = generate(target, seeded, spec(SpecMethod::kNone), nullptr, &plain_gen);
-  const GenerationResult fast = generate(target, seeded, spec(SpecMethod::kEarlyExit, 2), nullptr, &fast_gen);
+  const GenerationResult fast = generate(target, seeded, spec(method, 2), draft.model.get(), &fast_gen);
   std::unique_ptr<Generator> own_plain(plain_gen), own_fast(fast_gen);
   ASSERT_EQ(fast.tokens, plain.tokens);
   ASSERT_GT(fast.spec.drafted, fast.spec.accepted) << "no rejection: the test checks nothing";

@@ -5,6 +5,11 @@
 
 namespace autoglm {
 
+bool same_kv_shape(const ModelSpec& a, const ModelSpec& b) {
+  return a.n_layer == b.n_layer && a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim &&
+         a.head_dim_v == b.head_dim_v && a.n_ctx_train == b.n_ctx_train;
+}
+
 Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
                                               ThreadPool& pool, const DraftPool& draft_pool) {
   AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, target.spec().n_layer));
@@ -14,6 +19,8 @@ Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Mo
       return std::unique_ptr<Drafter>(std::make_unique<NgramDrafter>(config.ngram_min, config.ngram_max, config.p_min));
     case SpecMethod::kDraft: {
       if (!draft) return invalid_argument("spec draft: no draft model (--draft MODEL or --draft-quantize TYPE)");
+      if (config.share_target_cache && same_kv_shape(target.spec(), draft->spec()))  // no prefill of its own
+        return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*draft, pool, 0, config.p_min));
       if (auto format = kv_format(draft->spec(), draft_pool.kv_type); !format)
         return invalid_argument("draft model: its KV cache: " + format.status().message());
       return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(

@@ -16,6 +16,12 @@ struct DraftPool {
   DType kv_type = DType::F16;
 };
 
+// A draft of the target's KV shape (typically its own weights in another type) drafts in the
+// target's cache: it reads the target's rows of the history, close to what it would compute,
+// and needs no prefill of its own; its rows past the history are rewritten by the verifying
+// pass before anything reads them.
+bool same_kv_shape(const ModelSpec& a, const ModelSpec& b);
+
 // Null for SpecMethod::kNone. kDraft needs `draft` (a model with the target's vocabulary,
 // load_draft_model), which must outlive the drafter. Errors name the option.
 Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,

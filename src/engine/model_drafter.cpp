@@ -36,8 +36,8 @@ ModelDrafter::ModelDrafter(const Model& draft, ThreadPool& pool, int64_t n_block
   pool_->set_prefix_caching(false);
 }
 
-ModelDrafter::ModelDrafter(const Model& target, ThreadPool& pool, int32_t exit_layer, float p_min)
-    : spec_(target.spec()), runner_(target, pool), exit_layer_(exit_layer), p_min_(p_min) {}
+ModelDrafter::ModelDrafter(const Model& model, ThreadPool& pool, int32_t exit_layer, float p_min)
+    : spec_(model.spec()), runner_(model, pool), exit_layer_(exit_layer), p_min_(p_min) {}
 
 KvCache* ModelDrafter::cache_for(const DraftJob& job, std::span<DraftJob> jobs) {
   const int64_t positions = int64_t(job.history->size()) + job.max_tokens - 1;  // the last draft never runs
@@ -81,7 +81,7 @@ Status ModelDrafter::catch_up(std::span<DraftJob> jobs, const std::vector<KvCach
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!caches[i]) continue;
     const std::vector<int32_t>& h = *jobs[i].history;
-    int64_t start = int64_t(h.size()) - 1;  // early exit: the target holds the rest
+    int64_t start = int64_t(h.size()) - 1;  // in the target's cache: the target holds the rest
     if (pool_) {
       std::vector<int32_t>& held = cached_[jobs[i].sequence]->tokens;
       start =

@@ -1,6 +1,7 @@
-// Drafting with a model: a cheaper draft model (another file, or the target's own weights in
-// a smaller type) with its own paged KV cache, or the target's first layers (early exit), which
-// write each sequence's own target cache. It proposes the most likely token; the sequences of
+// Drafting with a model: a cheaper draft model with its own paged KV cache; or one that writes
+// each sequence's own target cache: the target's first layers (early exit), or a draft of the
+// target's KV shape (its own weights in a smaller type), which reads the target's rows of the
+// history (close to its own) and so has no prompt to catch up on. It proposes the most likely token; the sequences of
 // one call draft together, one batched pass per drafted position.
 #pragma once
 
@@ -20,8 +21,10 @@ class ModelDrafter final : public Drafter {
   // (kv_type must have passed kv_format for it). When the pool runs short, the sequences of
   // other calls lose what they cached (they catch up when they draft again).
   ModelDrafter(const Model& draft, ThreadPool& pool, int64_t n_blocks, int64_t block_size, DType kv_type, float p_min);
-  // Early exit: the first exit_layer layers of `target`, then its final norm and head.
-  ModelDrafter(const Model& target, ThreadPool& pool, int32_t exit_layer, float p_min);
+  // A drafter that writes each job's target cache: the first exit_layer layers of the target
+  // (early exit), or (exit_layer 0) a whole draft of the target's KV shape, which reads the
+  // target's rows for the history instead of computing its own.
+  ModelDrafter(const Model& model, ThreadPool& pool, int32_t exit_layer, float p_min);
 
   Status propose(std::span<DraftJob> jobs) override;
   void forget(uint64_t sequence) override { cached_.erase(sequence); }
@@ -46,7 +49,7 @@ class ModelDrafter final : public Drafter {
 
   const ModelSpec& spec_;
   ModelRunner runner_;
-  std::unique_ptr<BlockPool> pool_;  // null for early exit
+  std::unique_ptr<BlockPool> pool_;  // null: drafting in the target's caches
   int32_t exit_layer_ = 0;
   float p_min_;
   std::unordered_map<uint64_t, std::unique_ptr<Cached>> cached_;

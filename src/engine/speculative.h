@@ -37,6 +37,9 @@ struct SpecConfig {
   int32_t exit_layer = 0;  // early exit: the layers that draft (0: a quarter of the model)
   int32_t ngram_max = 4;   // n-gram lookup: the longest suffix matched
   int32_t ngram_min = 1;   // ...and the shortest
+  // A draft model of the target's KV shape drafts in the target's cache (make_drafter.h);
+  // false: in a cache of its own, as a draft of another shape does.
+  bool share_target_cache = true;
 };
 
 // Range checks; the message names the option.
