@@ -45,6 +45,12 @@ while IFS=: read -r file line text; do
   echo "$file:$line: a public header includes a non-public header: $text"
   failures=$((failures + 1))
 done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"' -r "$root/include" | grep -v '"autoglm/' || true)
+# The Python bindings bind the public API only (their own headers aside).
+while IFS=: read -r file line text; do
+  echo "$file:$line: the Python bindings include a non-public header: $text"
+  failures=$((failures + 1))
+done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' -r "$root/python/src" 2>/dev/null |
+         grep -v '"autoglm/' || true)
 if [ "$failures" -gt 0 ]; then
   echo "check_layers: $failures upward or sideways include(s)"
   exit 1

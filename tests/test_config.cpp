@@ -1,6 +1,9 @@
 // The YAML configuration: every key, and errors that name the key and the line.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <tuple>
+
 #include "server/config.h"
 #include "test_util.h"
 
@@ -209,6 +212,44 @@ TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
     ASSERT_FALSE(bad.is_ok()) << yaml;
     EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();
   }
+}
+
+}  // namespace
+}  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// Flags and keyword arguments reach the configuration as overrides by dotted key: they win
+// over the file, nested keys keep their siblings, and a bad value names its key.
+TEST(ServerConfigOverrides, DottedKeysOverTheFile) {
+  const std::string path = ::testing::TempDir() + "/overrides.yaml";
+  {
+    std::ofstream f(path);
+    f << "model: a.gguf\nport: 1\nkv_cache: {dtype: q8_0, memory_mib: 64}\n";
+  }
+  auto c = load_server_config(
+      path,
+      {{"port", "0"}, {"kv_cache.memory_mib", "32"}, {"speculative.method", "\"ngram\""}, {"model", "\"b: c.gguf\""}});
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->port, 0);
+  EXPECT_EQ(c->kv_cache_mib, 32);
+  EXPECT_EQ(c->kv_dtype, "q8_0");  // its sibling stays
+  EXPECT_EQ(c->speculative, "ngram");
+  EXPECT_EQ(c->model, "b: c.gguf");  // JSON-quoted strings stay strings
+  auto defaults = load_server_config("", {{"max_running", "3"}});
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->max_running, 3);
+  for (const auto& [key, value, culprit] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"port", "70000", "port"},
+           {"kv_cache.dtype", "\"q9\"", "kv_cache.dtype"},
+           {"nope", "1", "nope"},
+           {"port", "[1", "'port': the value '[1' is not YAML"}}) {
+    auto bad = load_server_config(path, {{key, value}});
+    ASSERT_FALSE(bad.is_ok()) << key;
+    EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();
+  }
+  EXPECT_FALSE(load_server_config(path + ".missing", {{"port", "1"}}).is_ok());
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "autoglm/log.h"
 #include "autoglm/sampling_params.h"
 #include "autoglm/status.h"
+#include "autoglm/tool_call.h"
 
 namespace autoglm {
 
@@ -125,6 +126,10 @@ struct SpecialTokens {
 class Runtime {
  public:
   static Result<std::unique_ptr<Runtime>> open(const std::string& model_path, const RuntimeOptions& options = {});
+  // The tokenizer and chat template alone: of a model file, or of a folder with tokenizer.json
+  // (and tokenizer_config.json), weights or not. encode, decode and render_chat work; submit
+  // and logits answer kUnsupported.
+  static Result<std::unique_ptr<Runtime>> open_tokenizer(const std::string& path, const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -137,7 +142,8 @@ class Runtime {
   RuntimeStats stats() const;
 
   std::vector<int32_t> encode(const std::string& text, bool add_special = true, bool parse_special = false) const;
-  std::string decode(const std::vector<int32_t>& ids) const;
+  // `special`: control tokens (BOS, <|im_end|>, ...) written as their text; otherwise left out.
+  std::string decode(const std::vector<int32_t>& ids, bool special = false) const;
   std::string token_piece(int32_t id) const;
   int32_t vocab_size() const;
   SpecialTokens special_tokens() const;
@@ -145,6 +151,10 @@ class Runtime {
   // The chat template's text for a conversation, and its token ids (BOS unless the template wrote it).
   Result<std::string> render_chat(const Conversation& chat) const;
   Result<std::vector<int32_t>> chat_tokens(const Conversation& chat) const;
+  // A reply generated for `chat`, split into content and the tool calls written in the model
+  // family's format (all content when the conversation has no tools). `cut_short`: generation
+  // stopped at max_tokens (an unfinished call is dropped rather than shown as text).
+  Result<AssistantMessage> parse_reply(const Conversation& chat, const std::string& text, bool cut_short = false) const;
 
   // One pass from position 0: logits as [positions][vocab] rows (all positions, or the last).
   Result<std::vector<float>> logits(const std::vector<int32_t>& tokens, bool all_positions = true);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "autoglm/tool_call.h"
 
 namespace autoglm {
 
@@ -20,12 +21,6 @@ enum class ToolCallFamily { kHermes, kLlama3, kGlm4 };
 
 ToolCallFamily tool_call_family(const std::string& chat_template);
 const char* tool_call_family_name(ToolCallFamily family);
-
-struct ToolCall {
-  std::string id;  // "call_..."
-  std::string name;
-  std::string arguments;  // JSON text
-};
 
 class ToolCallParser {
  public:

@@ -4,9 +4,11 @@
 #include <csignal>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
+#include "autoglm/server.h"
 #include "cli/common.h"
-#include "server/api.h"
-#include "server/http_server.h"
+#include "server/config.h"
 
 namespace autoglm::cli {
 namespace {
@@ -32,35 +34,44 @@ void raise_file_limit() {
   }
 }
 
+// A string as a YAML value (JSON quoting, which YAML reads).
+std::string yaml_string(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
+
+// The flags given, as configuration keys over the file's.
+ConfigOverrides flag_overrides(const ServeArgs& a) {
+  ConfigOverrides o;
+  auto text = [&](const char* key, const std::string& v) {
+    if (!v.empty()) o.emplace_back(key, yaml_string(v));
+  };
+  auto number = [&](const char* key, auto v, bool given) {
+    if (given) o.emplace_back(key, std::to_string(v));
+  };
+  text("model", a.model);
+  text("host", a.host);
+  number("port", a.port, a.port >= 0);
+  number("threads", a.threads, a.threads > 0);
+  number("context_window", a.ctx, a.ctx > 0);
+  number("max_running", a.max_running, a.max_running > 0);
+  number("max_batch_tokens", a.max_batch_tokens, a.max_batch_tokens > 0);
+  number("max_queued", a.max_queued, a.max_queued > 0);
+  number("kv_cache.memory_mib", a.kv_mib, a.kv_mib > 0);
+  text("kv_cache.dtype", a.kv_type);
+  text("quantize", a.quantize);
+  if (a.no_prefix_cache) o.emplace_back("prefix_cache", "false");
+  text("speculative.method", a.spec);
+  text("speculative.draft", a.draft);
+  text("speculative.draft_quantize", a.draft_quantize);
+  number("speculative.exit_layer", a.exit_layer, a.exit_layer >= 0);
+  number("speculative.draft_max", a.draft_max, a.draft_max > 0);
+  number("speculative.draft_min", a.draft_min, a.draft_min >= 0);
+  number("speculative.draft_p_min", a.draft_p_min, a.draft_p_min >= 0);
+  text("chat_template", a.chat_template);
+  return o;
+}
+
 int serve(const ServeArgs& a) {
-  ServerConfig cfg;
-  if (!a.config_path.empty()) {
-    auto loaded = load_server_config(a.config_path);
-    if (!loaded) return fail(loaded.status());
-    cfg = *loaded;
-  }
-  if (!a.model.empty()) cfg.model = a.model;
-  if (!a.host.empty()) cfg.host = a.host;
-  if (a.port >= 0) cfg.port = a.port;
-  if (a.threads > 0) cfg.threads = a.threads;
-  if (a.ctx > 0) cfg.context_window = a.ctx;
-  if (a.max_running > 0) cfg.max_running = a.max_running;
-  if (a.max_batch_tokens > 0) cfg.max_batch_tokens = a.max_batch_tokens;
-  if (a.max_queued > 0) cfg.max_queued = a.max_queued;
-  if (a.kv_mib > 0) cfg.kv_cache_mib = a.kv_mib;
-  if (!a.kv_type.empty()) cfg.kv_dtype = a.kv_type;
-  if (!a.quantize.empty()) cfg.quantize = a.quantize;
-  if (a.no_prefix_cache) cfg.prefix_cache = false;
-  if (!a.spec.empty()) cfg.speculative = a.spec;
-  if (!a.draft.empty()) cfg.draft_model = a.draft;
-  if (!a.draft_quantize.empty()) cfg.draft_quantize = a.draft_quantize;
-  if (a.exit_layer >= 0) cfg.exit_layer = a.exit_layer;
-  if (a.draft_max > 0) cfg.draft_max = a.draft_max;
-  if (a.draft_min >= 0) cfg.draft_min = a.draft_min;
-  if (a.draft_p_min >= 0) cfg.draft_p_min = a.draft_p_min;
-  if (!a.chat_template.empty()) cfg.chat_template = a.chat_template;
-  for (const auto& k : a.api_keys) cfg.api_keys.push_back(k);
-  if (cfg.model.empty()) return fail(invalid_argument("no model: give -m/--model or 'model' in the config"));
   raise_file_limit();
 
   sigset_t signals;
@@ -70,23 +81,23 @@ int serve(const ServeArgs& a) {
   sigaddset(&signals, SIGHUP);                    // no reload: ignored with a log line instead of killing the server
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread inherits the mask; main waits below
 
-  ApiService api(cfg);
-  HttpServer server(api, 2);
-  if (Status st = server.start(cfg.host, cfg.port); !st) return fail(st);
-  std::fprintf(stderr, "listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), server.port(), cfg.model.c_str());
-  if (Status st = api.load(environment_options()); !st) {
-    server.stop();
-    return fail(st);
-  }
-  std::fprintf(stderr, "ready: %s\n", cfg.model.c_str());
+  ServerOptions options;
+  options.config_path = a.config_path;
+  options.overrides = flag_overrides(a);
+  options.base = environment_options();
+  options.api_keys = a.api_keys;
+  options.on_listening = [&](const std::string& host, int port) {
+    std::fprintf(stderr, "listening on http://%s:%d (loading)\n", host.c_str(), port);
+  };
+  auto server = Server::start(options);
+  if (!server) return fail(server.status());
+  std::fprintf(stderr, "ready: %s\n", (*server)->model_path().c_str());
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP)
     std::fprintf(stderr, "SIGHUP ignored: the server does not reload; restart it to apply a new config\n");
-  std::fprintf(stderr, "stopping (signal %d): draining requests in flight for up to %g s\n", sig, cfg.shutdown_grace_s);
-  // In this order: stop accepting and drain (the HTTP server), then the tasks and the engine
-  // (the service), then free.
-  server.drain_and_stop(cfg.shutdown_grace_s);
-  api.shutdown();
+  std::fprintf(stderr, "stopping (signal %d): draining requests in flight for up to %g s\n", sig,
+               (*server)->shutdown_grace_seconds());
+  (*server)->stop();
   std::fprintf(stderr, "stopped\n");
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "autoglm/runtime.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/cpu_features.h"
@@ -11,6 +12,7 @@
 #include "model/kv_cache.h"
 #include "runtime/runtime_parts.h"
 #include "sample/json_schema.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace autoglm {
 namespace {
@@ -88,6 +90,14 @@ Status load_draft(Runtime::Parts& p) {
     return Status(format.status().code(), "speculative: draft model: kv_cache.dtype: " + format.status().message());
   p.draft = std::move(draft).value();
   return Status::ok();
+}
+
+// The chat template (checked by a dry render) and the prompt builder over it.
+Status prepare_prompts(Runtime::Parts& p) {
+  AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
+  p.chat_template->set_limits(p.options.limits.template_steps, size_t(p.options.limits.template_output_bytes));
+  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(p.options.limits));
+  return dry_render(p);
 }
 
 Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
@@ -186,16 +196,32 @@ Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, co
   if (p.tokenizer->n_vocab() > p.model->spec().n_vocab)
     return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
-  AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
-  p.chat_template->set_limits(options.limits.template_steps, size_t(options.limits.template_output_bytes));
-  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(options.limits));
-  AUTOGLM_RETURN_IF_ERROR(dry_render(p));
+  AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
   p.pool =
       std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(), options.pin_threads);
   if (!options.start_engine) return rt;
   AUTOGLM_RETURN_IF_ERROR(load_draft(p));
   p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config, p.draft.get());
+  return rt;
+}
+
+Result<std::unique_ptr<Runtime>> Runtime::open_tokenizer(const std::string& path, const RuntimeOptions& options) {
+  if (!std::filesystem::is_directory(path)) {  // a model file: its weights stay mapped, unused
+    RuntimeOptions o = options;
+    o.start_engine = false;
+    o.repack_weights = false;
+    o.quantize.clear();
+    return open(path, o);
+  }
+  if (options.log) set_log_sink(options.log);
+  std::unique_ptr<Runtime> rt(new Runtime());
+  Parts& p = *rt->parts_;
+  p.model_path = path;
+  p.options = options;
+  p.options.start_engine = false;
+  AUTOGLM_ASSIGN_OR_RETURN(p.tokenizer, load_hf_tokenizer(path));
+  AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   return rt;
 }
 
@@ -259,8 +285,8 @@ std::vector<int32_t> Runtime::encode(const std::string& text, bool add_special, 
   return parts_->tokenizer->encode(text, add_special, parse_special);
 }
 
-std::string Runtime::decode(const std::vector<int32_t>& ids) const {
-  return parts_->tokenizer->decode(ids);
+std::string Runtime::decode(const std::vector<int32_t>& ids, bool special) const {
+  return parts_->tokenizer->decode(ids, special);
 }
 
 std::string Runtime::token_piece(int32_t id) const {
@@ -288,8 +314,27 @@ Result<std::vector<int32_t>> Runtime::chat_tokens(const Conversation& chat) cons
   return prompt.ids;
 }
 
+Result<AssistantMessage> Runtime::parse_reply(const Conversation& chat, const std::string& text, bool cut_short) const {
+  AssistantMessage m;
+  if (chat.tools_json.empty()) {
+    m.content = text;
+    return m;
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat, parts_->options.limits));
+  std::vector<std::string> names;
+  for (const auto& tool : conversation.tools)
+    if (tool.contains("function") && tool["function"].contains("name") && tool["function"]["name"].is_string())
+      names.push_back(tool["function"]["name"].get<std::string>());
+  ToolCallParser parser(parts_->prompts->family(), names, "call_");
+  m.content = parser.push(text).content;
+  m.content += parser.finish(cut_short).content;
+  m.tool_calls = parser.calls();
+  return m;
+}
+
 Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, bool all_positions) {
   Parts& p = *parts_;
+  if (!p.model) return unsupported("logits: the runtime was opened for the tokenizer only");
   if (tokens.empty()) return invalid_argument("tokens: none given");
   for (int32_t t : tokens)
     if (t < 0 || t >= p.model->spec().n_vocab)
@@ -299,9 +344,12 @@ Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, b
 }
 
 ModelInfo Runtime::info() const {
-  const ModelSpec& s = parts_->model->spec();
   ModelInfo i;
   i.path = parts_->model_path;
+  i.has_chat_template = !parts_->tokenizer->vocab().chat_template.empty();
+  i.n_vocab = parts_->tokenizer->n_vocab();
+  if (!parts_->model) return i;
+  const ModelSpec& s = parts_->model->spec();
   i.architecture = s.arch;
   i.n_params = parts_->model->n_params();
   i.n_vocab = s.n_vocab;
@@ -309,7 +357,6 @@ ModelInfo Runtime::info() const {
   i.n_ctx = parts_->engine_config.n_ctx;
   i.n_layer = int32_t(s.n_layer);
   i.n_embd = int32_t(s.n_embd);
-  i.has_chat_template = !parts_->tokenizer->vocab().chat_template.empty();
   return i;
 }
 

@@ -493,4 +493,43 @@ Result<ServerConfig> load_server_config(const std::string& path) {
   return parse_server_config(*text, path);
 }
 
+Result<ServerConfig> load_server_config(const std::string& path, const ConfigOverrides& overrides) {
+  if (overrides.empty()) return path.empty() ? parse_server_config("", "defaults") : load_server_config(path);
+  std::string text;
+  if (!path.empty()) {
+    auto file = read_file(path);
+    if (!file) return io_error(path + ": cannot open the configuration file");
+    text = *file;
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return parse_server_config(text, path);  // its message names the line
+  }
+  if (!root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  for (const auto& [key, value] : overrides) {
+    YAML::Node parsed;
+    try {
+      parsed = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+      return invalid_argument("'" + key + "': the value '" + value + "' is not YAML: " + e.what());
+    }
+    std::vector<std::string> parts;
+    for (size_t start = 0, dot; start <= key.size(); start = dot + 1) {
+      dot = std::min(key.find('.', start), key.size());
+      parts.push_back(key.substr(start, dot - start));
+    }
+    YAML::Node node = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!node[parts[i]].IsMap()) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      node.reset(node[parts[i]]);
+    }
+    node[parts.back()] = parsed;
+  }
+  YAML::Emitter merged;
+  merged << root;
+  return parse_server_config(merged.c_str(), (path.empty() ? std::string("defaults") : path) + " with overrides");
+}
+
 }  // namespace autoglm

@@ -70,5 +70,11 @@ Status check_access_rules(const ServerConfig& config);
 // Parses YAML text; `origin` names the file in messages.
 Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin);
 Result<ServerConfig> load_server_config(const std::string& path);
+// Keys set on top of a configuration: dotted paths ("port", "kv_cache.dtype") and YAML (or
+// JSON) values ("8080", "q8_0", "{method: ngram}"). The CLI's flags and the Python service's
+// keyword arguments reach the configuration this way.
+using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
+// The file (an empty path: the defaults) with the overrides applied, checked as one.
+Result<ServerConfig> load_server_config(const std::string& path, const ConfigOverrides& overrides);
 
 }  // namespace autoglm

@@ -1,0 +1,14 @@
+"""python main.py --config config/default.yaml: the server, through the openautoglm package
+(installed, or from build/python after scripts/build.sh)."""
+import os
+import sys
+
+try:
+    import openautoglm  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "python"))
+
+from openautoglm.__main__ import main
+
+if __name__ == "__main__":
+    sys.exit(main(["serve", *sys.argv[1:]]))

@@ -1,0 +1,20 @@
+"""openautoglm: the Open-AutoGLM inference engine from Python.
+
+    from openautoglm import AutoModelForCausalLM, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained("model.gguf")
+    model = AutoModelForCausalLM.from_pretrained("model.gguf")
+    ids = model.generate(tok("Once upon a time")["input_ids"], max_new_tokens=32)
+    print(tok.decode(ids))
+"""
+from . import _core
+from .errors import BusyError, ModelFormatError, OpenAutoGLMError
+from .model import AutoModelForCausalLM, CausalLM, CausalLMOutput, GenerationFuture, GenerationResult
+from .service import AutoGLMService
+from .streamer import TextIteratorStreamer, TextStreamer
+from .tokenizer import AutoTokenizer, BatchEncoding, Tokenizer
+
+__version__ = _core.version()
+
+__all__ = ["AutoGLMService", "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "BusyError", "CausalLM",
+           "CausalLMOutput", "GenerationFuture", "GenerationResult", "ModelFormatError", "OpenAutoGLMError",
+           "TextIteratorStreamer", "TextStreamer", "Tokenizer"]

@@ -1,0 +1,158 @@
+#include "options.h"
+
+#include <pybind11/stl.h>
+
+#include <functional>
+#include <map>
+
+namespace py = pybind11;
+
+namespace autoglm::python {
+namespace {
+
+py::object error_class(const char* name) {
+  return py::module_::import("openautoglm.errors").attr(name);
+}
+
+template <class Target>
+using Setters = std::map<std::string, std::function<void(Target&, const py::handle&)>>;
+
+// Applies each key of `d` through its setter; an unknown key names itself and the known ones.
+template <class Target>
+void apply(const py::dict& d, const Setters<Target>& setters, Target& target, const char* what) {
+  for (const auto& [key, value] : d) {
+    const std::string name = py::str(key);
+    auto it = setters.find(name);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& [k, unused] : setters) known += (known.empty() ? "" : ", ") + k;
+      throw py::value_error(std::string(what) + ": unknown option '" + name + "' (known: " + known + ")");
+    }
+    try {
+      it->second(target, value);
+    } catch (const py::cast_error&) {
+      throw py::value_error(std::string(what) + ": '" + name + "' has the wrong type (" +
+                            std::string(py::str(py::type::of(value).attr("__name__"))) + ")");
+    }
+  }
+}
+
+template <class Target, class T>
+std::function<void(Target&, const py::handle&)> field(T Target::*member) {
+  return [member](Target& t, const py::handle& v) { t.*member = v.cast<T>(); };
+}
+
+const Setters<RuntimeOptions>& runtime_setters() {
+  using O = RuntimeOptions;
+  static const Setters<O> setters = {
+      {"threads", field(&O::threads)},
+      {"quantize", field(&O::quantize)},
+      {"architecture", field(&O::architecture)},
+      {"repack_weights", field(&O::repack_weights)},
+      {"context_window", field(&O::context_window)},
+      {"kv_type", field(&O::kv_type)},
+      {"kv_memory_mib", field(&O::kv_memory_mib)},
+      {"kv_block_size", field(&O::kv_block_size)},
+      {"prefix_cache", field(&O::prefix_cache)},
+      {"chat_template", field(&O::chat_template)},
+      {"max_running", field(&O::max_running)},
+      {"max_batch_tokens", field(&O::max_batch_tokens)},
+      {"max_queued", field(&O::max_queued)},
+      {"speculative", field(&O::speculative)},
+      {"draft_model", field(&O::draft_model)},
+      {"draft_quantize", field(&O::draft_quantize)},
+      {"draft_max", field(&O::draft_max)},
+      {"draft_min", field(&O::draft_min)},
+      {"draft_p_min", field(&O::draft_p_min)},
+      {"exit_layer", field(&O::exit_layer)},
+      {"start_engine", field(&O::start_engine)},
+  };
+  return setters;
+}
+
+void set_sampling(Request& r, const char* name, const py::handle& v) {
+  SamplingParams& s = r.sampling;
+  const std::string n = name;
+  if (n == "temperature") s.temperature = v.cast<float>();
+  if (n == "top_k") s.top_k = v.cast<int32_t>();
+  if (n == "top_p") s.top_p = v.cast<float>();
+  if (n == "min_p") s.min_p = v.cast<float>();
+  if (n == "repetition_penalty") s.repetition_penalty = v.cast<float>();
+  if (n == "frequency_penalty") s.frequency_penalty = v.cast<float>();
+  if (n == "presence_penalty") s.presence_penalty = v.cast<float>();
+  if (n == "seed" && !v.is_none()) s.seed = v.cast<uint64_t>();
+}
+
+const Setters<Request>& request_setters() {
+  static const Setters<Request> setters = [] {
+    Setters<Request> s = {
+        {"tokens", field(&Request::tokens)},
+        {"text", field(&Request::text)},
+        {"max_tokens", field(&Request::max_tokens)},
+        {"stop", field(&Request::stop)},
+        {"priority", field(&Request::priority)},
+        {"top_logprobs", field(&Request::top_logprobs)},
+        {"ignore_eos", field(&Request::ignore_eos)},
+        {"speculative", field(&Request::speculative)},
+        {"json_schema",
+         [](Request& r, const py::handle& v) {
+           r.constraint = {ConstraintKind::kJsonSchema, v.cast<std::string>()};
+         }},
+        {"grammar",
+         [](Request& r, const py::handle& v) {
+           r.constraint = {ConstraintKind::kGbnf, v.cast<std::string>()};
+         }},
+        {"messages_json",
+         [](Request& r, const py::handle& v) {
+           if (!r.chat) r.chat.emplace();
+           r.chat->messages_json = v.cast<std::string>();
+         }},
+        {"tools_json",
+         [](Request& r, const py::handle& v) {
+           if (!r.chat) r.chat.emplace();
+           r.chat->tools_json = v.cast<std::string>();
+         }},
+        {"template_kwargs_json",
+         [](Request& r, const py::handle& v) {
+           if (!r.chat) r.chat.emplace();
+           r.chat->template_kwargs_json = v.cast<std::string>();
+         }},
+    };
+    for (const char* name : {"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
+                             "presence_penalty", "seed"})
+      s[name] = [name](Request& r, const py::handle& v) { set_sampling(r, name, v); };
+    return s;
+  }();
+  return setters;
+}
+
+}  // namespace
+
+void raise(const Status& status) {
+  const std::string& m = status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: throw py::value_error(m);
+    case StatusCode::kNotFound: PyErr_SetString(PyExc_FileNotFoundError, m.c_str()); break;
+    case StatusCode::kIoError: PyErr_SetString(PyExc_OSError, m.c_str()); break;
+    case StatusCode::kCorrupt:
+    case StatusCode::kUnsupported: PyErr_SetString(error_class("ModelFormatError").ptr(), m.c_str()); break;
+    case StatusCode::kResourceExhausted: PyErr_SetString(error_class("BusyError").ptr(), m.c_str()); break;
+    default: PyErr_SetString(error_class("OpenAutoGLMError").ptr(), m.c_str()); break;
+  }
+  throw py::error_already_set();
+}
+
+RuntimeOptions runtime_options(const py::dict& options) {
+  RuntimeOptions o;
+  apply(options, runtime_setters(), o, "options");
+  return o;
+}
+
+Request request_from(const py::dict& request) {
+  Request r;
+  apply(request, request_setters(), r, "generate");
+  return r;
+}
+
+}  // namespace autoglm::python

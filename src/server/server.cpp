@@ -1,0 +1,70 @@
+#include "autoglm/server.h"
+
+#include <mutex>
+
+#include "server/api.h"
+#include "server/config.h"
+#include "server/http_server.h"
+
+namespace autoglm {
+
+namespace {
+constexpr int kIoThreads = 2;  // connections are cheap: generation runs on the engine thread
+}  // namespace
+
+struct Server::Parts {
+  ServerConfig config;
+  std::unique_ptr<ApiService> api;
+  std::unique_ptr<HttpServer> http;
+  std::once_flag stopped;
+};
+
+Server::Server() : parts_(std::make_unique<Parts>()) {}
+
+Server::~Server() {
+  stop();
+}
+
+Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
+  std::unique_ptr<Server> server(new Server());
+  Parts& p = *server->parts_;
+  AUTOGLM_ASSIGN_OR_RETURN(p.config, load_server_config(options.config_path, options.overrides));
+  for (const std::string& key : options.api_keys) p.config.api_keys.push_back(key);
+  if (p.config.model.empty()) return invalid_argument("model: no model given (the 'model' key or -m/--model)");
+  p.api = std::make_unique<ApiService>(p.config);
+  p.http = std::make_unique<HttpServer>(*p.api, kIoThreads);
+  AUTOGLM_RETURN_IF_ERROR(p.http->start(p.config.host, p.config.port));
+  if (options.on_listening) options.on_listening(p.config.host, p.http->port());
+  if (Status st = p.api->load(options.base); !st) {
+    p.http->stop();
+    p.http.reset();
+    return st;
+  }
+  return server;
+}
+
+const std::string& Server::host() const {
+  return parts_->config.host;
+}
+int Server::port() const {
+  return parts_->http->port();
+}
+const std::string& Server::model_path() const {
+  return parts_->config.model;
+}
+double Server::shutdown_grace_seconds() const {
+  return parts_->config.shutdown_grace_s;
+}
+
+void Server::stop() {
+  Parts& p = *parts_;
+  if (!p.http) return;
+  std::call_once(p.stopped, [&] {
+    // In this order: stop accepting and drain (the HTTP server), then the tasks and the
+    // engine (the service).
+    p.http->drain_and_stop(p.config.shutdown_grace_s);
+    p.api->shutdown();
+  });
+}
+
+}  // namespace autoglm
