@@ -94,3 +94,18 @@ def test_a_batch_equals_each_prompt_alone_and_runs_concurrently(stories):
     assert together == alone
     # One after another, each prompt takes its own n steps; together they share the steps.
     assert one_by_one >= 8 * n and batched < 2 * n, (batched, one_by_one)
+
+
+def test_keyboard_interrupt_cancels_the_generation(stories):
+    import _thread
+
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # as Ctrl-C would, in the main thread
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        stories.generate("Once upon a time", max_new_tokens=100000, ignore_eos=True)
+    timer.join()
+    deadline = time.time() + 5
+    while stories.stats()["running"] and time.time() < deadline:
+        time.sleep(0.005)
+    assert stories.stats()["running"] == 0  # cancelled, not left running
+    assert stories.generate("Once", max_new_tokens=4)  # and the model goes on working
