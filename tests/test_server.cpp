@@ -33,11 +33,12 @@ struct Response {
   int status = 0;
   std::string body;
   std::string retry_after;
+  std::string cache;  // X-AutoGLM-Cache
   json j() const { return json::parse(body, nullptr, false); }
 };
 
 Response request(int port, const std::string& method, const std::string& target, const std::string& body = "",
-                 const std::string& auth = "") {
+                 const std::string& auth = "", const std::string& cache_control = "") {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
@@ -45,6 +46,7 @@ Response request(int port, const std::string& method, const std::string& target,
   req.set(http::field::host, "localhost");
   req.set(http::field::content_type, "application/json");
   if (!auth.empty()) req.set(http::field::authorization, auth);
+  if (!cache_control.empty()) req.set(http::field::cache_control, cache_control);
   req.body() = body;
   req.prepare_payload();
   http::write(stream, req);
@@ -56,6 +58,7 @@ Response request(int port, const std::string& method, const std::string& target,
   r.status = res.result_int();
   r.body = res.body();
   r.retry_after = std::string(res[http::field::retry_after]);
+  r.cache = std::string(res["X-AutoGLM-Cache"]);
   return r;
 }
 
@@ -1004,6 +1007,131 @@ TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
   }
   EXPECT_EQ(used, baseline);
   EXPECT_GE(cancelled, 1);
+}
+
+// The response cache: a repeated deterministic request is answered from it (same text, usage
+// and chunk shapes, streamed or not); a request can bypass it; sampling without a seed never
+// uses it; the byte bound evicts; /metrics counts it all.
+std::string content_of_stream(const std::string& body) {
+  std::string text;
+  for (size_t at = 0; (at = body.find("data: {", at)) != std::string::npos; ++at) {
+    const json chunk = json::parse(body.substr(at + 6, body.find('\n', at) - at - 6));
+    if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].contains("content"))
+      text += chunk["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  return text;
+}
+
+TEST_F(Server, ResponseCacheAnswersRepeatedDeterministicRequests) {
+  ServerConfig cfg;
+  cfg.response_cache.enabled = true;
+  cfg.response_cache.max_bytes = 64 * 1024;
+  start(cfg);
+  const Response first = request(port, "POST", "/v1/chat/completions", chat("Tell me a story", 24));
+  const Response again = request(port, "POST", "/v1/chat/completions", chat("Tell me a story", 24));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.cache, "miss");
+  EXPECT_EQ(again.cache, "hit");
+  EXPECT_EQ(again.j()["choices"], first.j()["choices"]);
+  EXPECT_EQ(again.j()["usage"], first.j()["usage"]);
+  EXPECT_NE(again.j()["id"], first.j()["id"]);  // a reply of its own
+  const Response streamed = request(port, "POST", "/v1/chat/completions", chat("Tell me a story", 24, true));
+  EXPECT_EQ(streamed.cache, "hit");
+  EXPECT_EQ(content_of_stream(streamed.body), first.j()["choices"][0]["message"]["content"].get<std::string>());
+  EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(metric(port, "autoglm_response_cache_hits_total"), 2);
+  // Bypassed on request: by the body or by the header.
+  json no = json::parse(chat("Tell me a story", 24));
+  no["cache"] = false;
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", no.dump()).cache, "");
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", chat("Tell me a story", 24), "", "no-cache").cache, "");
+  // Sampling without a seed: never cached; with a seed it is deterministic, so cached.
+  json sampled = json::parse(chat("Tell me a story", 24));
+  sampled["temperature"] = 0.9;
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", sampled.dump()).cache, "");
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", sampled.dump()).cache, "");
+  sampled["seed"] = 5;
+  const Response seeded = request(port, "POST", "/v1/chat/completions", sampled.dump());
+  EXPECT_EQ(seeded.cache, "miss");
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", sampled.dump()).j()["choices"], seeded.j()["choices"]);
+  // Another sampling parameter is another entry; the byte bound evicts the oldest.
+  for (int i = 0; i < 40; ++i)
+    request(port, "POST", "/v1/completions",
+            json{{"prompt", "Once"}, {"max_tokens", 24 + i}, {"temperature", 0}}.dump());
+  EXPECT_GT(metric(port, "autoglm_response_cache_evictions_total"), 0);
+  EXPECT_LE(metric(port, "autoglm_response_cache_bytes"), 64 * 1024);
+  EXPECT_GT(metric(port, "autoglm_response_cache_entries"), 0);
+}
+
+TEST_F(Server, ResponseCacheFileSurvivesARestart) {
+  const std::string path = ::testing::TempDir() + "/response_cache.sqlite";
+  std::filesystem::remove(path);
+  ServerConfig cfg;
+  cfg.response_cache.enabled = true;
+  cfg.response_cache.path = path;
+  start(cfg);
+  const Response first =
+      request(port, "POST", "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 16}, {"temperature", 0}}.dump());
+  ASSERT_EQ(first.cache, "miss");
+  server->stop();
+  server.reset();
+  api.reset();
+  start(cfg);  // a new server on the same file
+  const Response again =
+      request(port, "POST", "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 16}, {"temperature", 0}}.dump());
+  EXPECT_EQ(again.cache, "hit");
+  EXPECT_EQ(again.j()["choices"], first.j()["choices"]);
+  EXPECT_EQ(again.j()["usage"], first.j()["usage"]);
+  server->stop();
+  server.reset();
+  api.reset();
+  {
+    std::ofstream f(path, std::ios::trunc);
+    f << "this is not a database, it only says so at length, past the sqlite header size of one hundred bytes.";
+  }
+  ApiService broken(cfg);
+  const Status st = broken.load();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("response_cache.path: " + path), std::string::npos) << st.message();
+}
+
+TEST(ServerConfigResponseCache, KeysAreReadAndCheckedByName) {
+  auto c =
+      parse_server_config("response_cache: {enabled: true, max_entries: 10, max_bytes: 4096, ttl_s: 2}\n", "t.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_TRUE(c->response_cache.enabled);
+  EXPECT_EQ(c->response_cache.max_entries, 10);
+  EXPECT_EQ(c->response_cache.max_bytes, 4096);
+  EXPECT_EQ(c->response_cache.ttl_s, 2);
+  for (const char* bad :
+       {"response_cache: {max_entries: 0}\n", "response_cache: {sqlite: x}\n", "response_cache: 1\n"}) {
+    auto r = parse_server_config(bad, "t.yaml");
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("response_cache"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(ResponseCacheStore, LruBytesAndTimeToLive) {
+  ResponseCacheConfig cfg;
+  cfg.enabled = true;
+  cfg.max_entries = 2;
+  cfg.ttl_s = 0.05;
+  ResponseCache cache(cfg);
+  auto entry = [](int64_t bytes) {
+    CachedGeneration g;
+    g.choices.resize(1);
+    g.bytes = bytes;
+    return g;
+  };
+  cache.insert("a", entry(10));
+  cache.insert("b", entry(10));
+  ASSERT_TRUE(cache.find("a"));  // a is now the most recent
+  cache.insert("c", entry(10));  // evicts b
+  EXPECT_FALSE(cache.find("b"));
+  EXPECT_TRUE(cache.find("a") && cache.find("c"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_FALSE(cache.find("a"));  // expired
+  EXPECT_NE(cache.render_metrics().find("autoglm_response_cache_evictions_total 1"), std::string::npos);
 }
 
 TEST_F(Server, TokenizeAndDetokenize) {

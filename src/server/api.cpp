@@ -134,6 +134,9 @@ void ApiService::cancel_in_flight() {
 
 Status ApiService::load(const RuntimeOptions& base) {
   AUTOGLM_RETURN_IF_ERROR(check_access_rules(config_));
+  if (config_.response_cache.enabled) {
+    AUTOGLM_ASSIGN_OR_RETURN(response_cache_, ResponseCache::create(config_.response_cache));
+  }
   RuntimeOptions options = runtime_options(config_);
   options.repack_weights = base.repack_weights;
   options.pin_threads = base.pin_threads;
@@ -269,7 +272,9 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/v1/embeddings") return embeddings(req.body);
   if (path == "/v1/responses") return create_response(req.body, key);
   if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req.method, path.substr(14), key);
-  return generate(req.body, path == "/v1/chat/completions", key);
+  const bool no_cache = req.cache_control.find("no-cache") != std::string::npos ||
+                        req.cache_control.find("no-store") != std::string::npos;
+  return generate(req.body, path == "/v1/chat/completions", key, no_cache);
 }
 
 std::vector<std::pair<std::string, std::string>> ApiService::cors_headers(const std::string& origin) const {
@@ -308,6 +313,7 @@ Reply ApiService::metrics_text() {
   Reply r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = metrics_.render(service_->engine->stats(), &service_->engine->op_profile(), &service_->tools->stats());
+  if (response_cache_) r.body += response_cache_->render_metrics();
   return r;
 }
 
@@ -496,13 +502,48 @@ Reply ApiService::stored_response(const std::string& method, const std::string& 
   return r;
 }
 
-Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key) {
+Reply ApiService::generate(const std::string& body, bool chat, const std::string& api_key, bool no_cache) {
   const json j = parse_body(body, config_.limits);
   if (auto other = wrong_model(j, service_->model_name)) return *other;
+  const bool use_cache = response_cache_ && !no_cache && bool_param(j, "cache", true);
   PreparedGeneration p = prepare_generation(j, chat, api_key);
   auto writer = std::make_shared<ResponseWriter>(p.shape, *service_->tokenizer, metrics_);
-  return submit_generation(std::move(p),
-                           [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); });
+  auto consume = [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
+  const std::optional<std::string> key =
+      use_cache ? response_cache_key(service_->model_name, chat, p.request.prompt, j, p.request) : std::nullopt;
+  if (!key) return submit_generation(std::move(p), consume);
+  if (auto hit = response_cache_->find(*key)) {
+    Reply r = replay(*hit, p, consume);
+    r.headers.emplace_back("X-AutoGLM-Cache", "hit");
+    return r;
+  }
+  auto recorder = std::make_shared<GenerationRecorder>(size_t(p.params.n));
+  Reply r = submit_generation(
+      std::move(p), [consume, recorder, cache = response_cache_, key = *key](const StreamEvent& ev, size_t choice) {
+        recorder->record(ev, choice);
+        ReplyChunk chunk = consume(ev, choice);
+        if (chunk.complete && recorder->whole()) cache->insert(key, recorder->take());
+        return chunk;
+      });
+  r.headers.emplace_back("X-AutoGLM-Cache", "miss");
+  return r;
+}
+
+Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneration& p,
+                         std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  for (const std::vector<StreamEvent>& events : cached.choices) {
+    handles.push_back(std::make_shared<StreamHandle>());
+    for (const StreamEvent& ev : events) handles.back()->push(ev);
+  }
+  Reply r;
+  r.stream = std::make_shared<ChoiceStreams>(
+      handles[0], handles.size(),
+      [handles](size_t index) -> Result<std::shared_ptr<StreamHandle>> { return handles[index]; });
+  r.streaming = p.params.stream;
+  if (r.streaming) r.content_type = "text/event-stream";
+  r.consume = std::move(consume);
+  return r;
 }
 
 // A chat or completions body as the engine request and the response's shape (throws

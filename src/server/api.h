@@ -21,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/rate_limiter.h"
+#include "server/response_cache.h"
 #include "server/response_writer.h"
 #include "server/responses_api.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +35,7 @@ struct HttpRequest {
   std::string body;
   std::string client_address;  // the peer's IP address (rate limits without API keys)
   std::string origin;          // the Origin header (CORS)
+  std::string cache_control;   // the Cache-Control header (no-cache bypasses the response cache)
 };
 
 struct Reply {
@@ -103,7 +105,8 @@ class ApiService {
 
  private:
   Reply route(const HttpRequest& request);
-  Reply generate(const std::string& body, bool chat, const std::string& api_key);
+  // no_cache: the request said Cache-Control: no-cache (the response cache is bypassed).
+  Reply generate(const std::string& body, bool chat, const std::string& api_key, bool no_cache);
   struct PreparedGeneration {
     GenerationRequest request;
     ResponseShape shape;
@@ -112,6 +115,9 @@ class ApiService {
   };
   PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key);
   Reply submit_generation(PreparedGeneration prepared, std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
+  // A cached generation's events, through `consume` as if the engine sent them.
+  Reply replay(const CachedGeneration& cached, const PreparedGeneration& prepared,
+               std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
   uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
   Reply tokenize(const std::string& body);
   Reply embeddings(const std::string& body);
@@ -130,7 +136,8 @@ class ApiService {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   RateLimiter rate_limiter_;
-  ResponseStore responses_;  // /v1/responses with store: true
+  ResponseStore responses_;                        // /v1/responses with store: true
+  std::shared_ptr<ResponseCache> response_cache_;  // null when response_cache.enabled is false
   std::shared_ptr<void> track(const std::shared_ptr<StreamHandle>& handle);
   std::mutex flight_mutex_;
   std::vector<std::weak_ptr<StreamHandle>> in_flight_;  // for cancel_in_flight

@@ -321,6 +321,28 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
   return Status::ok();
 }
 
+// response_cache: {enabled: false, max_entries: 1024, max_bytes: 67108864, ttl_s: 3600, path: FILE}
+Status read_response_cache(const ConfigReader& r, const YAML::Node& node, ResponseCacheConfig& c) {
+  constexpr const char* kKeys = "enabled, max_entries, max_bytes, ttl_s, path";
+  if (!node.IsMap()) return r.error(node, "response_cache", std::string("must be a mapping (") + kKeys + ")");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "response_cache." + key;
+    if (key == "enabled")
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.enabled));
+    else if (key == "max_entries")
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, c.max_entries, 1, int64_t(1) << 30));
+    else if (key == "max_bytes")
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, c.max_bytes, 1024, int64_t(1) << 40));
+    else if (key == "ttl_s")
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, c.ttl_s, 0.001, 365.0 * 86400));
+    else if (key == "path")
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.path));
+    else
+      return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
+  }
+  return Status::ok();
+}
+
 Status read_cors(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (!node.IsMap()) return r.error(node, "cors", "must be a mapping (allow_origins, allow_headers, max_age)");
   for (const auto& kv : node) {
@@ -461,6 +483,7 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
        }},
       {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
       {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
+      {"response_cache", [&](const YAML::Node& n) { return read_response_cache(r, n, c.response_cache); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "server/response_cache.h"
+
 #include "autoglm/limits.h"
 #include "autoglm/status.h"
 #include "tasks/task_pipeline.h"
@@ -60,6 +62,8 @@ struct ServerConfig {
   std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all
   TaskOptions task;
   RequestLimits limits;  // `limits:` what one request may cost
+  // response_cache: {enabled, max_entries, max_bytes, ttl_s}: deterministic requests answered again from memory.
+  ResponseCacheConfig response_cache;
 };
 
 // Rules across keys that command-line flags can still change (--api-key), checked when the

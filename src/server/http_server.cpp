@@ -99,6 +99,7 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.target = std::string(req.target());
     head_.authorization = std::string(req[http::field::authorization]);
     head_.origin = origin_ = std::string(req[http::field::origin]);
+    head_.cache_control = std::string(req[http::field::cache_control]);
     head_only_ = req.method() == http::verb::head;
     beast::error_code ec_peer;
     const auto peer = stream_.socket().remote_endpoint(ec_peer);
@@ -184,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_generation(Reply reply) {
     handle_ = reply.stream;
     consume_ = std::move(reply.consume);
+    generation_headers_ = std::move(reply.headers);
     streaming_ = reply.streaming;
     stream_.expires_never();
     if (streaming_) {
@@ -194,6 +196,7 @@ class Session : public std::enable_shared_from_this<Session> {
           "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
           "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
       if (!keep_alive_) pending_ += "Connection: close\r\n";
+      for (const auto& [k, v] : generation_headers_) pending_ += k + ": " + v + "\r\n";
       for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
       pending_ += "\r\n";
       flush();
@@ -261,6 +264,7 @@ class Session : public std::enable_shared_from_this<Session> {
         Reply r;
         r.status = chunk.status;
         r.body = std::move(chunk.bytes);
+        r.headers = std::move(generation_headers_);
         r.prompt_tokens = chunk.prompt_tokens;
         r.completion_tokens = chunk.completion_tokens;
         handle_->set_notify(nullptr);
@@ -331,10 +335,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<int64_t>& open_;              // the server's count of open connections
   std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
   AccessLog& access_log_;
-  AccessEntry access_;      // of the request being answered
-  HttpRequest head_;        // the request being read, until its body is in
-  std::string origin_;      // of the request being answered (CORS headers)
-  bool head_only_ = false;  // a HEAD request: the reply's headers only
+  AccessEntry access_;                                                   // of the request being answered
+  HttpRequest head_;                                                     // the request being read, until its body is in
+  std::string origin_;                                                   // of the request being answered (CORS headers)
+  std::vector<std::pair<std::string, std::string>> generation_headers_;  // the generation reply's own
+  bool head_only_ = false;                                               // a HEAD request: the reply's headers only
   std::shared_ptr<BodyBudget> body_budget_;
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
