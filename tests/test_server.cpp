@@ -1063,6 +1063,17 @@ TEST_F(Server, ResponseCacheAnswersRepeatedDeterministicRequests) {
   EXPECT_GT(metric(port, "autoglm_response_cache_entries"), 0);
 }
 
+TEST_F(Server, ResponseCacheIsScopedPerApiKey) {
+  ServerConfig cfg;
+  cfg.response_cache.enabled = true;
+  cfg.api_keys = {"key-a", "key-b"};
+  start(cfg);
+  const std::string body = chat("Tell me a story", 8);
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", body, "Bearer key-a").cache, "miss");
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", body, "Bearer key-a").cache, "hit");
+  EXPECT_EQ(request(port, "POST", "/v1/chat/completions", body, "Bearer key-b").cache, "miss");  // not a's
+}
+
 TEST_F(Server, ResponseCacheFileSurvivesARestart) {
   const std::string path = ::testing::TempDir() + "/response_cache.sqlite";
   std::filesystem::remove(path);

@@ -24,6 +24,7 @@ std::optional<std::string> response_cache_key(const std::string& model, bool cha
   for (const char* ignored : {"stream", "stream_options", "cache", "user"}) fields.erase(ignored);
   std::string text = model;
   text += chat ? "\nchat\n" : "\ncompletions\n";
+  text += std::to_string(request.cache_salt) + '\n';  // the prefix cache's scope: an API key sees only its own
   text.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(int32_t));
   text += '\n';
   text += fields.dump();

@@ -36,8 +36,10 @@ struct CachedGeneration {
 };
 
 // The key of a request, or nullopt when its output is not determined by it (sampling without a
-// seed). It covers the model, the route (chat or completions), the prompt as rendered, and the
-// body's every field but those that do not change the output (stream, stream_options, cache, user).
+// seed). It covers the model, the route (chat or completions), the prompt as rendered, the
+// request's cache scope (with prefix_cache_per_key, each API key's own: no key learns what
+// another asked), and the body's every field but those that do not change the output (stream,
+// stream_options, cache, user).
 std::optional<std::string> response_cache_key(const std::string& model, bool chat, const std::vector<int32_t>& prompt,
                                               const nlohmann::json& body, const GenerationRequest& request);
 
