@@ -330,6 +330,26 @@ TEST(Ops, SoftmaxAndSilu) {
   EXPECT_NEAR(g[0], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
 }
 
+// The runner applies silu_mul to [tokens x n_ff] at once: a token's features must come out the
+// same in a batch as alone, wherever n_ff % 8 puts them (the vector tail).
+TEST(Ops, SiluMulOfAValueDoesNotDependOnItsPlace) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n_ff : {int64_t(172), int64_t(13), int64_t(5), int64_t(64)}) {
+    const int64_t tokens = 6;
+    std::vector<float> gate(size_t(tokens * n_ff)), up(gate.size());
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = dist(rng), up[i] = dist(rng);
+    std::vector<float> batched = gate;
+    cpu::silu_mul(batched.data(), up.data(), tokens * n_ff);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<float> alone(gate.begin() + t * n_ff, gate.begin() + (t + 1) * n_ff);
+      cpu::silu_mul(alone.data(), up.data() + t * n_ff, n_ff);
+      for (int64_t f = 0; f < n_ff; ++f)
+        ASSERT_EQ(alone[size_t(f)], batched[size_t(t * n_ff + f)]) << "n_ff " << n_ff << " token " << t << " f " << f;
+    }
+  }
+}
+
 // The production ops (kernels/cpu/ops) against their double-precision oracles (kernels/ref/ops).
 TEST(Ops, MatchTheirOracles) {
   std::mt19937 rng(7);
