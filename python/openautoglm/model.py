@@ -104,12 +104,12 @@ class CausalLM:
         """Prompt ids followed by the continuation, as transformers returns them. `inputs`: ids
         (a list, or a numpy array [n] or [batch, n]), a text, or a list of texts or of id lists;
         a batch runs concurrently in the engine."""
-        array = hasattr(inputs, "ndim")
-        if array and inputs.ndim == 1:
+        array_2d = hasattr(inputs, "ndim") and inputs.ndim == 2  # numpy in: numpy out
+        if hasattr(inputs, "tolist"):
             inputs = inputs.tolist()
-        batch = (array and inputs.ndim == 2) or (isinstance(inputs, (list, tuple)) and inputs
-                                                  and not isinstance(inputs[0], int) and not _is_chat(inputs))
-        prompts = list(inputs.tolist() if array and inputs.ndim == 2 else inputs) if batch else [inputs]
+        batch = isinstance(inputs, (list, tuple)) and bool(inputs) and not isinstance(inputs[0], int) \
+            and not _is_chat(inputs)
+        prompts = list(inputs) if batch else [inputs]
         if batch and streamer is not None:
             raise ValueError("streamer: one prompt at a time")
         runs = [self._submit(p, kwargs) for p in prompts]  # all queued before any is read
@@ -123,7 +123,7 @@ class CausalLM:
                 run.cancel()
         if not batch:
             return outs[0]
-        if array and len({len(o) for o in outs}) == 1:
+        if array_2d and len({len(o) for o in outs}) == 1:
             import numpy as np
 
             return np.array(outs, dtype=np.int64)

@@ -25,6 +25,7 @@ def test_greedy_text_is_the_golden_text(stories):
     # numpy in, numpy out ([batch, n]), and a text prompt gives the same ids
     arr = stories.generate(np.array([ids]), max_new_tokens=64)
     assert arr.shape == (1, len(out)) and arr[0].tolist() == out
+    assert stories.generate(np.array(ids), max_new_tokens=64) == out  # a 1-D array is one prompt
     assert stories.generate("Once upon a time", max_new_tokens=64) == out
 
 

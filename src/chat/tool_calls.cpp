@@ -66,6 +66,14 @@ const char* tool_call_family_name(ToolCallFamily f) {
   return "hermes";
 }
 
+std::vector<std::string> tool_function_names(const nlohmann::ordered_json& tools) {
+  std::vector<std::string> names;
+  for (const auto& tool : tools)
+    if (tool.contains("function") && tool["function"].contains("name") && tool["function"]["name"].is_string())
+      names.push_back(tool["function"]["name"].get<std::string>());
+  return names;
+}
+
 ToolCallParser::ToolCallParser(ToolCallFamily family, std::vector<std::string> tool_names, std::string id_prefix)
     : family_(family), names_(std::move(tool_names)), id_prefix_(std::move(id_prefix)) {}
 

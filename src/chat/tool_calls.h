@@ -22,6 +22,10 @@ enum class ToolCallFamily { kHermes, kLlama3, kGlm4 };
 ToolCallFamily tool_call_family(const std::string& chat_template);
 const char* tool_call_family_name(ToolCallFamily family);
 
+// The function names of OpenAI tool objects, in order (an entry without one is skipped): what
+// ToolCallParser takes.
+std::vector<std::string> tool_function_names(const nlohmann::ordered_json& tools);
+
 class ToolCallParser {
  public:
   // tool_names: the request's functions (GLM-4's format starts with one of them).

@@ -321,11 +321,7 @@ Result<AssistantMessage> Runtime::parse_reply(const Conversation& chat, const st
     return m;
   }
   AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat, parts_->options.limits));
-  std::vector<std::string> names;
-  for (const auto& tool : conversation.tools)
-    if (tool.contains("function") && tool["function"].contains("name") && tool["function"]["name"].is_string())
-      names.push_back(tool["function"]["name"].get<std::string>());
-  ToolCallParser parser(parts_->prompts->family(), names, "call_");
+  ToolCallParser parser(parts_->prompts->family(), tool_function_names(conversation.tools), "call_");
   m.content = parser.push(text).content;
   m.content += parser.finish(cut_short).content;
   m.tool_calls = parser.calls();

@@ -564,8 +564,7 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
     params = std::move(request.params);
     if (built->forced_call) params.grammar = built->forced_call;
     if (request.conversation.tool_choice != ToolChoice::kNone) {
-      shape.tool_names.emplace();
-      for (const json& t : request.conversation.tools) shape.tool_names->push_back(t["function"]["name"]);
+      shape.tool_names = tool_function_names(request.conversation.tools);
       shape.family = service_->prompts->family();
       shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
       shape.parallel_tool_calls = request.parallel_tool_calls;

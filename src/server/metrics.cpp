@@ -11,18 +11,18 @@ std::string number(double v) {
   return buf;
 }
 
-void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-}
-
-void sample(std::string& out, const std::string& name, double v) {
-  out += name + " " + number(v) + "\n";
-}
-
 const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                             0.5,   1,      2.5,   5,    10,    30,   60,  120};
 
 }  // namespace
+
+void metric_header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void metric_sample(std::string& out, const std::string& name, double v) {
+  out += name + " " + number(v) + "\n";
+}
 
 Histogram::Histogram(std::string name, std::string help, std::vector<double> bounds)
     : name_(std::move(name)), help_(std::move(help)), bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -38,7 +38,7 @@ void Histogram::observe(double v) {
 
 void Histogram::render(std::string& out) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  header(out, name_, "histogram", help_);
+  metric_header(out, name_, "histogram", help_);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
@@ -46,7 +46,7 @@ void Histogram::render(std::string& out) const {
   }
   cumulative += counts_.back();
   out += name_ + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  sample(out, name_ + "_sum", sum_);
+  metric_sample(out, name_ + "_sum", sum_);
   out += name_ + "_count " + std::to_string(count_) + "\n";
 }
 
@@ -76,12 +76,12 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   for (const Histogram* h : {&time_to_first_token, &inter_token_latency, &e2e_latency, &queue_time, &prefill_time})
     h->render(out);
   auto counter = [&](const char* name, const char* help, double v) {
-    header(out, name, "counter", help);
-    sample(out, name, v);
+    metric_header(out, name, "counter", help);
+    metric_sample(out, name, v);
   };
   auto gauge = [&](const char* name, const char* help, double v) {
-    header(out, name, "gauge", help);
-    sample(out, name, v);
+    metric_header(out, name, "gauge", help);
+    metric_sample(out, name, v);
   };
   counter("autoglm_prompt_tokens_total", "Prompt tokens of admitted requests.", double(e.prompt_tokens.load()));
   counter("autoglm_generation_tokens_total", "Generated tokens.", double(e.generated_tokens.load()));
@@ -97,7 +97,7 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   gauge("autoglm_kv_blocks_total", "KV cache blocks in the pool.", double(e.kv_blocks_total.load()));
   gauge("autoglm_scheduler_step_target_ms", "The last step's time target (0: planned by tokens only).",
         double(e.step_target_us.load()) / 1000.0);
-  header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
+  metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
   int64_t cumulative = 0;
   for (int b = 0; b < EngineStats::kChunkBuckets; ++b) {
     cumulative += e.prefill_chunks[size_t(b)].load();
@@ -111,7 +111,7 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   counter("autoglm_spec_accepted_tokens_total", "Drafted tokens the target accepted.", double(e.spec_accepted.load()));
   counter("autoglm_spec_target_passes_total", "Target passes that verified drafts (one per sequence and step).",
           double(e.spec_passes.load()));
-  header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
+  metric_header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
   int64_t drafted_requests = 0;
   for (int b = 0; b < EngineStats::kAcceptanceBuckets; ++b) {
     drafted_requests += e.spec_acceptance[size_t(b)].load();
@@ -120,14 +120,14 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   }
   out += "autoglm_spec_acceptance_rate_sum " + std::to_string(double(e.spec_acceptance_milli.load()) / 1000.0) + "\n";
   out += "autoglm_spec_acceptance_rate_count " + std::to_string(drafted_requests) + "\n";
-  header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
+  metric_header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
   // Every reason the engine ends a request with (tool_calls is decided above it).
   for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kTimeout,
                          FinishReason::kError})
     out += std::string("autoglm_requests_total{finish_reason=\"") + finish_reason_name(r) + "\"} " +
            std::to_string(e.finished_with(r)) + "\n";
   if (profile && profile->enabled()) {
-    header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
+    metric_header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
     for (int i = 0; i < int(Op::kCount); ++i)
       out += std::string("autoglm_op_seconds_total{op=\"") + op_key(Op(i)) + "\"} " + number(profile->seconds(Op(i))) +
              "\n";
@@ -136,19 +136,19 @@ std::string ServerMetrics::render(const EngineStats& e, const OpProfile* profile
   }
   if (tools) {
     const auto counts = tools->snapshot();
-    header(out, "autoglm_tool_calls_total", "counter", "Tool executions by tool and outcome.");
+    metric_header(out, "autoglm_tool_calls_total", "counter", "Tool executions by tool and outcome.");
     for (const auto& [tool, c] : counts)
       out += "autoglm_tool_calls_total{tool=\"" + tool + "\",status=\"ok\"} " + std::to_string(c.ok) +
              "\nautoglm_tool_calls_total{tool=\"" + tool + "\",status=\"error\"} " + std::to_string(c.error) + "\n";
-    header(out, "autoglm_tool_call_seconds_total", "counter", "Time spent running each tool.");
+    metric_header(out, "autoglm_tool_call_seconds_total", "counter", "Time spent running each tool.");
     for (const auto& [tool, c] : counts)
       out += "autoglm_tool_call_seconds_total{tool=\"" + tool + "\"} " + number(c.seconds) + "\n";
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  header(out, "autoglm_tasks_total", "counter", "Finished /v1/tasks requests by status.");
+  metric_header(out, "autoglm_tasks_total", "counter", "Finished /v1/tasks requests by status.");
   for (const auto& [status, n] : tasks_by_status_)
     out += "autoglm_tasks_total{status=\"" + status + "\"} " + std::to_string(n) + "\n";
-  header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
+  metric_header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)
     out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
   return out;

@@ -15,6 +15,10 @@
 
 namespace autoglm {
 
+// One metric's "# HELP"/"# TYPE" lines, and one sample line.
+void metric_header(std::string& out, const std::string& name, const char* type, const std::string& help);
+void metric_sample(std::string& out, const std::string& name, double v);
+
 class Histogram {
  public:
   Histogram(std::string name, std::string help, std::vector<double> bounds);

@@ -1,5 +1,6 @@
 #include "server/response_cache.h"
 
+#include "server/metrics.h"
 #include "server/response_cache_file.h"
 
 #include <xxhash.h>
@@ -102,8 +103,8 @@ std::string ResponseCache::render_metrics() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-           std::to_string(value) + "\n";
+    metric_header(out, name, type, help);
+    metric_sample(out, name, double(value));
   };
   metric("autoglm_response_cache_hits_total", "counter", "Requests answered from the response cache.", hits_);
   metric("autoglm_response_cache_misses_total", "counter", "Cacheable requests the cache did not hold.", misses_);
