@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "http_test_util.h"
 #include "server/access_log.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -39,34 +41,20 @@ struct Response {
 
 Response request(int port, const std::string& method, const std::string& target, const std::string& body = "",
                  const std::string& auth = "", const std::string& cache_control = "") {
-  net::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
-  http::request<http::string_body> req(http::string_to_verb(method), target, 11);
-  req.set(http::field::host, "localhost");
-  req.set(http::field::content_type, "application/json");
-  if (!auth.empty()) req.set(http::field::authorization, auth);
-  if (!cache_control.empty()) req.set(http::field::cache_control, cache_control);
-  req.body() = body;
-  req.prepare_payload();
-  http::write(stream, req);
-  beast::flat_buffer buffer;
-  http::response<http::string_body> res;
-  beast::error_code ec;
-  http::read(stream, buffer, res, ec);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!auth.empty()) headers.emplace_back("Authorization", auth);
+  if (!cache_control.empty()) headers.emplace_back("Cache-Control", cache_control);
+  const test::HttpResult res = test::http_call(port, method, target, body, headers);
   Response r;
-  r.status = res.result_int();
-  r.body = res.body();
-  r.retry_after = std::string(res[http::field::retry_after]);
-  r.cache = std::string(res["X-AutoGLM-Cache"]);
+  r.status = res.status;
+  r.body = res.body;
+  r.retry_after = res.header("Retry-After");
+  r.cache = res.header("X-AutoGLM-Cache");
   return r;
 }
 
-double metric(int port, const std::string& name) {
-  const std::string text = request(port, "GET", "/metrics").body;
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex("\n" + name + " ([0-9.e+-]+)"))) return -1;
-  return std::stod(m[1]);
+double metric(int port, const std::string& selector) {
+  return test::metric_in(request(port, "GET", "/metrics").body, selector);
 }
 
 class Server : public ::testing::Test {
@@ -874,7 +862,7 @@ TEST_F(Server, BadInputGetsItsStatus) {
   // The server still serves.
   const Response ok = request(port, "POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
   EXPECT_EQ(ok.status, 200) << ok.body;
-  EXPECT_GE(metric(port, "autoglm_http_responses_total\\{code=\"400\"\\}"), 0);
+  EXPECT_GE(metric(port, "autoglm_http_responses_total{code=\"400\"}"), 0);
 }
 
 TEST_F(Server, ThousandIdleConnectionsDoNotBlockOthers) {
@@ -1003,7 +991,7 @@ TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
   for (int i = 0; i < 500 && (used != baseline || cancelled < 1); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     used = metric(port, "autoglm_kv_blocks_used");
-    cancelled = metric(port, "autoglm_requests_total\\{finish_reason=\"cancelled\"\\}");
+    cancelled = metric(port, "autoglm_requests_total{finish_reason=\"cancelled\"}");
   }
   EXPECT_EQ(used, baseline);
   EXPECT_GE(cancelled, 1);
@@ -1228,8 +1216,8 @@ TEST_F(Server, TasksRunConfiguredTools) {
   // An input too long for the context is the request's fault: a 400 on `input`, not a 500.
   expect_error(task({{"input", std::string(60000, 'x')}}, "key-all"), 400, "input");
   expect_error(task({{"input", "x"}, {"force_action", "dance"}}, "key-all"), 400, "force_action");
-  EXPECT_GE(metric(port, "autoglm_tasks_total\\{status=\"done\"\\}"), 1);
-  EXPECT_GE(metric(port, "autoglm_tool_calls_total\\{tool=\"echo\",status=\"ok\"\\}"), 1);
+  EXPECT_GE(metric(port, "autoglm_tasks_total{status=\"done\"}"), 1);
+  EXPECT_GE(metric(port, "autoglm_tool_calls_total{tool=\"echo\",status=\"ok\"}"), 1);
 }
 
 // A tool run through the server sees none of its sockets: not the listening one, not the

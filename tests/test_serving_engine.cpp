@@ -298,11 +298,15 @@ TEST_F(ServingEngine, CancelledRequestFreesItsBlocks) {
 TEST_F(ServingEngine, AdmissionLimitsAndErrors) {
   EngineConfig cfg;
   cfg.max_queued = 2;
-  cfg.n_ctx = 64;
+  cfg.n_ctx = 512;
   Engine engine(*model, *tok, pool, cfg);
-  auto a = engine.submit(greedy("Once upon a time", 300));
-  auto b = engine.submit(greedy("Once upon a time", 300));
-  auto c = engine.submit(greedy("Once upon a time", 300));
+  // The two queued requests must still be unfinished at the third submit: a whole context each, past EOS
+  // (a short one can finish on a fast machine between two submits).
+  GenerationRequest endless = greedy("Once upon a time", 510);
+  endless.ignore_eos = true;
+  auto a = engine.submit(endless);
+  auto b = engine.submit(endless);
+  auto c = engine.submit(endless);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   ASSERT_FALSE(c.is_ok());
   EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
@@ -311,7 +315,7 @@ TEST_F(ServingEngine, AdmissionLimitsAndErrors) {
   collect(*a);
   collect(*b);
   GenerationRequest long_prompt = greedy("a", 1);
-  long_prompt.prompt.assign(64, 300);
+  long_prompt.prompt.assign(512, 300);
   auto d = engine.submit(long_prompt);
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("context window"), std::string::npos);

@@ -126,6 +126,12 @@ struct SpecialTokens {
 class Runtime {
  public:
   static Result<std::unique_ptr<Runtime>> open(const std::string& model_path, const RuntimeOptions& options = {});
+  // Another model on `other`'s threads (options.threads and pin_threads are not used): the
+  // engines' steps take turns, first come first served, so several models in one process
+  // share the cores without oversubscribing them, and a long prompt of one (prefilled in
+  // chunks, one per step) holds the other's decodes back by one step at most.
+  static Result<std::unique_ptr<Runtime>> open_beside(const Runtime& other, const std::string& model_path,
+                                                      const RuntimeOptions& options = {});
   // The tokenizer and chat template alone: of a model file, or of a folder with tokenizer.json
   // (and tokenizer_config.json), weights or not. encode, decode and render_chat work; submit
   // and logits answer kUnsupported.

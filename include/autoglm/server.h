@@ -42,7 +42,11 @@ class Server {
 
   const std::string& host() const;
   int port() const;
-  const std::string& model_path() const;
+  const std::string& model_path() const;  // the first model's
+  // Reads the configuration again (the same file and overrides) and applies its `routes:`
+  // (weights, rules, thresholds); requests in flight finish on the routes they started with.
+  // The models cannot change without a restart: an error says so, and the routes stay.
+  Status reload();
   double shutdown_grace_seconds() const;
   // Stops accepting, lets requests in flight finish for the configured grace period (the rest
   // are cancelled), then stops the tasks and the engine. Idempotent.

@@ -78,7 +78,7 @@ int serve(const ServeArgs& a) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);                    // no reload: ignored with a log line instead of killing the server
+  sigaddset(&signals, SIGHUP);                    // reload the routes
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread inherits the mask; main waits below
 
   ServerOptions options;
@@ -93,8 +93,13 @@ int serve(const ServeArgs& a) {
   if (!server) return fail(server.status());
   std::fprintf(stderr, "ready: %s\n", (*server)->model_path().c_str());
   int sig = 0;
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP)
-    std::fprintf(stderr, "SIGHUP ignored: the server does not reload; restart it to apply a new config\n");
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    const Status reloaded = (*server)->reload();
+    if (reloaded.is_ok())
+      std::fprintf(stderr, "SIGHUP: routes reloaded\n");
+    else
+      std::fprintf(stderr, "SIGHUP: routes not reloaded (the old ones stay): %s\n", reloaded.message().c_str());
+  }
   std::fprintf(stderr, "stopping (signal %d): draining requests in flight for up to %g s\n", sig,
                (*server)->shutdown_grace_seconds());
   (*server)->stop();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/function_ref.h"
+#include "core/turn_queue.h"
 
 namespace autoglm {
 
@@ -32,12 +33,16 @@ class ThreadPool {
   // threads take turns; fn must not call parallel_for itself.
   // fn is only referenced: it must outlive the call (a lambda argument does).
   void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
+  // Turns for callers that issue many jobs as one unit of work (an engine step): callers on
+  // different threads then alternate whole units, first come first served.
+  TurnQueue& turns() { return turns_; }
 
  private:
   void worker_loop(int index);
   bool run_one_share();  // claims and runs one share; false when none is left
 
   int n_threads_;
+  TurnQueue turns_;
   std::vector<std::thread> workers_;
   // A new job bumps generation_; workers spin on it briefly before sleeping, since a
   // decode step issues hundreds of small jobs and a sleep/wake costs more than the job.

@@ -144,14 +144,18 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       trie_(tokenizer),
       config_(config),
       blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
-      runner_(model, pool) {
+      runner_(model, pool),
+      turns_(pool.turns()) {
   blocks_.set_prefix_caching(config.prefix_cache);
   runner_.profile().set_enabled(config.profile);
   auto drafter = make_drafter(config.spec, model, draft, pool, draft_pool(config));
   AUTOGLM_CHECK(drafter.is_ok());  // the runtime checks the options first (engine_config_for, the draft's KV)
   drafter_ = std::move(drafter).value();
   stats_.kv_blocks_total = config.kv_blocks;
-  calibrate_step_cost();
+  {
+    auto turn = turns_.take();
+    calibrate_step_cost();
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -257,11 +261,15 @@ void Engine::loop() {
         submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty() || !embeddings_.empty(); });
       if (stopping_) break;
     }
-    run_one_embedding();
     bool progressed = true;
-    run_guarded(
-        "engine", [&] { progressed = step(); },
-        [this](const std::string& what) { fail_running("internal error: " + what); });
+    {
+      // Other models' engines on this pool take their steps in between.
+      auto turn = turns_.take();
+      run_one_embedding();
+      run_guarded(
+          "engine", [&] { progressed = step(); },
+          [this](const std::string& what) { fail_running("internal error: " + what); });
+    }
     if (!progressed) {
       // Nothing could run (e.g. waiting for blocks): avoid spinning.
       std::unique_lock<std::mutex> lock(submit_mutex_);

@@ -128,6 +128,7 @@ class Engine {
   EngineConfig config_;
   BlockPool blocks_;
   ModelRunner runner_;
+  TurnQueue& turns_;  // the pool's: one step at a time among the engines that share it
   EngineStats stats_;
 
   std::mutex submit_mutex_;

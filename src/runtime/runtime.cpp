@@ -184,10 +184,13 @@ Runtime::Runtime() : parts_(std::make_unique<Parts>()) {}
 
 Runtime::~Runtime() = default;
 
-Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, const RuntimeOptions& options) {
+namespace {
+
+// Loads the model into `rt`, on its pool when it has one (a runtime opened beside another).
+Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const std::string& model_path,
+                                           const RuntimeOptions& options) {
   if (options.log) set_log_sink(options.log);
-  std::unique_ptr<Runtime> rt(new Runtime());
-  Parts& p = *rt->parts_;
+  Runtime::Parts& p = rt->parts();
   p.model_path = model_path;
   p.options = options;
   AUTOGLM_ASSIGN_OR_RETURN(const ModelLoadOptions load, load_options(options));
@@ -198,12 +201,27 @@ Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, co
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
-  p.pool =
-      std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(), options.pin_threads);
+  if (!p.pool)
+    p.pool = std::make_shared<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(),
+                                          options.pin_threads);
   if (!options.start_engine) return rt;
   AUTOGLM_RETURN_IF_ERROR(load_draft(p));
   p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config, p.draft.get());
   return rt;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Runtime>> Runtime::open(const std::string& model_path, const RuntimeOptions& options) {
+  return load_into(std::unique_ptr<Runtime>(new Runtime()), model_path, options);
+}
+
+Result<std::unique_ptr<Runtime>> Runtime::open_beside(const Runtime& other, const std::string& model_path,
+                                                      const RuntimeOptions& options) {
+  std::unique_ptr<Runtime> rt(new Runtime());
+  rt->parts_->pool = other.parts_->pool;
+  if (!rt->parts_->pool) return invalid_argument("open_beside: the other runtime has no threads (a tokenizer only)");
+  return load_into(std::move(rt), model_path, options);
 }
 
 Result<std::unique_ptr<Runtime>> Runtime::open_tokenizer(const std::string& path, const RuntimeOptions& options) {
@@ -335,6 +353,7 @@ Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, b
   for (int32_t t : tokens)
     if (t < 0 || t >= p.model->spec().n_vocab)
       return invalid_argument("tokens: id " + std::to_string(t) + " is outside the vocabulary");
+  auto turn = p.pool->turns().take();  // between the engine's steps
   Generator generator(*p.model, *p.tokenizer, *p.pool, int64_t(tokens.size()) + 1, p.engine_config.kv_type);
   return generator.evaluate(tokens, all_positions);
 }

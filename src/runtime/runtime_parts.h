@@ -25,10 +25,10 @@ struct Runtime::Parts {
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;
   std::unique_ptr<PromptBuilder> prompts;
-  std::unique_ptr<ThreadPool> pool;
-  EngineConfig engine_config;      // context, KV type and blocks, limits
-  std::unique_ptr<Model> draft;    // the draft model of speculative = "draft"
-  std::unique_ptr<Engine> engine;  // null with start_engine = false
+  std::shared_ptr<ThreadPool> pool;  // shared with the runtimes opened beside this one
+  EngineConfig engine_config;        // context, KV type and blocks, limits
+  std::unique_ptr<Model> draft;      // the draft model of speculative = "draft"
+  std::unique_ptr<Engine> engine;    // null with start_engine = false
 };
 
 // The engine configuration for a model under these options: the context (the window, capped

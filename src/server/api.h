@@ -18,6 +18,7 @@
 #include "runtime/runtime_parts.h"
 #include "server/choice_streams.h"
 #include "server/config.h"
+#include "server/feedback.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/rate_limiter.h"
@@ -36,6 +37,8 @@ struct HttpRequest {
   std::string client_address;  // the peer's IP address (rate limits without API keys)
   std::string origin;          // the Origin header (CORS)
   std::string cache_control;   // the Cache-Control header (no-cache bypasses the response cache)
+  // Every header, names lower-case (routes look at them: rules, sticky arms, the arm override).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct Reply {
@@ -48,6 +51,9 @@ struct Reply {
   std::shared_ptr<ChoiceStreams> stream;
   bool streaming = false;
   std::function<ReplyChunk(const StreamEvent&, size_t choice)> consume;
+  // Headers known only once the first event is in (a cascade's model): a stream's head waits
+  // for that event; a whole reply carries them too.
+  std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
 };
 
@@ -56,17 +62,24 @@ std::string bearer_key(const std::string& authorization);
 // A request target without its query.
 std::string path_of(const std::string& target);
 
-// What the server serves once the model is loaded: the runtime's parts, the tools and tasks.
-struct LoadedService {
+// One served model once loaded: the runtime's parts and how the API names it.
+struct ModelService {
+  std::string name;
+  std::shared_ptr<const ServerConfig> config;  // the server's, with the model's own keys on top
   std::unique_ptr<Runtime> runtime;
   const Model* model = nullptr;  // the runtime's, for short
   const Tokenizer* tokenizer = nullptr;
   Engine* engine = nullptr;
   const PromptBuilder* prompts = nullptr;
-  std::string model_name;
   Pooling pooling = Pooling::kLast;  // of /v1/embeddings
-  std::shared_ptr<ToolRegistry> tools;
-  std::shared_ptr<TaskPipeline> tasks;
+};
+
+// What a request's `model` names: a served model, or a route (with the table that holds it,
+// which a reload may replace while the request goes on).
+struct Target {
+  ModelService* model = nullptr;
+  const Route* route = nullptr;
+  std::shared_ptr<const RouteTable> routes;
 };
 
 class ApiService {
@@ -77,6 +90,9 @@ class ApiService {
   // Opens the runtime (model, tokenizer, template, engine) from the configuration; `base`
   // carries what the configuration does not (repacking, pinning, load progress).
   Status load(const RuntimeOptions& base = {});
+  // Replaces the routes (a reload: SIGHUP) with those of `fresh`, checked against the models
+  // loaded; requests in flight keep the routes they started with. Models cannot change.
+  Status reload_routes(const ServerConfig& fresh);
   // After the HTTP server has stopped: waits for the tasks still running, then stops the
   // engine and frees the model. The destructor does the same.
   void shutdown();
@@ -105,25 +121,39 @@ class ApiService {
 
  private:
   Reply route(const HttpRequest& request);
-  // no_cache: the request said Cache-Control: no-cache (the response cache is bypassed).
-  Reply generate(const std::string& body, bool chat, const std::string& api_key, bool no_cache);
+  Reply generate(const HttpRequest& request, bool chat);
   struct PreparedGeneration {
+    ModelService* model = nullptr;
     GenerationRequest request;
     ResponseShape shape;
     GenerationParams params;
     std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
   };
-  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key);
+  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key, ModelService& model);
+  // One model answers (the response cache first, when `use_cache`); `route` labels its metrics.
+  Reply generate_on(PreparedGeneration p, const json& body, const std::string& route, bool use_cache);
+  Reply cascade(const Route& route, const json& body, bool chat, const std::string& api_key);
+  // A rules or split route's model for this request (rules render the prompt with the
+  // route's default model first, kept in `prepared` for when that model answers).
+  RouteChoice choose(const Route& route, const json& body, bool chat, const HttpRequest& request,
+                     std::optional<PreparedGeneration>& prepared);
   Reply submit_generation(PreparedGeneration prepared, std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
   // A cached generation's events, through `consume` as if the engine sent them.
   Reply replay(const CachedGeneration& cached, const PreparedGeneration& prepared,
                std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
   uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
+  // The body's `model`: a served model (the first one when absent), a route, or a 404 reply
+  // naming what is served. `routes_ok`: whether a route may answer here.
+  std::optional<Reply> resolve(const json& body, Target& target, bool routes_ok = false);
+  ModelService& model_named(const std::string& name);
+  ModelService& default_model() { return *models_.front(); }
+  std::string served_list() const;  // "'a', 'b' and the routes 'r'"
   Reply tokenize(const std::string& body);
   Reply embeddings(const std::string& body);
-  Reply create_response(const std::string& body, const std::string& api_key);
+  Reply create_response(const HttpRequest& request);
   Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
   Reply detokenize(const std::string& body);
+  Reply feedback(const std::string& body);
   Reply models();
   Reply model(const std::string& id);
   Reply metrics_text();
@@ -131,7 +161,13 @@ class ApiService {
 
   ServerConfig config_;
   ServerMetrics metrics_;
-  std::unique_ptr<LoadedService> service_;
+  std::vector<std::unique_ptr<ModelService>> models_;  // the first answers requests that name none
+  std::shared_ptr<ToolRegistry> tools_;
+  std::shared_ptr<TaskPipeline> tasks_;  // on the first model
+  mutable std::mutex routes_mutex_;
+  std::shared_ptr<const RouteTable> routes_;  // replaced whole by reload_routes
+  std::shared_ptr<const RouteTable> routes() const;
+  FeedbackBook feedback_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};

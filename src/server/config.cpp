@@ -6,64 +6,21 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "server/config_reader.h"
+#include "server/routing_config.h"
+
 #include "engine/speculative.h"
 #include "model/kv_cache.h"
 
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
 namespace autoglm {
 namespace {
-
-class ConfigReader {
- public:
-  explicit ConfigReader(std::string origin) : origin_(std::move(origin)) {}
-
-  Status error(const YAML::Node& node, const std::string& key, const std::string& what) const {
-    return invalid_argument(origin_ + ":" + std::to_string(node.Mark().line + 1) + ": '" + key + "' " + what);
-  }
-
-  template <typename T>
-  Status scalar(const YAML::Node& node, const std::string& key, T& out) const {
-    if (!node.IsScalar()) return error(node, key, "must be a single value");
-    try {
-      out = node.as<T>();
-    } catch (const YAML::Exception&) {
-      return error(node, key, "has a value of the wrong type: '" + node.Scalar() + "'");
-    }
-    return Status::ok();
-  }
-
-  template <typename T>
-  Status ranged(const YAML::Node& node, const std::string& key, T& out, T lo, T hi) const {
-    AUTOGLM_RETURN_IF_ERROR(scalar(node, key, out));
-    if (out < lo || out > hi)
-      return error(node, key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return Status::ok();
-  }
-
-  Status strings(const YAML::Node& node, const std::string& key, std::vector<std::string>& out) const {
-    if (node.IsScalar()) {
-      out = {node.Scalar()};
-      return Status::ok();
-    }
-    if (!node.IsSequence()) return error(node, key, "must be a string or a list of strings");
-    out.clear();
-    for (const auto& item : node) {
-      if (!item.IsScalar()) return error(item, key, "must hold strings only");
-      out.push_back(item.Scalar());
-    }
-    return Status::ok();
-  }
-
-  const std::string& origin() const { return origin_; }
-
- private:
-  std::string origin_;
-};
 
 // Converts a YAML mapping/sequence/scalar to JSON (for tool parameter schemas).
 nlohmann::ordered_json to_json(const YAML::Node& n) {
@@ -428,18 +385,18 @@ Status check_access_rules(const ServerConfig& c) {
   return Status::ok();
 }
 
-Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin) {
-  ConfigReader r(origin);
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    return invalid_argument(origin + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
-  }
-  ServerConfig c;
-  if (root.IsNull()) return c;
-  if (!root.IsMap()) return invalid_argument(origin + ": the configuration must be a mapping of keys");
-  const std::map<std::string, std::function<Status(const YAML::Node&)>> keys = {
+namespace {
+
+std::string replace_first(std::string text, const std::string& what, const std::string& with) {
+  if (const size_t at = text.find(what); at != std::string::npos) text.replace(at, what.size(), with);
+  return text;
+}
+
+using KeyTable = std::map<std::string, std::function<Status(const YAML::Node&)>>;
+
+// The top-level keys, each read into `c`.
+KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
+  return {
       {"model", [&](const YAML::Node& n) { return r.scalar(n, "model", c.model); }},
       {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
       {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
@@ -490,17 +447,100 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       {"task", [&](const YAML::Node& n) { return read_task(r, n, c.task); }},
       {"http_allowlist", [&](const YAML::Node& n) { return r.strings(n, "http_allowlist", c.http_allowlist); }},
       {"tool_access", [&](const YAML::Node& n) { return read_tool_access(r, n, c); }},
+      {"routes", [&](const YAML::Node& n) { return read_routes(r, n, c.routes); }},
+      {"feedback_log", [&](const YAML::Node& n) { return r.scalar(n, "feedback_log", c.feedback_log); }},
   };
+}
+
+// The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
+const std::set<std::string> kPerModelKeys = {"path",           "quantize",    "engine",      "chat_template",
+                                             "context_window", "speculative", "max_running", "max_batch_tokens",
+                                             "max_queued",     "scheduler",   "kv_cache"};
+
+// models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
+// top level's with its own keys on top.
+Status read_models(const ConfigReader& r, const YAML::Node& node, const ServerConfig& top,
+                   std::vector<ServedModel>& models) {
+  if (!node.IsSequence() || node.size() == 0)
+    return r.error(node, "models", "must be a list of models (name, path, ...)");
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& entry = node[i];
+    const std::string at = "models[" + std::to_string(i) + "]";
+    if (!entry.IsMap()) return r.error(entry, at, "must be a mapping (name, path, ...)");
+    auto config = std::make_shared<ServerConfig>(top);
+    config->models.clear();
+    config->routes.clear();
+    ServedModel m;
+    KeyTable keys = top_level_keys(r, *config);
+    keys["path"] = keys["model"];
+    for (const auto& kv : entry) {
+      const std::string key = kv.first.Scalar(), key_at = at + "." + key;
+      if (key == "name") {
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, key_at, m.name));
+      } else if (key == "kv_cache_share") {
+        AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, key_at, m.kv_cache_share, 0.001, 1));
+      } else if (kPerModelKeys.count(key)) {
+        // The shared readers name the bare key: put the entry's path in front.
+        if (Status st = keys.at(key)(kv.second); !st.is_ok())
+          return invalid_argument(replace_first(st.message(), "'" + key, "'" + at + "." + key));
+      } else {
+        std::string known = "name, kv_cache_share";
+        for (const std::string& k : kPerModelKeys) known += ", " + k;
+        return r.error(kv.first, key_at, "is not a known key (" + known + ")");
+      }
+    }
+    if (m.name.empty()) return r.error(entry, at + ".name", "is required (the name requests use as 'model')");
+    if (config->model.empty()) return r.error(entry, at + ".path", "is required (a GGUF file or a model folder)");
+    for (const ServedModel& other : models)
+      if (other.name == m.name) return r.error(entry, at + ".name", "'" + m.name + "' is already the name of a model");
+    m.config = std::move(config);
+    models.push_back(std::move(m));
+  }
+  double shares = 0;
+  for (const ServedModel& m : models) shares += m.kv_cache_share;
+  if (shares > 1 + 1e-9)
+    return r.error(
+        node, "models",
+        "give kv_cache_share values that sum to at most 1 (they sum to " + nlohmann::json(shares).dump() + ")");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ServerConfig> parse_server_config(const std::string& yaml, const std::string& origin) {
+  ConfigReader r(origin);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    return invalid_argument(origin + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  }
+  ServerConfig c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) return invalid_argument(origin + ": the configuration must be a mapping of keys");
+  const KeyTable keys = top_level_keys(r, c);
+  std::optional<YAML::Node> models;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
+    if (key == "models") {  // read last: its entries start from every top-level key
+      models = kv.second;
+      continue;
+    }
     auto it = keys.find(key);
     if (it == keys.end()) {
       std::string known;
       for (const auto& [k, unused] : keys) known += (known.empty() ? "" : ", ") + k;
+      known += ", models";
       return r.error(kv.first, key, "is not a known key (" + known + ")");
     }
     AUTOGLM_RETURN_IF_ERROR(it->second(kv.second));
   }
+  if (models) {
+    if (!c.model.empty())
+      return r.error(*models, "models", "and 'model' cannot both be given: name the single model in 'models' too");
+    AUTOGLM_RETURN_IF_ERROR(read_models(r, *models, c, c.models));
+  }
+  AUTOGLM_RETURN_IF_ERROR(check_routes(c.routes, served_model_names(c), origin));
   // Tools are checked whole at start-up: schemas, executors, placeholders, hosts, access lists.
   auto registry = ToolRegistry::build(c.tools, c.http_allowlist);
   if (!registry) return invalid_argument(origin + ": " + registry.status().message());
@@ -508,6 +548,24 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
     for (const std::string& n : names)
       if (!(*registry)->find(n)) return invalid_argument(origin + ": tool_access: '" + n + "' names no tool");
   return c;
+}
+
+std::string model_name_of_path(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // a folder given as "dir/"
+  const size_t slash = path.find_last_of('/');
+  return path.substr(slash == std::string::npos ? 0 : slash + 1);
+}
+
+std::vector<ServedModel> served_models(const ServerConfig& c) {
+  if (!c.models.empty()) return c.models;
+  if (c.model.empty()) return {};
+  return {ServedModel{model_name_of_path(c.model), 1, std::make_shared<const ServerConfig>(c)}};
+}
+
+std::vector<std::string> served_model_names(const ServerConfig& c) {
+  std::vector<std::string> names;
+  for (const ServedModel& m : served_models(c)) names.push_back(m.name);
+  return names;
 }
 
 Result<ServerConfig> load_server_config(const std::string& path) {

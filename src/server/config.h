@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "server/response_cache.h"
+#include "server/routing.h"
 
 #include "autoglm/limits.h"
 #include "autoglm/status.h"
@@ -15,6 +17,15 @@
 #include "tasks/tools.h"
 
 namespace autoglm {
+
+struct ServerConfig;
+
+// One of several models behind the endpoint (`models:`).
+struct ServedModel {
+  std::string name;                            // what requests give as `model`
+  double kv_cache_share = 0;                   // of the KV budget; 0: an equal part of what the others leave
+  std::shared_ptr<const ServerConfig> config;  // the top-level keys with the entry's own on top
+};
 
 struct ServerConfig {
   std::string model;          // GGUF file or Hugging Face folder
@@ -64,7 +75,17 @@ struct ServerConfig {
   RequestLimits limits;  // `limits:` what one request may cost
   // response_cache: {enabled, max_entries, max_bytes, ttl_s}: deterministic requests answered again from memory.
   ResponseCacheConfig response_cache;
+  // models: several models, each with its own engine and KV pool (empty: the single `model`).
+  std::vector<ServedModel> models;
+  RouteTable routes;         // routes: virtual model names (rules, cascade, split)
+  std::string feedback_log;  // POST /v1/feedback verdicts as JSON lines in this file ("": metrics only)
 };
+
+// The models a configuration serves: `models:`, or the single `model` named by its file.
+std::vector<ServedModel> served_models(const ServerConfig& config);
+std::vector<std::string> served_model_names(const ServerConfig& config);
+// A model path's name as the API shows it: the file or folder name.
+std::string model_name_of_path(std::string path);
 
 // Rules across keys that command-line flags can still change (--api-key), checked when the
 // service loads: no API key is empty; tool_access needs api_keys, and names only keys among

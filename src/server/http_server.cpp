@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <cctype>
 
 #include <chrono>
 #include <cstdio>
@@ -100,6 +101,12 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.authorization = std::string(req[http::field::authorization]);
     head_.origin = origin_ = std::string(req[http::field::origin]);
     head_.cache_control = std::string(req[http::field::cache_control]);
+    head_.headers.clear();
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      head_.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
     head_only_ = req.method() == http::verb::head;
     beast::error_code ec_peer;
     const auto peer = stream_.socket().remote_endpoint(ec_peer);
@@ -186,20 +193,14 @@ class Session : public std::enable_shared_from_this<Session> {
     handle_ = reply.stream;
     consume_ = std::move(reply.consume);
     generation_headers_ = std::move(reply.headers);
+    decided_headers_ = std::move(reply.decided_headers);
     streaming_ = reply.streaming;
     stream_.expires_never();
+    head_sent_ = false;
     if (streaming_) {
       api_.metrics().count_status(200);
       access_.status = 200;
-      // Chunked, so that the connection outlives the stream (keep-alive, as clients expect).
-      pending_ =
-          "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
-          "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
-      if (!keep_alive_) pending_ += "Connection: close\r\n";
-      for (const auto& [k, v] : generation_headers_) pending_ += k + ": " + v + "\r\n";
-      for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
-      pending_ += "\r\n";
-      flush();
+      if (!decided_headers_) write_stream_head();  // else with the first event
     }
     watch_for_disconnect();
     std::weak_ptr<Session> weak = shared_from_this();
@@ -210,6 +211,22 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     });
     drain();  // events that came before the notifier was set
+  }
+
+  // The head of an SSE reply: chunked, so that the connection outlives the stream
+  // (keep-alive, as clients expect).
+  void write_stream_head() {
+    head_sent_ = true;
+    pending_ +=
+        "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
+        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+    if (!keep_alive_) pending_ += "Connection: close\r\n";
+    if (decided_headers_)
+      for (auto& h : decided_headers_()) generation_headers_.push_back(std::move(h));
+    for (const auto& [k, v] : generation_headers_) pending_ += k + ": " + v + "\r\n";
+    for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
+    pending_ += "\r\n";
+    flush();
   }
 
   // A client that goes away cancels its request: the read ends with an error. A half-close
@@ -230,7 +247,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!self->handle_ || self->complete_) return;
       if (ec == net::error::eof) {  // half-closed, or gone: a stream finds out with its next write
         self->keep_alive_ = false;
-        if (self->streaming_) {
+        if (self->streaming_ && self->head_sent_) {
           self->append_chunk(": \n\n");  // an SSE comment: a closed peer answers it with a reset
           self->flush();
         }
@@ -255,6 +272,7 @@ class Session : public std::enable_shared_from_this<Session> {
       access_.prompt_tokens = chunk.prompt_tokens;
       access_.completion_tokens = chunk.completion_tokens;
       if (streaming_) {
+        if (!head_sent_) write_stream_head();
         append_chunk(chunk.bytes);
         if (complete_) {
           pending_ += "0\r\n\r\n";  // the last chunk
@@ -265,6 +283,8 @@ class Session : public std::enable_shared_from_this<Session> {
         r.status = chunk.status;
         r.body = std::move(chunk.bytes);
         r.headers = std::move(generation_headers_);
+        if (decided_headers_)
+          for (auto& h : decided_headers_()) r.headers.push_back(std::move(h));
         r.prompt_tokens = chunk.prompt_tokens;
         r.completion_tokens = chunk.completion_tokens;
         handle_->set_notify(nullptr);
@@ -315,6 +335,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (handle_) handle_->set_notify(nullptr);
     handle_.reset();
     consume_ = nullptr;
+    decided_headers_ = nullptr;
     streaming_ = complete_ = false;
     if (!probing_) return read_request();
     resume_after_probe_ = true;
@@ -346,6 +367,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   std::shared_ptr<ChoiceStreams> handle_;
   std::function<ReplyChunk(const StreamEvent&, size_t)> consume_;
+  std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers_;
+  bool head_sent_ = false;  // a stream's head (it waits for the first event when headers are decided then)
   bool streaming_ = false;
   bool complete_ = false;
   bool writing_ = false;

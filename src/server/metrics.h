@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/engine.h"
@@ -19,14 +21,15 @@ namespace autoglm {
 void metric_header(std::string& out, const std::string& name, const char* type, const std::string& help);
 void metric_sample(std::string& out, const std::string& name, double v);
 
+// Counts of observations by upper bound; rendered as one series of a histogram family.
 class Histogram {
  public:
-  Histogram(std::string name, std::string help, std::vector<double> bounds);
+  explicit Histogram(std::vector<double> bounds);
   void observe(double v);
-  void render(std::string& out) const;
+  // The _bucket, _sum and _count samples under `labels` ("model=\"a\"", or empty).
+  void render(std::string& out, const std::string& name, const std::string& labels) const;
 
  private:
-  std::string name_, help_;
   std::vector<double> bounds_;
   mutable std::mutex mutex_;
   std::vector<uint64_t> counts_;  // per bucket, not cumulative; last is +Inf
@@ -34,23 +37,43 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// The request-level series of one model reached one way (directly, or through a route's
+// arm): what an A/B comparison reads, per {model, route}.
+struct RequestMetrics {
+  RequestMetrics();
+  Histogram time_to_first_token, inter_token_latency, e2e_latency, queue_time, prefill_time;
+  std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, completion_tokens{0};
+  // Feedback on this series' responses (POST /v1/feedback).
+  std::atomic<uint64_t> thumbs_up{0}, thumbs_down{0}, scores{0};
+  std::atomic<int64_t> score_milli_sum{0};  // scores in thousandths
+};
+
+// One engine's counters and gauges, labelled by its model.
+struct EngineView {
+  std::string model;
+  const EngineStats* stats = nullptr;
+  const OpProfile* profile = nullptr;  // exported when profiling is on
+};
+
 class ServerMetrics {
  public:
-  ServerMetrics();
-
-  Histogram time_to_first_token, inter_token_latency, e2e_latency, queue_time, prefill_time;
+  // The series of {model, route} (route empty: the model asked for by name), made on first use.
+  RequestMetrics& requests(const std::string& model, const std::string& route = "");
   void count_status(int status);
-
-  // Everything, with the engine's counters and gauges.
-  // profile: the engine's per-op times, exported when profiling is on.
-  std::string render(const EngineStats& engine, const OpProfile* profile = nullptr,
-                     const ToolStats* tools = nullptr) const;
   void count_task(const std::string& status);
+  // A route's decision: which model, and the kind of reason ("rule", "default", "arm",
+  // "override", "kept", "escalated").
+  void count_route(const std::string& route, const std::string& model, const std::string& decision);
+
+  // Everything: the request series, each engine's counters and gauges, tools, tasks, statuses.
+  std::string render(const std::vector<EngineView>& engines, const ToolStats* tools = nullptr) const;
 
  private:
   mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestMetrics>> series_;
   std::map<int, uint64_t> by_status_;
   std::map<std::string, uint64_t> tasks_by_status_;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> route_decisions_;
 };
 
 }  // namespace autoglm

@@ -45,7 +45,7 @@ int http_status_of(FinishReason reason) {
   }
 }
 
-ResponseWriter::ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, ServerMetrics& metrics)
+ResponseWriter::ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, RequestMetrics& metrics)
     : shape_(std::move(shape)),
       tokenizer_(tokenizer),
       metrics_(metrics),
@@ -217,6 +217,10 @@ std::string ResponseWriter::finish_choice(size_t index, const StreamEvent& ev, c
 
 // Every choice has finished: usage and [DONE] for a stream, else the whole body.
 ReplyChunk ResponseWriter::finish_reply() {
+  ++metrics_.requests;
+  if (status_ != 200) ++metrics_.errors;
+  metrics_.prompt_tokens += uint64_t(prompt_tokens_);
+  metrics_.completion_tokens += uint64_t(completion_tokens_);
   ReplyChunk chunk;
   chunk.complete = true;
   chunk.status = status_;

@@ -43,7 +43,7 @@ struct ResponseShape {
 
 class ResponseWriter {
  public:
-  ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, ServerMetrics& metrics);
+  ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, RequestMetrics& metrics);
 
   // One event of choice `index`; the reply is complete once every choice has finished.
   ReplyChunk consume(const StreamEvent& event, size_t index = 0);
@@ -73,7 +73,7 @@ class ResponseWriter {
 
   ResponseShape shape_;
   const Tokenizer& tokenizer_;
-  ServerMetrics& metrics_;
+  RequestMetrics& metrics_;
   std::vector<Choice> choices_;
   size_t finished_ = 0;
   // Usage as OpenAI sums it: the prompt once, the completions of every choice.

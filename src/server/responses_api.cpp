@@ -154,7 +154,7 @@ std::string responses_param(const std::string& p) {
 }
 
 ResponsesWriter::ResponsesWriter(const json& request, std::string id, std::string model, ResponseShape chat_shape,
-                                 const Tokenizer& tokenizer, ServerMetrics& metrics)
+                                 const Tokenizer& tokenizer, RequestMetrics& metrics)
     : request_(request),
       id_(std::move(id)),
       model_(std::move(model)),

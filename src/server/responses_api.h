@@ -49,7 +49,7 @@ class ResponsesWriter {
  public:
   // `request`: the Responses body (its settings are echoed in the response object).
   ResponsesWriter(const json& request, std::string id, std::string model, ResponseShape chat_shape,
-                  const Tokenizer& tokenizer, ServerMetrics& metrics);
+                  const Tokenizer& tokenizer, RequestMetrics& metrics);
 
   ReplyChunk consume(const StreamEvent& event, size_t index);
   // The finished response object and the conversation's messages from its output.

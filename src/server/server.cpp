@@ -13,7 +13,9 @@ constexpr int kIoThreads = 2;  // connections are cheap: generation runs on the 
 }  // namespace
 
 struct Server::Parts {
+  ServerOptions options;  // for reload
   ServerConfig config;
+  std::string first_model_path;
   std::unique_ptr<ApiService> api;
   std::unique_ptr<HttpServer> http;
   std::once_flag stopped;
@@ -28,9 +30,12 @@ Server::~Server() {
 Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   std::unique_ptr<Server> server(new Server());
   Parts& p = *server->parts_;
+  p.options = options;
   AUTOGLM_ASSIGN_OR_RETURN(p.config, load_server_config(options.config_path, options.overrides));
   for (const std::string& key : options.api_keys) p.config.api_keys.push_back(key);
-  if (p.config.model.empty()) return invalid_argument("model: no model given (the 'model' key or -m/--model)");
+  if (served_models(p.config).empty())
+    return invalid_argument("model: no model given (the 'model' key, 'models', or -m/--model)");
+  p.first_model_path = served_models(p.config).front().config->model;
   p.api = std::make_unique<ApiService>(p.config);
   p.http = std::make_unique<HttpServer>(*p.api, kIoThreads);
   AUTOGLM_RETURN_IF_ERROR(p.http->start(p.config.host, p.config.port));
@@ -50,7 +55,13 @@ int Server::port() const {
   return parts_->http->port();
 }
 const std::string& Server::model_path() const {
-  return parts_->config.model;
+  return parts_->first_model_path;
+}
+
+Status Server::reload() {
+  Parts& p = *parts_;
+  AUTOGLM_ASSIGN_OR_RETURN(const ServerConfig fresh, load_server_config(p.options.config_path, p.options.overrides));
+  return p.api->reload_routes(fresh);
 }
 double Server::shutdown_grace_seconds() const {
   return parts_->config.shutdown_grace_s;
