@@ -3,6 +3,8 @@
 // one-pass logits, stats, and a runtime without an engine.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "autoglm/runtime.h"
@@ -200,6 +202,28 @@ TEST_F(RuntimeApi, LogitsOfOnePassPickTheGreedyToken) {
   ASSERT_TRUE(one.is_ok());
   EXPECT_EQ(std::vector<float>(last, last + n_vocab), *one);
   EXPECT_FALSE(rt->logits({-1}, false).is_ok());
+}
+
+// A second model on the first one's threads: both answer at once, each exactly what it
+// answers alone (steps take turns; no result depends on the other model).
+TEST_F(RuntimeApi, AModelOpenedBesideAnotherSharesItsThreads) {
+  AUTOGLM_REQUIRE_SHARED("models/llama-2-tiny-random.gguf");
+  RuntimeOptions o;
+  o.kv_memory_mib = 16;
+  o.threads = 7;  // not used: the threads are the first runtime's
+  auto beside = Runtime::open_beside(*rt, test::shared_path("models/llama-2-tiny-random.gguf"), o);
+  ASSERT_TRUE(beside.is_ok()) << beside.status().message();
+  const Request story = greedy("Once upon a time", 40), other = greedy("Hello", 40);
+  const std::string story_alone = *rt->generate_text(story), other_alone = *(*beside)->generate_text(other);
+  std::string story_together, other_together;
+  std::thread second([&] { other_together = *(*beside)->generate_text(other); });
+  story_together = *rt->generate_text(story);
+  second.join();
+  EXPECT_EQ(story_together, story_alone);
+  EXPECT_EQ(other_together, other_alone);
+  auto tokenizer_only = Runtime::open_tokenizer(test::shared_path("models/hf/qwen2-tiny"));
+  ASSERT_TRUE(tokenizer_only.is_ok());
+  EXPECT_FALSE(Runtime::open_beside(**tokenizer_only, test::shared_path("models/stories260K.gguf")).is_ok());
 }
 
 TEST(RuntimeOpen, WithoutAnEngineOnlyTheFacadesWork) {

@@ -83,5 +83,32 @@ TEST(ThreadPool, CallersOnSeveralThreadsTakeTurns) {
   EXPECT_EQ(total.load(), 4 * 500 * 10);
 }
 
+// Turns go first come, first served: a caller that releases its turn and asks again waits
+// behind those already waiting (a std::mutex could hand it straight back).
+TEST(TurnQueue, TurnsGoInTheOrderTheyWereAskedFor) {
+  TurnQueue turns;
+  std::mutex order_mutex;
+  std::vector<int> order;
+  auto wait_until_waiting = [&](int64_t n) {
+    while (turns.waiting() < n) std::this_thread::yield();
+  };
+  std::vector<std::thread> callers;
+  {
+    auto first = turns.take();
+    EXPECT_EQ(turns.waiting(), 0);
+    for (int c = 0; c < 3; ++c) {
+      callers.emplace_back([&, c] {
+        auto turn = turns.take();
+        std::lock_guard<std::mutex> lock(order_mutex);
+        order.push_back(c);
+      });
+      wait_until_waiting(c + 1);  // caller c holds its ticket before the next one asks
+    }
+  }  // the first turn ends: the three go in the order they asked
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(turns.waiting(), 0);
+}
+
 }  // namespace
 }  // namespace autoglm
