@@ -394,7 +394,8 @@ TEST_F(Server, AccessLogHasOneLinePerRequest) {
   const std::string id = api_key_id("sk-secret-one");
   EXPECT_EQ(id.size(), 12u);
   const std::regex shape(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[-+]\d\d:\d\d access method=\S+ path=\S+ status=\d+ )"
-                         R"(prompt_tokens=\d+ completion_tokens=\d+ latency_ms=[0-9.]+ key=\S+ client=127\.0\.0\.1$)");
+                         R"(prompt_tokens=\d+ completion_tokens=\d+ latency_ms=[0-9.]+ key=\S+ client=127\.0\.0\.1)"
+                         R"(( model=\S+)?$)");
   for (const std::string& line : lines) {
     EXPECT_TRUE(std::regex_search(line, shape)) << line;
     EXPECT_EQ(line.find("secret"), std::string::npos) << line;
@@ -403,7 +404,10 @@ TEST_F(Server, AccessLogHasOneLinePerRequest) {
   EXPECT_NE(lines[0].find("completion_tokens=5 "), std::string::npos) << lines[0];
   EXPECT_EQ(lines[0].find("prompt_tokens=0 "), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("key=" + id), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" model=stories260K.gguf"), std::string::npos) << lines[0];  // the model that answered
+  EXPECT_EQ(lines[2].find(" model="), std::string::npos) << lines[2];
   EXPECT_NE(lines[1].find("status=200 "), std::string::npos) << lines[1];  // streamed
+  EXPECT_NE(lines[1].find(" model=stories260K.gguf"), std::string::npos) << lines[1];
   EXPECT_NE(lines[1].find("completion_tokens=4 "), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("method=GET path=/v1/models status=401"), std::string::npos) << lines[2];
   EXPECT_NE(lines[2].find("key=" + api_key_id("wrong")), std::string::npos) << lines[2];

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -83,31 +85,94 @@ TEST(ThreadPool, CallersOnSeveralThreadsTakeTurns) {
   EXPECT_EQ(total.load(), 4 * 500 * 10);
 }
 
-// Turns go first come, first served: a caller that releases its turn and asks again waits
-// behind those already waiting (a std::mutex could hand it straight back).
-TEST(TurnQueue, TurnsGoInTheOrderTheyWereAskedFor) {
+// Turns are fair by time: when a turn ends, the waiting seat that has held turns the least
+// goes next, whoever asked first; one that asks alone gets its turn at once.
+TurnQueue::Turn hold_for(TurnQueue::Seat& seat, std::chrono::milliseconds how_long) {
+  auto turn = seat.take();
+  std::this_thread::sleep_for(how_long);
+  return turn;
+}
+
+TEST(TurnQueue, TheSeatThatHeldTurnsLeastGoesNext) {
   TurnQueue turns;
+  TurnQueue::Seat busy(turns), quiet(turns), gate(turns);
+  { auto t = hold_for(busy, std::chrono::milliseconds(30)); }  // busy has held 30 ms, quiet none
   std::mutex order_mutex;
-  std::vector<int> order;
-  auto wait_until_waiting = [&](int64_t n) {
-    while (turns.waiting() < n) std::this_thread::yield();
+  std::vector<std::string> order;
+  auto ask = [&](TurnQueue::Seat& seat, const std::string& name) {
+    auto turn = seat.take();
+    std::lock_guard<std::mutex> lock(order_mutex);
+    order.push_back(name);
   };
   std::vector<std::thread> callers;
   {
-    auto first = turns.take();
-    EXPECT_EQ(turns.waiting(), 0);
-    for (int c = 0; c < 3; ++c) {
-      callers.emplace_back([&, c] {
-        auto turn = turns.take();
-        std::lock_guard<std::mutex> lock(order_mutex);
-        order.push_back(c);
-      });
-      wait_until_waiting(c + 1);  // caller c holds its ticket before the next one asks
-    }
-  }  // the first turn ends: the three go in the order they asked
+    auto held = gate.take();
+    callers.emplace_back(ask, std::ref(busy), "busy");  // asks first...
+    while (turns.waiting() < 1) std::this_thread::yield();
+    callers.emplace_back(ask, std::ref(quiet), "quiet");
+    while (turns.waiting() < 2) std::this_thread::yield();
+  }  // ...but quiet has held less: it goes first
   for (auto& t : callers) t.join();
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(order, (std::vector<std::string>{"quiet", "busy"}));
   EXPECT_EQ(turns.waiting(), 0);
+}
+
+// A seat that keeps working is not lifted to the others' time: a model with short steps
+// takes several while one with long steps takes one.
+TEST(TurnQueue, AWorkingSeatKeepsItsOwnTime) {
+  TurnQueue turns;
+  TurnQueue::Seat slow(turns), fast(turns), gate(turns);
+  { auto t = hold_for(slow, std::chrono::milliseconds(40)); }
+  { auto t = hold_for(fast, std::chrono::milliseconds(1)); }  // not idle since: keeps its 1 ms
+  std::vector<std::string> order;
+  std::mutex order_mutex;
+  std::vector<std::thread> callers;
+  {
+    auto held = gate.take();
+    callers.emplace_back([&] {
+      auto turn = slow.take();
+      std::lock_guard<std::mutex> lock(order_mutex);
+      order.push_back("slow");
+    });
+    while (turns.waiting() < 1) std::this_thread::yield();
+    callers.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) {  // three short turns, each asked for while slow waits
+        auto turn = hold_for(fast, std::chrono::milliseconds(2));
+        std::lock_guard<std::mutex> lock(order_mutex);
+        order.push_back("fast");
+      }
+    });
+    while (turns.waiting() < 2) std::this_thread::yield();
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"fast", "fast", "fast", "slow"}));
+}
+
+TEST(TurnQueue, TiesGoInTheOrderAskedAndIdlingBanksNoCredit) {
+  TurnQueue turns;
+  TurnQueue::Seat a(turns), b(turns), c(turns), gate(turns);
+  std::vector<std::string> order;
+  std::mutex order_mutex;
+  auto ask = [&](TurnQueue::Seat& seat, const std::string& name) {
+    auto turn = seat.take();
+    std::lock_guard<std::mutex> lock(order_mutex);
+    order.push_back(name);
+  };
+  { auto t = hold_for(gate, std::chrono::milliseconds(20)); }  // gate has held 20 ms; a, b and c none
+  std::vector<std::thread> callers;
+  {
+    auto held = gate.take();
+    // Each of a, b, c comes from idle to the least time of the seats in use (gate's 20 ms), so
+    // all tie: the order asked decides.
+    int n = 0;
+    for (auto [seat, name] : {std::pair{&c, "c"}, std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+      callers.emplace_back(ask, std::ref(*seat), name);
+      ++n;
+      while (turns.waiting() < n) std::this_thread::yield();
+    }
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"c", "a", "b"}));
 }
 
 }  // namespace

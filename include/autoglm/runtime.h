@@ -127,9 +127,10 @@ class Runtime {
  public:
   static Result<std::unique_ptr<Runtime>> open(const std::string& model_path, const RuntimeOptions& options = {});
   // Another model on `other`'s threads (options.threads and pin_threads are not used): the
-  // engines' steps take turns, first come first served, so several models in one process
-  // share the cores without oversubscribing them, and a long prompt of one (prefilled in
-  // chunks, one per step) holds the other's decodes back by one step at most.
+  // engines' steps take turns, fairly by time (the one that has held the threads least goes
+  // next), so several models in one process share the cores without oversubscribing them,
+  // and a long prompt of one (prefilled in chunks, one per step) holds the other's decodes
+  // back by one step at most.
   static Result<std::unique_ptr<Runtime>> open_beside(const Runtime& other, const std::string& model_path,
                                                       const RuntimeOptions& options = {});
   // The tokenizer and chat template alone: of a model file, or of a folder with tokenizer.json

@@ -34,7 +34,7 @@ class ThreadPool {
   // fn is only referenced: it must outlive the call (a lambda argument does).
   void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
   // Turns for callers that issue many jobs as one unit of work (an engine step): callers on
-  // different threads then alternate whole units, first come first served.
+  // different threads then take whole units in turn, fairly by time (see TurnQueue).
   TurnQueue& turns() { return turns_; }
 
  private:

@@ -1,25 +1,86 @@
 #include "core/turn_queue.h"
 
+#include <limits>
+
 namespace autoglm {
 
-TurnQueue::Turn TurnQueue::take() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t ticket = next_ticket_++;
-  next_.wait(lock, [&] { return serving_ == ticket; });
-  return Turn(this);
+TurnQueue::Seat::Seat(TurnQueue& queue) : queue_(queue), id_(queue.add_seat()) {}
+
+TurnQueue::Seat::~Seat() {
+  queue_.remove_seat(id_);
 }
 
-void TurnQueue::release() {
+TurnQueue::Turn TurnQueue::Seat::take() {
+  return queue_.take(id_);
+}
+
+void TurnQueue::Seat::idle() {
+  queue_.set_idle(id_);
+}
+
+void TurnQueue::set_idle(uint64_t seat) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  seats_.at(seat).idle = true;
+}
+
+uint64_t TurnQueue::add_seat() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  seats_[next_seat_] = SeatState{};
+  return next_seat_++;
+}
+
+void TurnQueue::remove_seat(uint64_t seat) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  seats_.erase(seat);
+}
+
+bool TurnQueue::is_next(uint64_t seat) const {
+  if (held_) return false;
+  const SeatState& me = seats_.at(seat);
+  for (const auto& [id, other] : seats_) {
+    if (id == seat || !other.waiting) continue;
+    if (other.held_seconds < me.held_seconds || (other.held_seconds == me.held_seconds && other.asked < me.asked))
+      return false;
+  }
+  return true;
+}
+
+TurnQueue::Turn TurnQueue::take(uint64_t seat) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  SeatState& me = seats_.at(seat);
+  if (me.idle) {  // back from idling: no less than the seats in use have held (no banked credit)
+    double least_in_use = std::numeric_limits<double>::infinity();
+    for (const auto& [id, other] : seats_)
+      if (id != seat && (other.waiting || (held_ && holder_ == id)))
+        least_in_use = std::min(least_in_use, other.held_seconds);
+    if (least_in_use != std::numeric_limits<double>::infinity())
+      me.held_seconds = std::max(me.held_seconds, least_in_use);
+    me.idle = false;
+  }
+  me.waiting = true;
+  me.asked = next_ask_++;
+  changed_.wait(lock, [&] { return is_next(seat); });
+  me.waiting = false;
+  held_ = true;
+  holder_ = seat;
+  return Turn(this, seat);
+}
+
+void TurnQueue::release(uint64_t seat, std::chrono::steady_clock::time_point started) {
+  const double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++serving_;
+    if (auto it = seats_.find(seat); it != seats_.end()) it->second.held_seconds += held;
+    held_ = false;
   }
-  next_.notify_all();
+  changed_.notify_all();
 }
 
 int64_t TurnQueue::waiting() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return int64_t(next_ticket_ - serving_) - (next_ticket_ > serving_ ? 1 : 0);
+  int64_t n = 0;
+  for (const auto& [id, s] : seats_) n += s.waiting;
+  return n;
 }
 
 }  // namespace autoglm

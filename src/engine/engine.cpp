@@ -145,7 +145,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       config_(config),
       blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
       runner_(model, pool),
-      turns_(pool.turns()) {
+      turn_seat_(pool.turns()) {
   blocks_.set_prefix_caching(config.prefix_cache);
   runner_.profile().set_enabled(config.profile);
   auto drafter = make_drafter(config.spec, model, draft, pool, draft_pool(config));
@@ -153,7 +153,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   drafter_ = std::move(drafter).value();
   stats_.kv_blocks_total = config.kv_blocks;
   {
-    auto turn = turns_.take();
+    auto turn = turn_seat_.take();
     calibrate_step_cost();
   }
   thread_ = std::thread([this] { loop(); });
@@ -257,14 +257,16 @@ void Engine::loop() {
     {
       std::unique_lock<std::mutex> lock(submit_mutex_);
       if (stopping_) break;
-      if (submitted_.empty() && waiting_.empty() && running_.empty() && embeddings_.empty())
+      if (submitted_.empty() && waiting_.empty() && running_.empty() && embeddings_.empty()) {
+        turn_seat_.idle();  // the other models' engines owe this one nothing for the time it waits
         submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty() || !embeddings_.empty(); });
+      }
       if (stopping_) break;
     }
     bool progressed = true;
     {
       // Other models' engines on this pool take their steps in between.
-      auto turn = turns_.take();
+      auto turn = turn_seat_.take();
       run_one_embedding();
       run_guarded(
           "engine", [&] { progressed = step(); },

@@ -128,7 +128,7 @@ class Engine {
   EngineConfig config_;
   BlockPool blocks_;
   ModelRunner runner_;
-  TurnQueue& turns_;  // the pool's: one step at a time among the engines that share it
+  TurnQueue::Seat turn_seat_;  // in the pool's turns: one step at a time among the engines that share it
   EngineStats stats_;
 
   std::mutex submit_mutex_;

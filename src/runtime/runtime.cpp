@@ -353,7 +353,8 @@ Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, b
   for (int32_t t : tokens)
     if (t < 0 || t >= p.model->spec().n_vocab)
       return invalid_argument("tokens: id " + std::to_string(t) + " is outside the vocabulary");
-  auto turn = p.pool->turns().take();  // between the engine's steps
+  TurnQueue::Seat seat(p.pool->turns());
+  auto turn = seat.take();  // between the engines' steps
   Generator generator(*p.model, *p.tokenizer, *p.pool, int64_t(tokens.size()) + 1, p.engine_config.kv_type);
   return generator.evaluate(tokens, all_positions);
 }

@@ -51,7 +51,8 @@ std::string AccessLog::format(const AccessEntry& e, std::chrono::steady_clock::t
   return "access method=" + token(e.method) + " path=" + token(e.path) + " status=" + std::to_string(e.status) +
          " prompt_tokens=" + std::to_string(e.prompt_tokens) +
          " completion_tokens=" + std::to_string(e.completion_tokens) + " latency_ms=" + latency +
-         " key=" + token(e.key_id) + " client=" + token(e.client);
+         " key=" + token(e.key_id) + " client=" + token(e.client) +
+         (e.model.empty() ? "" : " model=" + token(e.model)) + (e.route.empty() ? "" : " route=" + token(e.route));
 }
 
 void AccessLog::write(const AccessEntry& entry) {

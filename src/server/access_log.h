@@ -1,5 +1,6 @@
 // One line per answered request, through spdlog: when, method, path, status, tokens in and
-// out, latency, and which API key (an id derived from the key, never the key itself). The
+// out, latency, which API key (an id derived from the key, never the key itself), and for a
+// generation the model that answered and the route it came through. The
 // target comes from the config's `access_log`: "-" (stderr, the default), a file (appended),
 // or "" (off).
 #pragma once
@@ -19,6 +20,7 @@ namespace autoglm {
 
 struct AccessEntry {
   std::string method, path, key_id, client;
+  std::string model, route;  // of a generation: who answered, through which route (else empty)
   int status = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;
   std::chrono::steady_clock::time_point started;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -14,8 +13,6 @@
 #include "core/random_id.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
-#include "engine/request_limits.h"
-#include "server/cascade_stream.h"
 #include "server/openai_request.h"
 #include "server/routing_config.h"
 #include "tasks/subprocess.h"
@@ -23,56 +20,11 @@
 
 namespace autoglm {
 
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-// The text of a message's content: a string, or the text parts of an array.
-std::string content_text(const json& content) {
-  if (content.is_string()) return content.get<std::string>();
-  std::string text;
-  if (content.is_array())
-    for (const json& part : content)
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
-        text += part["text"].get<std::string>();
-  return text;
-}
-
-// What a route's rules and arms look at (the prompt's length is added once it is rendered).
-RouteFacts route_facts(const json& body, bool chat, const HttpRequest& req) {
-  RouteFacts f;
-  if (chat && body.contains("messages") && body["messages"].is_array())
-    for (const json& m : body["messages"])
-      if (m.is_object() && m.value("role", "") == "user" && m.contains("content"))
-        f.last_user_message = content_text(m["content"]);
-  if (!chat && body.contains("prompt") && body["prompt"].is_string()) f.last_user_message = body["prompt"];
-  f.has_tools = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
-  f.has_response_format = body.contains("response_format") && !body["response_format"].is_null();
-  f.headers = req.headers;
-  f.api_key = bearer_key(req.authorization);
-  if (body.contains("user") && body["user"].is_string()) f.user = body["user"];
-  return f;
-}
-
-void add_route_headers(Reply& r, const std::string& model, const std::string& route, const std::string& reason) {
-  r.headers.emplace_back("X-AutoGLM-Model", model);
-  if (route.empty()) return;
-  r.headers.emplace_back("X-AutoGLM-Route", route);
-  r.headers.emplace_back("X-AutoGLM-Route-Reason", reason);
-}
-
-double uniform_draw() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0, 1)(rng);
-}
-
-Reply busy(const std::string& message) {
+Reply busy_reply(const std::string& message) {
   Reply r = error_reply(429, message, "", "rate_limit_error");
   r.headers.emplace_back("Retry-After", "1");
   return r;
 }
-
-}  // namespace
 
 Reply error_reply(int status, const std::string& message, const std::string& param, const std::string& type) {
   Reply r;
@@ -507,7 +459,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   {
     std::lock_guard<std::mutex> lock(tasks_mutex_);
     if (tasks_running_ >= config_.max_queued)  // each task holds a thread: bound them like the queue
-      return busy("too many tasks running");
+      return busy_reply("too many tasks running");
     ++tasks_running_;
   }
   // A failure the request caused (an input too long for the context) is a 4xx naming the
@@ -599,74 +551,12 @@ Reply ApiService::detokenize(const std::string& body) {
   return r;
 }
 
-// The request path: typed request -> prompt -> engine request -> stream handle whose
-// events the response writer turns into the reply.
-// The prefix-cache salt of a request: its API key's unless the cache is shared across keys,
-// and the request's own cache_salt.
-uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
-  return prefix_cache_salt(config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "", request_salt);
-}
-
 Reply ApiService::embeddings(const std::string& body) {
   const json j = parse_body(body, config_.limits);
   Target target;
   if (auto other = resolve(j, target)) return *other;
   const ModelService& m = *target.model;
   return embeddings_reply(j, {*m.engine, *m.prompts, m.model->spec().n_embd, m.pooling, m.name});
-}
-
-// POST /v1/responses: the chat pipeline with the Responses writer; the finished response and
-// its conversation are stored (store: true) for GET and for previous_response_id, whose
-// conversation comes first in the prompt (and so finds its KV in the prefix cache).
-Reply ApiService::create_response(const HttpRequest& req) {
-  const json j = parse_body(req.body, config_.limits);
-  const std::string api_key = bearer_key(req.authorization);
-  Target target;
-  if (auto other = resolve(j, target, true)) return *other;
-  if (target.route && target.route->kind == RouteKind::kCascade)
-    return error_reply(400, "'" + target.route->name + "' is a cascade route, which serves chat and completions only",
-                       "model");
-  json previous = json::array();
-  if (j.contains("previous_response_id") && !j["previous_response_id"].is_null()) {
-    if (!j["previous_response_id"].is_string()) bad("previous_response_id", "'previous_response_id' must be a string");
-    const std::string id = j["previous_response_id"];
-    auto entry = responses_.get(id, api_key);
-    if (!entry) return error_reply(404, "no stored response '" + id + "'", "previous_response_id");
-    previous = entry->messages;
-  }
-  if (j.contains("store") && !j["store"].is_boolean()) bad("store", "'store' must be a boolean");
-  const bool store = j.value("store", true);
-  json conversation;
-  try {
-    const json chat_body = responses_to_chat(j, previous, conversation);
-    std::optional<PreparedGeneration> prepared;
-    std::string route_name;
-    RouteChoice choice{target.model->name, "", ""};
-    if (target.route) {
-      route_name = target.route->name;
-      choice = choose(*target.route, chat_body, true, req, prepared);
-    }
-    PreparedGeneration p =
-        prepared ? std::move(*prepared) : prepare_generation(chat_body, true, api_key, model_named(choice.model));
-    const std::string id = random_id("resp_");
-    RequestMetrics& series = metrics_.requests(p.model->name, route_name);
-    feedback_.remember(id, &series, p.model->name, route_name);
-    auto writer = std::make_shared<ResponsesWriter>(j, id, p.model->name, p.shape, *p.model->tokenizer, series);
-    Reply r = submit_generation(std::move(p),
-                                [this, writer, conversation, store, api_key, id](const StreamEvent& ev, size_t index) {
-                                  ReplyChunk chunk = writer->consume(ev, index);
-                                  if (chunk.complete && store) {
-                                    json all = conversation;
-                                    for (const json& m : writer->output_messages()) all.push_back(m);
-                                    responses_.put(id, {writer->response(), all, api_key});
-                                  }
-                                  return chunk;
-                                });
-    add_route_headers(r, choice.model, route_name, choice.reason);
-    return r;
-  } catch (const ParamError& e) {
-    bad(responses_param(e.param), e.message);
-  }
 }
 
 // GET or DELETE /v1/responses/{id}: only the key that created it sees it.
@@ -680,228 +570,6 @@ Reply ApiService::stored_response(const std::string& method, const std::string& 
   auto entry = responses_.get(id, api_key);
   if (!entry) return error_reply(404, "no stored response '" + id + "'");
   r.body = entry->response.dump(-1, ' ', false, json::error_handler_t::replace);
-  return r;
-}
-
-RouteChoice ApiService::choose(const Route& route, const json& body, bool chat, const HttpRequest& req,
-                               std::optional<PreparedGeneration>& prepared) {
-  RouteFacts facts = route_facts(body, chat, req);
-  RouteChoice choice;
-  if (route.kind == RouteKind::kRules) {
-    prepared = prepare_generation(body, chat, facts.api_key, model_named(route.default_model));
-    facts.prompt_tokens = int64_t(prepared->request.prompt.size());
-    choice = choose_by_rules(route, facts);
-    if (choice.model != route.default_model) prepared.reset();
-  } else {
-    choice = choose_arm(route, facts, uniform_draw());
-  }
-  metrics_.count_route(route.name, choice.model, choice.decision);
-  return choice;
-}
-
-Reply ApiService::generate(const HttpRequest& req, bool chat) {
-  const json j = parse_body(req.body, config_.limits);
-  Target target;
-  if (auto other = resolve(j, target, true)) return *other;
-  const std::string api_key = bearer_key(req.authorization);
-  const bool no_cache = req.cache_control.find("no-cache") != std::string::npos ||
-                        req.cache_control.find("no-store") != std::string::npos;
-  const bool use_cache = response_cache_ && !no_cache && bool_param(j, "cache", true);
-  if (!target.route) {
-    Reply r = generate_on(prepare_generation(j, chat, api_key, *target.model), j, "", use_cache);
-    add_route_headers(r, target.model->name, "", "");
-    return r;
-  }
-  const Route& route = *target.route;
-  if (route.kind == RouteKind::kCascade) return cascade(route, j, chat, api_key);
-  std::optional<PreparedGeneration> prepared;
-  const RouteChoice choice = choose(route, j, chat, req, prepared);
-  Reply r =
-      generate_on(prepared ? std::move(*prepared) : prepare_generation(j, chat, api_key, model_named(choice.model)), j,
-                  route.name, use_cache);
-  add_route_headers(r, choice.model, route.name, choice.reason);
-  return r;
-}
-
-Reply ApiService::generate_on(PreparedGeneration p, const json& j, const std::string& route, bool use_cache) {
-  ModelService& m = *p.model;
-  RequestMetrics& series = metrics_.requests(m.name, route);
-  feedback_.remember(p.shape.id, &series, m.name, route);
-  auto writer = std::make_shared<ResponseWriter>(p.shape, *m.tokenizer, series);
-  auto consume = [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
-  const std::optional<std::string> key =
-      use_cache ? response_cache_key(m.name, p.shape.chat, p.request.prompt, j, p.request) : std::nullopt;
-  if (!key) return submit_generation(std::move(p), consume);
-  if (auto hit = response_cache_->find(*key)) {
-    Reply r = replay(*hit, p, consume);
-    r.headers.emplace_back("X-AutoGLM-Cache", "hit");
-    return r;
-  }
-  auto recorder = std::make_shared<GenerationRecorder>(size_t(p.params.n));
-  Reply r = submit_generation(
-      std::move(p), [consume, recorder, cache = response_cache_, key = *key](const StreamEvent& ev, size_t choice) {
-        recorder->record(ev, choice);
-        ReplyChunk chunk = consume(ev, choice);
-        if (chunk.complete && recorder->whole()) cache->insert(key, recorder->take());
-        return chunk;
-      });
-  r.headers.emplace_back("X-AutoGLM-Cache", "miss");
-  return r;
-}
-
-// A cascade: the light model's first tokens decide whether it answers or the heavy one does
-// (see CascadeStream); both prompts are rendered up front, each with its model's template.
-Reply ApiService::cascade(const Route& route, const json& j, bool chat, const std::string& api_key) {
-  PreparedGeneration light = prepare_generation(j, chat, api_key, model_named(route.cascade.light));
-  PreparedGeneration heavy = prepare_generation(j, chat, api_key, model_named(route.cascade.heavy));
-  if (light.params.n > 1) bad("n", "a cascade route answers with one choice ('n' must be 1)");
-  heavy.shape.id = light.shape.id;  // one response, whichever model gives it
-  const int32_t wanted_logprobs = light.request.top_logprobs;
-  light.request.top_logprobs = std::max(1, wanted_logprobs);  // the confidence is the top-1 probability
-  RequestMetrics& light_series = metrics_.requests(light.model->name, route.name);
-  RequestMetrics& heavy_series = metrics_.requests(heavy.model->name, route.name);
-  auto light_writer = std::make_shared<ResponseWriter>(light.shape, *light.model->tokenizer, light_series);
-  auto heavy_writer = std::make_shared<ResponseWriter>(heavy.shape, *heavy.model->tokenizer, heavy_series);
-  auto light_handle = light.model->engine->submit(light.request);
-  if (!light_handle) {
-    if (light_handle.status().code() == StatusCode::kResourceExhausted) return busy(light_handle.status().message());
-    bad(light.prompt_param, light_handle.status().message());
-  }
-  auto decision = std::make_shared<std::optional<CascadeDecision>>();  // set on an engine thread, read after
-  auto tracked = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  tracked->push_back(track(*light_handle));
-  Engine* heavy_engine = heavy.model->engine;
-  auto submit_heavy = [this, heavy_engine, request = heavy.request, tracked]() {
-    auto handle = heavy_engine->submit(request);
-    if (handle) tracked->push_back(track(*handle));
-    return handle;
-  };
-  const std::string light_name = light.model->name, heavy_name = heavy.model->name, id = light.shape.id;
-  auto on_decided = [this, decision, route_name = route.name, light_name, heavy_name, id, &light_series,
-                     &heavy_series](const CascadeDecision& d) {
-    *decision = d;
-    const std::string& answered = d.escalated ? heavy_name : light_name;
-    metrics_.count_route(route_name, answered, d.escalated ? "escalated" : "kept");
-    feedback_.remember(id, d.escalated ? &heavy_series : &light_series, answered, route_name);
-  };
-  auto stream = CascadeStream::start(*light_handle, route.cascade, wanted_logprobs, submit_heavy, on_decided);
-  tracked->push_back(track(stream->output()));
-  Reply r;
-  r.stream = std::make_shared<ChoiceStreams>(stream->output(), 1, nullptr);
-  r.streaming = light.params.stream;
-  if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = [decision, light_writer, heavy_writer, tracked](const StreamEvent& ev, size_t index) {
-    return (*decision && (*decision)->escalated ? heavy_writer : light_writer)->consume(ev, index);
-  };
-  r.decided_headers = [decision, light_name, heavy_name, route_name = route.name]() {
-    Reply headers;
-    const bool escalated = *decision && (*decision)->escalated;
-    add_route_headers(headers, escalated ? heavy_name : light_name, route_name,
-                      *decision ? "cascade: " + (*decision)->reason : "cascade");
-    return headers.headers;
-  };
-  return r;
-}
-
-Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneration& p,
-                         std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
-  std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (const std::vector<StreamEvent>& events : cached.choices) {
-    handles.push_back(std::make_shared<StreamHandle>());
-    for (const StreamEvent& ev : events) handles.back()->push(ev);
-  }
-  Reply r;
-  r.stream = std::make_shared<ChoiceStreams>(
-      handles[0], handles.size(),
-      [handles](size_t index) -> Result<std::shared_ptr<StreamHandle>> { return handles[index]; });
-  r.streaming = p.params.stream;
-  if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = std::move(consume);
-  return r;
-}
-
-// A chat or completions body as the engine request and the response's shape (throws
-// ParamError naming the field).
-ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, bool chat, const std::string& api_key,
-                                                              ModelService& m) {
-  PreparedGeneration p;
-  p.model = &m;
-  ResponseShape& shape = p.shape;
-  GenerationParams& params = p.params;
-  std::vector<int32_t> prompt;
-  const char* prompt_param = chat ? "messages" : "prompt";
-  p.prompt_param = prompt_param;
-  if (chat) {
-    ChatRequest request = parse_chat_request(j, config_);
-    std::string error_param;
-    auto built = m.prompts->build(request.conversation, &error_param);
-    if (!built) bad(error_param, built.status().message());
-    prompt = std::move(built->ids);
-    params = std::move(request.params);
-    if (built->forced_call) params.grammar = built->forced_call;
-    if (request.conversation.tool_choice != ToolChoice::kNone) {
-      shape.tool_names = tool_function_names(request.conversation.tools);
-      shape.family = m.prompts->family();
-      shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
-      shape.parallel_tool_calls = request.parallel_tool_calls;
-    }
-  } else {
-    CompletionRequest request = parse_completion_request(j, config_);
-    prompt = m.prompts->encode_text(request.prompt);
-    params = std::move(request.params);
-  }
-  shape.chat = chat;
-  shape.stream = params.stream;
-  shape.include_usage = params.include_usage;
-  shape.logprobs = params.logprobs;
-  shape.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-  shape.model = m.name;
-  shape.created = int64_t(std::time(nullptr));
-  shape.choices = size_t(params.n);
-
-  GenerationRequest& g = p.request;
-  g = engine_request(params, std::move(prompt), m.model->generation_defaults(), m.engine->config().n_ctx);
-  g.cache_salt = cache_salt(api_key, params.cache_salt);
-  for (const auto& [token, bias] : g.sampling.logit_bias)
-    if (token >= m.tokenizer->n_vocab()) {
-      std::string where = "logit_bias.";
-      where += std::to_string(token);
-      bad(where, "token id " + std::to_string(token) + " is outside the vocabulary (" +
-                     std::to_string(m.tokenizer->n_vocab()) + " tokens)");
-    }
-  if (auto over = check_request_limits(g, config_.limits))
-    bad(over->param == "prompt" ? prompt_param : over->param, over->message);
-  return p;
-}
-
-// Submits the prepared request (n choices: see ChoiceStreams); `consume` turns its events
-// into the reply's bytes.
-Reply ApiService::submit_generation(PreparedGeneration p,
-                                    std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
-  GenerationRequest& g = p.request;
-  auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  Engine* engine = p.model->engine;
-  ChoiceStreams::Submit submit_choice = [this, engine, g,
-                                         in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
-    GenerationRequest choice = g;
-    if (choice.sampling.seed) choice.sampling.seed = *choice.sampling.seed + index;
-    auto handle = engine->submit(std::move(choice));
-    if (handle) in_flight->push_back(track(*handle));
-    return handle;
-  };
-  auto handle = engine->submit(std::move(g));
-  if (!handle) {
-    if (handle.status().code() == StatusCode::kResourceExhausted) return busy(handle.status().message());
-    bad(p.prompt_param, handle.status().message());
-  }
-  in_flight->push_back(track(*handle));
-  Reply r;
-  r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(p.params.n), std::move(submit_choice));
-  r.streaming = p.params.stream;
-  if (r.streaming) r.content_type = "text/event-stream";
-  r.consume = [consume = std::move(consume), in_flight](const StreamEvent& ev, size_t choice) {
-    return consume(ev, choice);
-  };
   return r;
 }
 

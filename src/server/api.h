@@ -185,6 +185,9 @@ class ApiService {
   int tasks_running_ = 0;
 };
 
+// 429 with Retry-After: 1 (a full queue).
+Reply busy_reply(const std::string& message);
+
 // {"error": {"message", "type", "param", "code"}} with its status.
 Reply error_reply(int status, const std::string& message, const std::string& param = "",
                   const std::string& type = "invalid_request_error");

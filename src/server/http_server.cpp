@@ -171,6 +171,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [k, v] : api_.cors_headers(origin_)) res->set(k, v);
     res->keep_alive(keep_alive);
     access_.status = reply.status;
+    note_answering_model(reply.headers);
     access_.prompt_tokens = reply.prompt_tokens;
     access_.completion_tokens = reply.completion_tokens;
     access_log_.write(access_);  // now: once the client has the reply, the server may be stopping
@@ -226,7 +227,16 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [k, v] : generation_headers_) pending_ += k + ": " + v + "\r\n";
     for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
     pending_ += "\r\n";
+    note_answering_model(generation_headers_);
     flush();
+  }
+
+  // The access log names the model that answered a generation and its route.
+  void note_answering_model(const std::vector<std::pair<std::string, std::string>>& headers) {
+    for (const auto& [k, v] : headers) {
+      if (k == "X-AutoGLM-Model") access_.model = v;
+      if (k == "X-AutoGLM-Route") access_.route = v;
+    }
   }
 
   // A client that goes away cancels its request: the read ends with an error. A half-close
