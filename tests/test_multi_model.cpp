@@ -254,7 +254,7 @@ TEST_F(MultiModel, TheSplitIsStickyPerUserAcrossARestartAndCountsPerArm) {
   EXPECT_EQ(feedback({{"response_id", response_of[user]}, {"score", 4}, {"comment", "good"}}).status, 200);
   EXPECT_EQ(metric("autoglm_feedback_total{model=\"" + arm + "\",route=\"ab\",rating=\"up\"}"), 1);
   EXPECT_EQ(metric("autoglm_feedback_total{model=\"" + arm + "\",route=\"ab\",rating=\"score\"}"), 1);
-  EXPECT_EQ(metric("autoglm_feedback_score_sum{model=\"" + arm + "\",route=\"ab\"}"), 4);
+  EXPECT_EQ(metric("autoglm_feedback_score_total{model=\"" + arm + "\",route=\"ab\"}"), 4);
   EXPECT_EQ(feedback({{"response_id", "chatcmpl-nope"}, {"thumbs", "up"}}).status, 404);
   const auto bad = feedback({{"response_id", response_of[user]}, {"thumbs", "sideways"}});
   EXPECT_EQ(bad.status, 400);

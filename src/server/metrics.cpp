@@ -143,9 +143,9 @@ void render_request_series(
     sample(out, "autoglm_feedback_total", labels_of(key) + ",rating=\"down\"", double(m->thumbs_down.load()));
     sample(out, "autoglm_feedback_total", labels_of(key) + ",rating=\"score\"", double(m->scores.load()));
   }
-  metric_header(out, "autoglm_feedback_score_sum", "counter", "The sum of feedback scores by model and route.");
+  metric_header(out, "autoglm_feedback_score_total", "counter", "The sum of feedback scores by model and route.");
   for (const auto& [key, m] : series)
-    sample(out, "autoglm_feedback_score_sum", labels_of(key), double(m->score_milli_sum.load()) / 1000.0);
+    sample(out, "autoglm_feedback_score_total", labels_of(key), double(m->score_milli_sum.load()) / 1000.0);
 }
 
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
