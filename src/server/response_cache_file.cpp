@@ -1,7 +1,5 @@
 #include "server/response_cache_file.h"
 
-#include <sqlite3.h>
-
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
@@ -69,84 +67,58 @@ CachedGeneration decode(const void* data, int size) {
   return g;
 }
 
-// Runs a statement with its parameters bound by `bind`; logs (and drops) a failure: the file
-// only backs the memory, which keeps serving.
-template <class Bind>
-void run(sqlite3* db, const char* sql, Bind bind) {
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK) {
-    bind(st);
-    if (sqlite3_step(st) != SQLITE_DONE)
-      log_line(LogLevel::kWarning, std::string("response cache file: ") + sqlite3_errmsg(db));
-  }
-  sqlite3_finalize(st);
+// A failed write is logged and dropped: the file only backs the memory, which keeps serving.
+void logged(const Status& st) {
+  if (!st.is_ok()) log_line(LogLevel::kWarning, st.message());
 }
 
 }  // namespace
 
 Result<std::unique_ptr<ResponseCacheFile>> ResponseCacheFile::open(const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
-    const std::string why = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return io_error("response_cache.path: " + path + ": " + why);
-  }
-  char* error = nullptr;
-  const char* schema =
-      "PRAGMA journal_mode=WAL;"
-      "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, expires REAL NOT NULL, written REAL NOT NULL, "
-      "data BLOB NOT NULL);";
-  if (sqlite3_exec(db, schema, nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string why = error ? error : "unknown error";
-    sqlite3_free(error);
-    sqlite3_close(db);
-    return io_error("response_cache.path: " + path + ": not a response cache database: " + why);
-  }
-  return std::unique_ptr<ResponseCacheFile>(new ResponseCacheFile(db));
+  AUTOGLM_ASSIGN_OR_RETURN(
+      auto db, SqliteDb::open(path,
+                              "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, expires REAL NOT NULL, "
+                              "written REAL NOT NULL, data BLOB NOT NULL);",
+                              "response_cache.path"));
+  return std::unique_ptr<ResponseCacheFile>(new ResponseCacheFile(std::move(db)));
 }
 
-ResponseCacheFile::~ResponseCacheFile() {
-  sqlite3_close(db_);
-}
+ResponseCacheFile::~ResponseCacheFile() = default;
 
 std::vector<ResponseCacheFile::Row> ResponseCacheFile::load() {
   std::vector<Row> rows;
-  const double now = unix_seconds(SystemClock::now());
-  run(db_, "DELETE FROM responses WHERE expires <= ?", [&](sqlite3_stmt* st) { sqlite3_bind_double(st, 1, now); });
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT key, expires, data FROM responses ORDER BY written DESC", -1, &st, nullptr) ==
-      SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      Row row;
-      row.key = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-      row.expires = SystemClock::time_point(std::chrono::duration_cast<SystemClock::duration>(
-          std::chrono::duration<double>(sqlite3_column_double(st, 1))));
-      try {
-        row.generation = decode(sqlite3_column_blob(st, 2), sqlite3_column_bytes(st, 2));
-      } catch (const json::exception& e) {
-        log_line(LogLevel::kWarning, "response cache file: entry " + row.key + " unreadable, skipped: " + e.what());
-        continue;
-      }
-      rows.push_back(std::move(row));
-    }
+  logged(db_->exec("DELETE FROM responses WHERE expires <= ?", {unix_seconds(SystemClock::now())}));
+  auto found = db_->query("SELECT key, expires, data FROM responses ORDER BY written DESC");
+  if (!found) {
+    logged(found.status());
+    return rows;
   }
-  sqlite3_finalize(st);
+  for (const SqlRow& r : *found) {
+    Row row;
+    row.key = sql_text(r[0]);
+    row.expires = SystemClock::time_point(
+        std::chrono::duration_cast<SystemClock::duration>(std::chrono::duration<double>(sql_number(r[1]))));
+    const std::string data = sql_text(r[2]);
+    try {
+      row.generation = decode(data.data(), int(data.size()));
+    } catch (const json::exception& e) {
+      log_line(LogLevel::kWarning, "response cache file: entry " + row.key + " unreadable, skipped: " + e.what());
+      continue;
+    }
+    rows.push_back(std::move(row));
+  }
   return rows;
 }
 
 void ResponseCacheFile::put(const std::string& key, const CachedGeneration& g, SystemClock::time_point expires) {
   const std::vector<uint8_t> data = encode(g);
-  run(db_, "INSERT OR REPLACE INTO responses (key, expires, written, data) VALUES (?, ?, ?, ?)", [&](sqlite3_stmt* st) {
-    sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(st, 2, unix_seconds(expires));
-    sqlite3_bind_double(st, 3, unix_seconds(SystemClock::now()));
-    sqlite3_bind_blob(st, 4, data.data(), int(data.size()), SQLITE_TRANSIENT);
-  });
+  logged(db_->exec(
+      "INSERT OR REPLACE INTO responses (key, expires, written, data) VALUES (?, ?, ?, ?)",
+      {key, unix_seconds(expires), unix_seconds(SystemClock::now()), SqlBlob{std::string(data.begin(), data.end())}}));
 }
 
 void ResponseCacheFile::remove(const std::string& key) {
-  run(db_, "DELETE FROM responses WHERE key = ?",
-      [&](sqlite3_stmt* st) { sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT); });
+  logged(db_->exec("DELETE FROM responses WHERE key = ?", {key}));
 }
 
 }  // namespace autoglm

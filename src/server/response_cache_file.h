@@ -10,8 +10,7 @@
 
 #include "autoglm/status.h"
 #include "server/response_cache.h"
-
-struct sqlite3;
+#include "server/sqlite_db.h"
 
 namespace autoglm {
 
@@ -34,8 +33,8 @@ class ResponseCacheFile {
   void remove(const std::string& key);
 
  private:
-  explicit ResponseCacheFile(sqlite3* db) : db_(db) {}
-  sqlite3* db_;
+  explicit ResponseCacheFile(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  std::unique_ptr<SqliteDb> db_;
 };
 
 }  // namespace autoglm

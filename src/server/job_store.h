@@ -1,0 +1,64 @@
+// Asynchronous jobs as rows of a SQLite file (jobs.data_dir/jobs.db): accepted jobs are
+// written before the client hears 202, so a restart (or a crash) loses none; jobs found
+// queued or running at start-up are run again. Status moves queued -> in_progress ->
+// completed | failed | cancelled; a finished job keeps its result until retention removes it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+#include "server/sqlite_db.h"
+
+namespace autoglm {
+
+enum class JobStatus { kQueued, kInProgress, kCompleted, kFailed, kCancelled };
+inline constexpr int kJobStatusCount = 5;
+
+const char* job_status_name(JobStatus s);  // "queued", "in_progress", ...
+std::optional<JobStatus> job_status_from_name(const std::string& name);
+bool job_finished(JobStatus s);
+
+struct Job {
+  std::string id;        // "job_..."
+  std::string endpoint;  // the synchronous route it runs: /v1/chat/completions, /v1/completions, /v1/tasks
+  std::string body;      // the request body, as sent
+  std::string owner;     // the API key's id ("" without keys): only its owner sees a job
+  std::string callback_url;
+  std::string metadata;  // JSON object text ("" for none)
+  JobStatus status = JobStatus::kQueued;
+  double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds (0: not yet)
+  int http_status = 0;                                     // of the finished request
+  std::string result;                                      // the response body (JSON text) of a completed or failed job
+  int32_t attempts = 0;                                    // times it was started (more than 1 after a restart)
+};
+
+class JobStore {
+ public:
+  // Errors name jobs.data_dir and the file.
+  static Result<std::unique_ptr<JobStore>> open(const std::string& path);
+
+  Status add(const Job& job);
+  std::optional<Job> get(const std::string& id);
+  // Newest first; `after`: the id the previous page ended with; `status`: only those.
+  Result<std::vector<Job>> list(const std::string& owner, std::optional<JobStatus> status, const std::string& after,
+                                int64_t limit);
+  Status start(const std::string& id, double now);
+  // Sets the end state unless the job already ended (a cancelled job stays cancelled): false then.
+  Result<bool> finish(const std::string& id, JobStatus status, int http_status, const std::string& result, double now);
+  // Queued or in progress, oldest first: what start-up runs again.
+  Result<std::vector<Job>> unfinished();
+  // Finished jobs that ended before `before` are deleted; how many.
+  Result<int64_t> remove_finished_before(double before);
+  std::map<JobStatus, int64_t> counts();
+
+ private:
+  explicit JobStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  std::unique_ptr<SqliteDb> db_;
+};
+
+}  // namespace autoglm

@@ -1,0 +1,53 @@
+// A SQLite file in WAL mode, made with its schema, and statements with bound values: what the
+// server's durable stores (the response cache's file, jobs) are written with. Errors name the
+// file's role and SQLite's reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "autoglm/status.h"
+
+struct sqlite3;
+
+namespace autoglm {
+
+struct SqlBlob {
+  std::string bytes;
+};
+using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string, SqlBlob>;
+using SqlRow = std::vector<SqlValue>;
+
+class SqliteDb {
+ public:
+  // Opens or creates `path` and runs `schema` (CREATE ... IF NOT EXISTS); `role` names the file
+  // in errors ("response_cache.path: /x.db: ..."). A file that is not a database is an error.
+  static Result<std::unique_ptr<SqliteDb>> open(const std::string& path, const std::string& schema,
+                                                const std::string& role);
+  ~SqliteDb();
+  SqliteDb(const SqliteDb&) = delete;
+  SqliteDb& operator=(const SqliteDb&) = delete;
+
+  // One statement, `params` bound to its ?s in order.
+  Status exec(const std::string& sql, const std::vector<SqlValue>& params = {});
+  Result<std::vector<SqlRow>> query(const std::string& sql, const std::vector<SqlValue>& params = {});
+  const std::string& role() const { return role_; }
+
+ private:
+  SqliteDb(sqlite3* db, std::string role) : db_(db), role_(std::move(role)) {}
+  Result<std::vector<SqlRow>> run(const std::string& sql, const std::vector<SqlValue>& params);
+
+  std::mutex mutex_;  // one statement at a time on the connection
+  sqlite3* db_;
+  std::string role_;
+};
+
+// A column as text / number ("" or 0 for NULL and other types).
+std::string sql_text(const SqlValue& v);
+double sql_number(const SqlValue& v);
+
+}  // namespace autoglm
