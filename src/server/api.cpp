@@ -53,6 +53,7 @@ void ApiService::shutdown() {
     tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
   }
   ready_ = false;
+  jobs_.reset();   // the runners first: they call the engines
   tasks_.reset();  // the task pipeline, then the engines' threads, then the models
   models_.clear();
 }
@@ -164,6 +165,12 @@ Status ApiService::load(const RuntimeOptions& base) {
   tasks_ = std::make_shared<TaskPipeline>(*first.engine, *first.tokenizer, *first.runtime->parts().chat_template,
                                           tools_, config_.task);
   AUTOGLM_RETURN_IF_ERROR(reload_routes(config_));
+  if (!config_.jobs.data_dir.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(jobs_, AsyncJobs::start(config_.jobs, config_.api_keys,
+                                                     [this](const Job& job, const std::string& key, JobRun& run) {
+                                                       return run_job(job, key, run);
+                                                     }));
+  }
   ready_ = true;
   return Status::ok();
 }
@@ -279,7 +286,13 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                                                                           {"POST", "/v1/responses"},
                                                                           {"GET", "/v1/responses/*"},
                                                                           {"DELETE", "/v1/responses/*"},
-                                                                          {"POST", "/v1/feedback"}};
+                                                                          {"POST", "/v1/feedback"},
+                                                                          {"POST", "/v1/async/chat/completions"},
+                                                                          {"POST", "/v1/async/completions"},
+                                                                          {"POST", "/v1/async/tasks"},
+                                                                          {"GET", "/v1/jobs"},
+                                                                          {"GET", "/v1/jobs/*"},
+                                                                          {"DELETE", "/v1/jobs/*"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path ||
@@ -344,6 +357,9 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/v1/responses") return create_response(req);
   if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req.method, path.substr(14), key);
   if (path == "/v1/feedback") return feedback(req.body);
+  if (path.rfind("/v1/async/", 0) == 0) return submit_job("/v1/" + path.substr(10), req.body, key);
+  if (path == "/v1/jobs") return jobs(req.target, key);
+  if (path.rfind("/v1/jobs/", 0) == 0) return job(req.method, path.substr(9), key);
   return generate(req, path == "/v1/chat/completions");
 }
 
@@ -412,6 +428,17 @@ Reply ApiService::metrics_text() {
   for (const auto& m : models_) engines.push_back({m->name, &m->engine->stats(), &m->engine->op_profile()});
   r.body = metrics_.render(engines, &tools_->stats());
   if (response_cache_) r.body += response_cache_->render_metrics();
+  if (jobs_) {
+    const auto counts = jobs_->counts();
+    metric_header(r.body, "autoglm_jobs", "gauge", "Async jobs in the store by status.");
+    for (int s = 0; s < kJobStatusCount; ++s) {
+      const auto it = counts.find(JobStatus(s));
+      r.body += std::string("autoglm_jobs{status=\"") + job_status_name(JobStatus(s)) + "\"} " +
+                std::to_string(it == counts.end() ? 0 : it->second) + "\n";
+    }
+    metric_header(r.body, "autoglm_jobs_queue_depth", "gauge", "Async jobs waiting for a runner.");
+    metric_sample(r.body, "autoglm_jobs_queue_depth", double(jobs_->queue_depth()));
+  }
   return r;
 }
 

@@ -154,6 +154,10 @@ class ApiService {
   Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
   Reply detokenize(const std::string& body);
   Reply feedback(const std::string& body);
+  Reply submit_job(const std::string& endpoint, const std::string& body, const std::string& api_key);
+  Reply job(const std::string& method, const std::string& id, const std::string& api_key);
+  Reply jobs(const std::string& target, const std::string& api_key);
+  std::pair<int, std::string> run_job(const Job& job, const std::string& api_key, JobRun& run);
   Reply models();
   Reply model(const std::string& id);
   Reply metrics_text();
@@ -168,6 +172,7 @@ class ApiService {
   std::shared_ptr<const RouteTable> routes_;  // replaced whole by reload_routes
   std::shared_ptr<const RouteTable> routes() const;
   FeedbackBook feedback_;
+  std::unique_ptr<AsyncJobs> jobs_;  // null: jobs.data_dir not set
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};

@@ -278,6 +278,27 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
   return Status::ok();
 }
 
+// jobs: {data_dir, concurrency, priority, retention_s}
+Status read_jobs(const ConfigReader& r, const YAML::Node& node, JobsConfig& j) {
+  constexpr const char* kKeys = "data_dir, concurrency, priority, retention_s";
+  if (!node.IsMap()) return r.error(node, "jobs", std::string("must be a mapping (") + kKeys + ")");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "jobs." + key;
+    if (key == "data_dir") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, j.data_dir));
+    } else if (key == "concurrency") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, j.concurrency, 1, 256));
+    } else if (key == "retention_s") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.retention_s, 1, 10 * 365 * 86400.0));
+    } else if (key == "priority") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, j.priority));  // checked once priorities are read
+    } else {
+      return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
+    }
+  }
+  return Status::ok();
+}
+
 // response_cache: {enabled: false, max_entries: 1024, max_bytes: 67108864, ttl_s: 3600, path: FILE}
 Status read_response_cache(const ConfigReader& r, const YAML::Node& node, ResponseCacheConfig& c) {
   constexpr const char* kKeys = "enabled, max_entries, max_bytes, ttl_s, path";
@@ -449,6 +470,7 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"tool_access", [&](const YAML::Node& n) { return read_tool_access(r, n, c); }},
       {"routes", [&](const YAML::Node& n) { return read_routes(r, n, c.routes); }},
       {"feedback_log", [&](const YAML::Node& n) { return r.scalar(n, "feedback_log", c.feedback_log); }},
+      {"jobs", [&](const YAML::Node& n) { return read_jobs(r, n, c.jobs); }},
   };
 }
 
@@ -541,6 +563,8 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
     AUTOGLM_RETURN_IF_ERROR(read_models(r, *models, c, c.models));
   }
   AUTOGLM_RETURN_IF_ERROR(check_routes(c.routes, served_model_names(c), origin));
+  if (!c.jobs.data_dir.empty() && !c.priorities.count(c.jobs.priority))
+    return invalid_argument(origin + ": 'jobs.priority' names no class of 'priorities' ('" + c.jobs.priority + "')");
   // Tools are checked whole at start-up: schemas, executors, placeholders, hosts, access lists.
   auto registry = ToolRegistry::build(c.tools, c.http_allowlist);
   if (!registry) return invalid_argument(origin + ": " + registry.status().message());

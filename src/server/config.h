@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/async_jobs.h"
 #include "server/response_cache.h"
 #include "server/routing.h"
 
@@ -79,6 +80,7 @@ struct ServerConfig {
   std::vector<ServedModel> models;
   RouteTable routes;         // routes: virtual model names (rules, cascade, split)
   std::string feedback_log;  // POST /v1/feedback verdicts as JSON lines in this file ("": metrics only)
+  JobsConfig jobs;           // jobs: asynchronous requests, durable in data_dir ("": off)
 };
 
 // The models a configuration serves: `models:`, or the single `model` named by its file.

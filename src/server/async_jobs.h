@@ -1,0 +1,91 @@
+// Asynchronous jobs: a request accepted now (202 and a job id) and run later, at a low
+// priority, by a few runner threads that call the synchronous route as a client would and
+// store its response. Jobs are rows of the JobStore first, so a restart loses none: those
+// found queued or running are run again. Cancelling stops a running job's generation.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "server/job_store.h"
+
+namespace autoglm {
+
+struct JobsConfig {
+  std::string data_dir;            // "" : async jobs off
+  int32_t concurrency = 2;         // jobs running at once
+  std::string priority = "low";    // the priority class jobs run at (interactive requests come first)
+  double retention_s = 7 * 86400;  // finished jobs are deleted this long after they ended
+};
+
+// A running job's stop switch: the runner arms it with what stops the work; a cancel that
+// comes first stops the work as soon as it is armed.
+class JobRun {
+ public:
+  void arm(std::function<void()> stop) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = std::move(stop);
+    if (cancelled_) stop_();
+  }
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    if (stop_) stop_();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::function<void()> stop_;
+  bool cancelled_ = false;
+};
+// What running a job needs from the server: the synchronous route's answer for the job's
+// body (the HTTP status and the response body); it arms `run`.
+using RunJob = std::function<std::pair<int, std::string>(const Job& job, const std::string& api_key, JobRun& run)>;
+
+class AsyncJobs {
+ public:
+  // Opens data_dir/jobs.db and starts the runners, resuming the jobs a previous run left.
+  // `keys`: the configured API keys (a resumed job runs as its owner's key again).
+  static Result<std::unique_ptr<AsyncJobs>> start(const JobsConfig& config, std::vector<std::string> keys, RunJob run);
+  ~AsyncJobs();  // stops the runners; jobs running stay in progress (resumed at the next start)
+
+  // The owner id of an API key (never the key): "" without one.
+  static std::string owner_of(const std::string& api_key);
+
+  Result<Job> submit(const std::string& endpoint, const std::string& body, const std::string& api_key,
+                     const std::string& metadata);
+  std::optional<Job> get(const std::string& id, const std::string& api_key);
+  Result<std::vector<Job>> list(const std::string& api_key, std::optional<JobStatus> status, const std::string& after,
+                                int64_t limit);
+  // Cancels a queued or running job; the job as it is now (nullopt: no such job of this key).
+  std::optional<Job> cancel(const std::string& id, const std::string& api_key);
+  std::map<JobStatus, int64_t> counts() { return store_->counts(); }
+  int64_t queue_depth();
+
+ private:
+  AsyncJobs(const JobsConfig& config, std::vector<std::string> keys, RunJob run, std::unique_ptr<JobStore> store);
+  void runner();
+  void run_one(const std::string& id);
+  std::string key_of_owner(const std::string& owner) const;
+
+  JobsConfig config_;
+  std::vector<std::string> keys_;
+  RunJob run_;
+  std::unique_ptr<JobStore> store_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::string> queue_;                           // ids waiting for a runner
+  std::map<std::string, std::shared_ptr<JobRun>> running_;  // id -> how to stop it
+  bool stopping_ = false;
+  std::vector<std::thread> runners_;
+};
+
+}  // namespace autoglm
