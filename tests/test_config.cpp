@@ -222,6 +222,26 @@ namespace {
 
 // Flags and keyword arguments reach the configuration as overrides by dotted key: they win
 // over the file, nested keys keep their siblings, and a bad value names its key.
+TEST(ServerConfigJobs, KeysAreReadAndCheckedByName) {
+  auto c = parse_server_config("jobs: {data_dir: /var/lib/autoglm, concurrency: 3, priority: high, retention_s: 60}\n",
+                               "j.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->jobs.data_dir, "/var/lib/autoglm");
+  EXPECT_EQ(c->jobs.concurrency, 3);
+  EXPECT_EQ(c->jobs.priority, "high");
+  EXPECT_EQ(c->jobs.retention_s, 60);
+  const std::pair<const char*, const char*> bad[] = {
+      {"jobs: {concurrency: 0}\n", "j.yaml:1: 'jobs.concurrency' must be between 1"},
+      {"jobs: {queue: 3}\n", "'jobs.queue' is not a known key"},
+      {"jobs: {data_dir: /x, priority: urgent}\n", "'jobs.priority' names no class of 'priorities' ('urgent')"},
+  };
+  for (const auto& [yaml, expected] : bad) {
+    auto e = parse_server_config(yaml, "j.yaml");
+    ASSERT_FALSE(e.is_ok()) << yaml;
+    EXPECT_NE(e.status().message().find(expected), std::string::npos) << e.status().message();
+  }
+}
+
 TEST(ServerConfigOverrides, DottedKeysOverTheFile) {
   const std::string path = ::testing::TempDir() + "/overrides.yaml";
   {
