@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and the tests need (idempotent).
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
-          libxxhash-dev libsqlite3-dev libboost-dev libyaml-cpp-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
+          libxxhash-dev libsqlite3-dev libssl-dev libboost-dev libyaml-cpp-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
           clang libclang-rt-dev  # clang and its libFuzzer runtime: scripts/fuzz.sh
           chromium               # a real page calling the API (tests/clients, CORS)
           python3-dev pybind11-dev python3-numpy python3-pytest python3-pytest-asyncio)  # the Python package

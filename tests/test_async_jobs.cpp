@@ -3,15 +3,18 @@
 // with the field named, and resumed after a restart.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "http_test_util.h"
 #include "server/api.h"
+#include "server/hmac.h"
 #include "server/http_server.h"
 #include "test_util.h"
 
@@ -21,6 +24,66 @@ namespace {
 using json = nlohmann::json;
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+// A callback receiver on a loopback port: answers each POST with the next scripted status
+// (the last one repeats) and keeps what it got.
+class Receiver {
+ public:
+  struct Got {
+    std::string body, job, attempt, signature;
+  };
+  explicit Receiver(std::vector<int> statuses, uint16_t port = 0)
+      : statuses_(std::move(statuses)), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), port}) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~Receiver() {
+    stopping_ = true;
+    boost::system::error_code ec;
+    boost::asio::io_context wake_ioc;
+    boost::asio::ip::tcp::socket wake(wake_ioc);
+    wake.connect({boost::asio::ip::make_address("127.0.0.1"), port()}, ec);  // ends the blocking accept
+    thread_.join();
+    acceptor_.close(ec);
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  std::vector<Got> got() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return got_;
+  }
+
+ private:
+  void serve() {
+    namespace http = boost::beast::http;
+    while (!stopping_) {
+      boost::system::error_code ec;
+      boost::asio::ip::tcp::socket socket(ioc_);
+      acceptor_.accept(socket, ec);
+      if (ec || stopping_) return;
+      boost::beast::flat_buffer buffer;
+      http::request<http::string_body> req;
+      http::read(socket, buffer, req, ec);
+      if (ec) continue;
+      int status;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        got_.push_back({req.body(), std::string(req["X-AutoGLM-Job"]), std::string(req["X-AutoGLM-Attempt"]),
+                        std::string(req["X-AutoGLM-Signature"])});
+        status = statuses_[std::min(got_.size(), statuses_.size()) - 1];
+      }
+      http::response<http::string_body> res(http::status(status), 11);
+      res.body() = "ok";
+      res.prepare_payload();
+      http::write(socket, res, ec);
+    }
+  }
+  std::vector<int> statuses_;
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::vector<Got> got_;
+};
+
 class AsyncJobsApi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -29,7 +92,7 @@ class AsyncJobsApi : public ::testing::Test {
     std::filesystem::remove_all(data_dir);
   }
   void start(int concurrency = 2, std::vector<std::string> keys = {}) {
-    ServerConfig cfg;
+    ServerConfig cfg = base;
     cfg.model = test::shared_path("models/stories260K.gguf");
     cfg.threads = 2;
     cfg.jobs.data_dir = data_dir;
@@ -74,6 +137,18 @@ class AsyncJobsApi : public ::testing::Test {
   static json chat(const std::string& content, int max_tokens) {
     return {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", max_tokens}, {"temperature", 0}};
   }
+  // Polls until a job's callback has settled (delivered or failed), or half a minute passed.
+  json wait_for_callback(const std::string& id) {
+    json job;
+    for (int i = 0; i < 600; ++i) {
+      job = get("/v1/jobs/" + id);
+      const std::string state = job.contains("callback") ? job["callback"].value("state", "") : "";
+      if (state == "delivered" || state == "failed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return job;
+  }
+  ServerConfig base;
   std::string data_dir;
   std::unique_ptr<ApiService> api;
   std::unique_ptr<HttpServer> server;
@@ -110,7 +185,11 @@ TEST_F(AsyncJobsApi, BadJobsAreRefusedNamingTheField) {
   start();
   auto param_of = [&](const test::HttpResult& r) { return r.j()["error"]["param"]; };
   json body = chat("Hi", 4);
-  body["callback_url"] = "http://127.0.0.1:9/hook";
+  body["callback_url"] = "http://example.com/hook";  // not in the allowlist (loopback by default)
+  const auto refused = post("/v1/async/chat/completions", body);
+  EXPECT_EQ(param_of(refused), "callback_url");
+  EXPECT_NE(refused.body.find("not in jobs.callback_allowlist"), std::string::npos) << refused.body;
+  body["callback_url"] = "https://127.0.0.1/hook";
   EXPECT_EQ(param_of(post("/v1/async/chat/completions", body)), "callback_url");
   EXPECT_EQ(param_of(post("/v1/async/chat/completions", with(chat("Hi", 4), {{"stream", true}}))), "stream");
   EXPECT_EQ(param_of(post("/v1/async/chat/completions", with(chat("Hi", 4), {{"metadata", {{"k", 1}}}}))), "metadata");
@@ -183,6 +262,88 @@ TEST_F(AsyncJobsApi, JobsLeftByAStopAreRunAgainAtTheNextStart) {
   EXPECT_EQ(resumed["result"]["usage"]["completion_tokens"], 400);
   EXPECT_EQ(next["status"], "completed");
   EXPECT_EQ(next["attempts"], 1);
+}
+
+TEST_F(AsyncJobsApi, CallbacksAreSignedAndDeliveredOnce) {
+  Receiver receiver({200});
+  base.jobs.callback_secret = "s3cret";
+  start();
+  json body = chat("Hi", 6);
+  body["callback_url"] = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
+  body["metadata"] = {{"ticket", "42"}};
+  const std::string id = post("/v1/async/chat/completions", body).j()["id"];
+  const json job = wait_for_callback(id);
+  EXPECT_EQ(job["callback"]["state"], "delivered") << job.dump();
+  ASSERT_EQ(job["callback"]["attempts"].size(), 1u);
+  EXPECT_EQ(job["callback"]["attempts"][0]["http_status"], 200);
+  const auto got = receiver.got();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].job, id);
+  EXPECT_EQ(got[0].attempt, "1");
+  EXPECT_EQ(got[0].signature, "sha256=" + hmac_sha256_hex("s3cret", got[0].body));
+  const json sent = json::parse(got[0].body);
+  EXPECT_EQ(sent["id"], id);
+  EXPECT_EQ(sent["status"], "completed");
+  EXPECT_EQ(sent["metadata"]["ticket"], "42");
+  EXPECT_EQ(sent["result"]["choices"][0]["message"]["content"], job["result"]["choices"][0]["message"]["content"]);
+}
+
+TEST_F(AsyncJobsApi, AFailingReceiverGetsABoundedNumberOfAttemptsAllRecorded) {
+  Receiver receiver({500});
+  base.jobs.callback_attempts = 3;
+  base.jobs.callback_backoff_s = 0.02;
+  start();
+  json body = chat("Hi", 2);
+  body["callback_url"] = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook";
+  const std::string id = post("/v1/async/chat/completions", body).j()["id"];
+  const json job = wait_for_callback(id);
+  EXPECT_EQ(job["callback"]["state"], "failed") << job.dump();
+  ASSERT_EQ(job["callback"]["attempts"].size(), 3u);
+  for (const json& a : job["callback"]["attempts"]) {
+    EXPECT_EQ(a["http_status"], 500);
+    EXPECT_NE(a["error"].get<std::string>().find("answered 500"), std::string::npos);
+  }
+  const auto got = receiver.got();
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].job, id);  // the same job id every time: the receiver can de-duplicate
+    EXPECT_EQ(got[i].attempt, std::to_string(i + 1));
+    EXPECT_EQ(got[i].body, got[0].body);
+    EXPECT_EQ(got[i].signature, "");  // no secret configured: no signature
+  }
+  EXPECT_EQ(test::metric_in(test::http_call(port, "GET", "/metrics").body,
+                            "autoglm_job_callback_attempts_total{outcome=\"failed\"}"),
+            3);
+}
+
+TEST_F(AsyncJobsApi, AReceiverThatWasDownGetsItAfterARestart) {
+  uint16_t free_port;
+  {
+    Receiver probe({200});
+    free_port = probe.port();
+  }                                  // nothing listens there now
+  base.jobs.callback_backoff_s = 2;  // the retry comes 1-2 s after the first attempt: after the restart
+  start();
+  json body = chat("Hi", 2);
+  body["callback_url"] = "http://127.0.0.1:" + std::to_string(free_port) + "/hook";
+  const std::string id = post("/v1/async/chat/completions", body).j()["id"];
+  json job;
+  for (int i = 0; i < 600; ++i) {
+    job = get("/v1/jobs/" + id);
+    if (job.contains("callback") && !job["callback"]["attempts"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(job["callback"]["attempts"].size(), 1u) << job.dump();
+  EXPECT_TRUE(job["callback"]["attempts"][0]["http_status"].is_null());  // connection refused
+  EXPECT_EQ(job["callback"]["state"], "pending");
+  stop();
+  Receiver receiver({200}, free_port);
+  start();  // the pending callback is read back and sent when due
+  const json after = wait_for_callback(id);
+  EXPECT_EQ(after["callback"]["state"], "delivered") << after.dump();
+  EXPECT_EQ(after["callback"]["attempts"].size(), 2u);
+  ASSERT_EQ(receiver.got().size(), 1u);
+  EXPECT_EQ(receiver.got()[0].attempt, "2");
 }
 
 TEST(AsyncJobsOff, WithoutADataDirTheRoutesSaySo) {

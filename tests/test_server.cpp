@@ -59,6 +59,13 @@ double metric(int port, const std::string& selector) {
 
 class Server : public ::testing::Test {
  protected:
+  // The defaults. (A temporary ServerConfig{} passed by value trips GCC 12's
+  // -Wmaybe-uninitialized at -O3, a false positive that -Werror in CI turns into an error.)
+  void start() { start(default_config()); }
+  static const ServerConfig& default_config() {
+    static const ServerConfig defaults;
+    return defaults;
+  }
   void start(ServerConfig cfg, bool load = true) {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     if (cfg.model.empty()) cfg.model = test::shared_path("models/stories260K.gguf");
@@ -190,7 +197,7 @@ TEST_F(Server, SpeculationIsCountedAndARequestCanOptOut) {
 }
 
 TEST_F(Server, LogitBiasBansAndForcesTokens) {
-  start(ServerConfig{});
+  start();
   const auto first_token = [&](const json& bias, double temperature) {
     json body = {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", temperature}, {"seed", 7}};
     if (!bias.is_null()) body["logit_bias"] = bias;
@@ -229,7 +236,7 @@ TEST_F(Server, LogitBiasBansAndForcesTokens) {
 
 // A "developer" message is the system message (it used to be dropped from the prompt).
 TEST_F(Server, DeveloperMessagesAreSystemMessages) {
-  start(ServerConfig{});
+  start();
   const auto prompt_tokens = [&](const std::string& role) {
     const json body = {
         {"messages",
@@ -244,7 +251,7 @@ TEST_F(Server, DeveloperMessagesAreSystemMessages) {
 
 // GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.
 TEST_F(Server, ModelRetrievalAndHead) {
-  start(ServerConfig{});
+  start();
   const std::string name = "stories260K.gguf";  // the served name: the file name
   const Response one = request(port, "GET", "/v1/models/" + name);
   ASSERT_EQ(one.status, 200) << one.body;
@@ -273,7 +280,7 @@ TEST_F(Server, CorsPreflightAndHeaders) {
       "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nOrigin: https://app.example\r\n"
       "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\n\r\n";
   {
-    start(ServerConfig{});
+    start();
     const auto [head, body] = split_reply(raw_response(port, preflight));
     EXPECT_EQ(head.compare(0, 12, "http/1.1 405"), 0) << head;
     EXPECT_EQ(head.find("access-control-allow-origin"), std::string::npos) << head;
@@ -340,7 +347,7 @@ TEST_F(Server, ExpectContinueIsAnswered) {
 // A client that half-closes after its request, or sends a stray byte while it waits, still
 // gets its reply (the disconnect watcher used to take either for a disconnect).
 TEST_F(Server, HalfCloseAndStrayBytesStillGetTheReply) {
-  start(ServerConfig{});
+  start();
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 32, "ignore_eos": true})";
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -429,7 +436,7 @@ TEST(ServerConfigRules, AccessLogThatCannotBeOpenedIsAStartUpError) {
 // summed as OpenAI does (the prompt once); the prompt is prefilled once: the later choices
 // find it in the prefix cache. Streamed, every choice ends with its own finish chunk.
 TEST_F(Server, NChoicesShareThePromptAndSumTheUsage) {
-  start(ServerConfig{});
+  start();
   std::string prompt;
   for (int i = 0; i < 12; ++i) prompt += "Once upon a time there was a little girl. ";
   json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 7}, {"n", 3}};
@@ -513,7 +520,7 @@ std::vector<float> decode_base64_floats(const std::string& text) {
 // /v1/embeddings: every input form, batched inputs equal single ones, base64 equals float,
 // `dimensions` truncates and normalises again; bad inputs are 400s naming the entry.
 TEST_F(Server, EmbeddingsInEveryInputForm) {
-  start(ServerConfig{});
+  start();
   auto embed = [&](const json& body) {
     const Response r = request(port, "POST", "/v1/embeddings", body.dump());
     EXPECT_EQ(r.status, 200) << r.body;
@@ -567,7 +574,7 @@ TEST_F(Server, EmbeddingsPoolingFollowsTheConfig) {
   server->stop();
   server.reset();
   api.reset();
-  start(ServerConfig{});
+  start();
   const json last = json::parse(request(port, "POST", "/v1/embeddings", R"({"input": "Once upon a time"})").body);
   EXPECT_NE(m["data"][0]["embedding"], last["data"][0]["embedding"]);
   EXPECT_FALSE(parse_server_config("embeddings_pooling: max\n", "t.yaml").is_ok());
@@ -676,7 +683,7 @@ TEST_F(Server, ResponsesCreateStoreContinueAndStream) {
 }
 
 TEST_F(Server, StreamsAreChunkedAndKeepTheConnection) {
-  start(ServerConfig{});
+  start();
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 8, "stream": true})";
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;

@@ -438,6 +438,13 @@ Reply ApiService::metrics_text() {
     }
     metric_header(r.body, "autoglm_jobs_queue_depth", "gauge", "Async jobs waiting for a runner.");
     metric_sample(r.body, "autoglm_jobs_queue_depth", double(jobs_->queue_depth()));
+    const auto outcomes = jobs_->callback_outcomes();
+    metric_header(r.body, "autoglm_job_callback_attempts_total", "counter", "Callback attempts by outcome.");
+    for (const char* outcome : {"delivered", "failed"}) {
+      const auto it = outcomes.find(outcome);
+      r.body += std::string("autoglm_job_callback_attempts_total{outcome=\"") + outcome + "\"} " +
+                std::to_string(it == outcomes.end() ? 0 : it->second) + "\n";
+    }
   }
   return r;
 }

@@ -10,27 +10,6 @@
 namespace autoglm {
 namespace {
 
-json job_json(const Job& job) {
-  json j = {{"id", job.id},
-            {"object", "job"},
-            {"endpoint", job.endpoint},
-            {"status", job_status_name(job.status)},
-            {"created_at", int64_t(job.created_at)},
-            {"started_at", job.started_at > 0 ? json(int64_t(job.started_at)) : json(nullptr)},
-            {"finished_at", job.finished_at > 0 ? json(int64_t(job.finished_at)) : json(nullptr)},
-            {"attempts", job.attempts},
-            {"status_url", "/v1/jobs/" + job.id},
-            {"metadata", job.metadata.empty() ? json(nullptr) : json::parse(job.metadata, nullptr, false)}};
-  if (job.status == JobStatus::kCompleted || job.status == JobStatus::kFailed) {
-    j["http_status"] = job.http_status;
-    json body = json::parse(job.result, nullptr, false);
-    if (body.is_discarded()) body = job.result;
-    j[job.status == JobStatus::kCompleted ? "result" : "error"] =
-        job.status == JobStatus::kFailed && body.is_object() && body.contains("error") ? body["error"] : body;
-  }
-  return j;
-}
-
 Reply json_reply(int status, const json& body) {
   Reply r;
   r.status = status;
@@ -45,7 +24,12 @@ Reply json_reply(int status, const json& body) {
 Reply ApiService::submit_job(const std::string& endpoint, const std::string& body, const std::string& api_key) {
   if (!jobs_) return error_reply(404, "async jobs are off: set jobs.data_dir in the configuration");
   json j = parse_body(body, config_.limits);
-  if (j.contains("callback_url")) bad("callback_url", "callbacks are not available yet: poll GET /v1/jobs/{id}");
+  std::string callback_url;
+  if (j.contains("callback_url") && !j["callback_url"].is_null()) {
+    if (!j["callback_url"].is_string()) bad("callback_url", "'callback_url' must be a string");
+    callback_url = j["callback_url"];
+  }
+  j.erase("callback_url");
   std::string metadata;
   if (j.contains("metadata") && !j["metadata"].is_null()) {
     const json& m = j["metadata"];
@@ -65,10 +49,11 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
     if (auto other = resolve(j, target, true)) return *other;
     if (!target.route) prepare_generation(j, endpoint == "/v1/chat/completions", api_key, *target.model);
   }
-  auto job = jobs_->submit(endpoint, j.dump(), api_key, metadata);
+  auto job = jobs_->submit(endpoint, j.dump(), api_key, metadata, callback_url);
+  if (!job && job.status().code() == StatusCode::kInvalidArgument) bad("callback_url", job.status().message());
   if (!job)
     return error_reply(503, "the job could not be stored: " + job.status().message(), "", "service_unavailable");
-  return json_reply(202, job_json(*job));
+  return json_reply(202, job_json(*job, jobs_->callback(job->id)));
 }
 
 // GET /v1/jobs/{id}, DELETE /v1/jobs/{id}: only the key that submitted a job sees it.
@@ -76,7 +61,7 @@ Reply ApiService::job(const std::string& method, const std::string& id, const st
   if (!jobs_) return error_reply(404, "async jobs are off: set jobs.data_dir in the configuration");
   auto job = method == "DELETE" ? jobs_->cancel(id, api_key) : jobs_->get(id, api_key);
   if (!job) return error_reply(404, "no job '" + id + "'");
-  return json_reply(200, job_json(*job));
+  return json_reply(200, job_json(*job, jobs_->callback(job->id)));
 }
 
 // GET /v1/jobs?status=&limit=&after=: newest first, paged as OpenAI's lists are.
@@ -108,7 +93,7 @@ Reply ApiService::jobs(const std::string& target, const std::string& api_key) {
   const bool more = int64_t(page->size()) > limit;
   if (more) page->pop_back();
   json data = json::array();
-  for (const Job& job : *page) data.push_back(job_json(job));
+  for (const Job& job : *page) data.push_back(job_json(job, jobs_->callback(job.id)));
   return json_reply(200, {{"object", "list"},
                           {"data", data},
                           {"first_id", page->empty() ? json(nullptr) : json(page->front().id)},

@@ -1,23 +1,61 @@
 #include "server/async_jobs.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include <xxhash.h>
 
 #include "core/last_resort.h"
 #include "core/log.h"
 #include "core/random_id.h"
+#include "server/callback_client.h"
+#include "server/hmac.h"
 
 namespace autoglm {
 namespace {
+
+using json = nlohmann::ordered_json;
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
+
+json job_json(const Job& job, const std::optional<CallbackState>& callback) {
+  json j = {{"id", job.id},
+            {"object", "job"},
+            {"endpoint", job.endpoint},
+            {"status", job_status_name(job.status)},
+            {"created_at", int64_t(job.created_at)},
+            {"started_at", job.started_at > 0 ? json(int64_t(job.started_at)) : json(nullptr)},
+            {"finished_at", job.finished_at > 0 ? json(int64_t(job.finished_at)) : json(nullptr)},
+            {"attempts", job.attempts},
+            {"status_url", "/v1/jobs/" + job.id},
+            {"metadata", job.metadata.empty() ? json(nullptr) : json::parse(job.metadata, nullptr, false)}};
+  if (job.status == JobStatus::kCompleted || job.status == JobStatus::kFailed) {
+    j["http_status"] = job.http_status;
+    json body = json::parse(job.result, nullptr, false);
+    if (body.is_discarded()) body = job.result;
+    j[job.status == JobStatus::kCompleted ? "result" : "error"] =
+        job.status == JobStatus::kFailed && body.is_object() && body.contains("error") ? body["error"] : body;
+  }
+  if (!job.callback_url.empty()) {
+    json attempts = json::array();
+    if (callback)
+      for (const CallbackAttempt& a : callback->history)
+        attempts.push_back({{"attempt", a.attempt},
+                            {"at", a.at},
+                            {"http_status", a.http_status == 0 ? json(nullptr) : json(a.http_status)},
+                            {"error", a.error.empty() ? json(nullptr) : json(a.error)}});
+    j["callback"] = {
+        {"url", job.callback_url}, {"state", callback ? callback->state : "waiting"}, {"attempts", attempts}};
+  }
+  return j;
+}
 
 std::string AsyncJobs::owner_of(const std::string& api_key) {
   if (api_key.empty()) return "";
@@ -36,10 +74,14 @@ Result<std::unique_ptr<AsyncJobs>> AsyncJobs::start(const JobsConfig& config, st
   AUTOGLM_ASSIGN_OR_RETURN(const std::vector<Job> left, store->unfinished());
   std::unique_ptr<AsyncJobs> jobs(new AsyncJobs(config, std::move(keys), std::move(run), std::move(store)));
   for (const Job& j : left) jobs->queue_.push_back(j.id);  // oldest first, as they came
+  AUTOGLM_RETURN_IF_ERROR(jobs->store_->schedule_callbacks(now_seconds()));
+  AUTOGLM_ASSIGN_OR_RETURN(const auto pending, jobs->store_->pending_callbacks());
+  for (const auto& [id, at] : pending) jobs->callbacks_due_.emplace(at, id);
   if (!left.empty())
     log_line(LogLevel::kInfo, "async jobs: resuming " + std::to_string(left.size()) + " unfinished job(s)");
   for (int i = 0; i < std::max(1, config.concurrency); ++i)
     jobs->runners_.emplace_back([p = jobs.get()] { p->runner(); });
+  jobs->deliverer_ = std::thread([p = jobs.get()] { p->deliverer(); });
   return jobs;
 }
 
@@ -54,7 +96,9 @@ AsyncJobs::~AsyncJobs() {
     for (auto& [id, run] : running_) run->cancel();
   }
   ready_.notify_all();
+  callback_ready_.notify_all();
   for (auto& t : runners_) t.join();
+  deliverer_.join();
 }
 
 std::string AsyncJobs::key_of_owner(const std::string& owner) const {
@@ -64,8 +108,12 @@ std::string AsyncJobs::key_of_owner(const std::string& owner) const {
 }
 
 Result<Job> AsyncJobs::submit(const std::string& endpoint, const std::string& body, const std::string& api_key,
-                              const std::string& metadata) {
+                              const std::string& metadata, const std::string& callback_url) {
+  if (!callback_url.empty()) {
+    AUTOGLM_RETURN_IF_ERROR(parse_callback_url(callback_url, config_.callback_allowlist).status());
+  }
   Job job;
+  job.callback_url = callback_url;
   job.id = random_id("job_");
   job.endpoint = endpoint;
   job.body = body;
@@ -98,8 +146,11 @@ std::optional<Job> AsyncJobs::cancel(const std::string& id, const std::string& a
   if (!job_finished(job->status)) {
     auto ended = store_->finish(id, JobStatus::kCancelled, 499, "", now_seconds());
     if (!ended) log_line(LogLevel::kWarning, "async jobs: " + ended.status().message());
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
+    }
+    if (ended && *ended && !job->callback_url.empty()) callback_due(id, now_seconds());
   }
   return store_->get(id);
 }
@@ -155,6 +206,71 @@ void AsyncJobs::run_one(const std::string& id) {
   auto ended =
       store_->finish(id, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, now_seconds());
   if (!ended) log_line(LogLevel::kWarning, "async jobs: " + ended.status().message());
+  if (ended && *ended && !job->callback_url.empty()) callback_due(id, now_seconds());
+}
+
+// Records that a finished job's callback is due (durably first).
+void AsyncJobs::callback_due(const std::string& id, double at) {
+  if (Status st = store_->schedule_callbacks(at); !st.is_ok())
+    log_line(LogLevel::kWarning, "async jobs: " + st.message());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    callbacks_due_.emplace(at, id);
+  }
+  callback_ready_.notify_one();
+}
+
+void AsyncJobs::deliverer() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    if (callbacks_due_.empty()) {
+      callback_ready_.wait(lock);
+      continue;
+    }
+    const double wait = callbacks_due_.begin()->first - now_seconds();
+    if (wait > 0) {
+      callback_ready_.wait_for(lock, std::chrono::duration<double>(std::min(wait, 60.0)));
+      continue;
+    }
+    const std::string id = callbacks_due_.begin()->second;
+    callbacks_due_.erase(callbacks_due_.begin());
+    lock.unlock();
+    run_guarded(
+        "callback", [&] { deliver(id); },
+        [&](const std::string& what) { log_line(LogLevel::kError, "callback of " + id + ": " + what); });
+    lock.lock();
+  }
+}
+
+// One attempt; the next is due after the backoff (doubling from callback_backoff_s, times a
+// jitter in [0.5, 1)) until the attempts are used up. The body and the job id are the same at
+// every attempt, so a receiver can drop duplicates.
+void AsyncJobs::deliver(const std::string& id) {
+  const auto job = store_->get(id);
+  const auto state = store_->callback(id);
+  if (!job || !state || state->state != "pending") return;
+  const std::string body = job_json(*job, std::nullopt).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::vector<std::pair<std::string, std::string>> headers = {
+      {"X-AutoGLM-Job", id}, {"X-AutoGLM-Attempt", std::to_string(state->attempts + 1)}};
+  if (!config_.callback_secret.empty())
+    headers.emplace_back("X-AutoGLM-Signature", "sha256=" + hmac_sha256_hex(config_.callback_secret, body));
+  CallbackOutcome outcome;
+  auto url = parse_callback_url(job->callback_url, config_.callback_allowlist);
+  if (url)
+    outcome = post_callback(*url, body, headers, config_.callback_timeout_s);
+  else
+    outcome.error = url.status().message();  // the allowlist changed since the job was accepted
+  CallbackAttempt attempt{state->attempts + 1, now_seconds(), outcome.http_status, outcome.error};
+  const bool last = attempt.attempt >= config_.callback_attempts;
+  const std::string next_state = outcome.delivered() ? "delivered" : last ? "failed" : "pending";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+  const double next_at = attempt.at + config_.callback_backoff_s * std::pow(2.0, attempt.attempt - 1) * jitter;
+  if (Status st = store_->record_attempt(id, attempt, next_state, next_at); !st.is_ok())
+    log_line(LogLevel::kWarning, "async jobs: " + st.message());
+  if (next_state != "pending") return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  callbacks_due_.emplace(next_at, id);
 }
 
 }  // namespace autoglm

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "autoglm/engine.h"
 #include "server/job_store.h"
 
@@ -24,6 +26,14 @@ struct JobsConfig {
   int32_t concurrency = 2;         // jobs running at once
   std::string priority = "low";    // the priority class jobs run at (interactive requests come first)
   double retention_s = 7 * 86400;  // finished jobs are deleted this long after they ended
+  // Callbacks: the body signed with HMAC-SHA256 under callback_secret (X-AutoGLM-Signature:
+  // sha256=HEX; no header without a secret); hosts a callback_url may name (empty: loopback);
+  // attempts, the first retry's delay (doubling, with jitter) and each attempt's timeout.
+  std::string callback_secret;
+  std::vector<std::string> callback_allowlist;
+  int32_t callback_attempts = 5;
+  double callback_backoff_s = 1;
+  double callback_timeout_s = 10;
 };
 
 // A running job's stop switch: the runner arms it with what stops the work; a cancel that
@@ -50,6 +60,9 @@ class JobRun {
 // body (the HTTP status and the response body); it arms `run`.
 using RunJob = std::function<std::pair<int, std::string>(const Job& job, const std::string& api_key, JobRun& run)>;
 
+// A job as the API shows it (GET /v1/jobs/{id}, and the body of its callback).
+nlohmann::ordered_json job_json(const Job& job, const std::optional<CallbackState>& callback);
+
 class AsyncJobs {
  public:
   // Opens data_dir/jobs.db and starts the runners, resuming the jobs a previous run left.
@@ -60,8 +73,11 @@ class AsyncJobs {
   // The owner id of an API key (never the key): "" without one.
   static std::string owner_of(const std::string& api_key);
 
+  // Errors: a callback_url not allowed (kInvalidArgument, naming it), or the store's.
   Result<Job> submit(const std::string& endpoint, const std::string& body, const std::string& api_key,
-                     const std::string& metadata);
+                     const std::string& metadata, const std::string& callback_url);
+  std::optional<CallbackState> callback(const std::string& id) { return store_->callback(id); }
+  std::map<std::string, int64_t> callback_outcomes() { return store_->attempt_outcomes(); }
   std::optional<Job> get(const std::string& id, const std::string& api_key);
   Result<std::vector<Job>> list(const std::string& api_key, std::optional<JobStatus> status, const std::string& after,
                                 int64_t limit);
@@ -74,6 +90,9 @@ class AsyncJobs {
   AsyncJobs(const JobsConfig& config, std::vector<std::string> keys, RunJob run, std::unique_ptr<JobStore> store);
   void runner();
   void run_one(const std::string& id);
+  void deliverer();
+  void deliver(const std::string& id);
+  void callback_due(const std::string& id, double at);
   std::string key_of_owner(const std::string& owner) const;
 
   JobsConfig config_;
@@ -86,6 +105,9 @@ class AsyncJobs {
   std::map<std::string, std::shared_ptr<JobRun>> running_;  // id -> how to stop it
   bool stopping_ = false;
   std::vector<std::thread> runners_;
+  std::multimap<double, std::string> callbacks_due_;  // when -> job id, under mutex_
+  std::condition_variable callback_ready_;
+  std::thread deliverer_;
 };
 
 }  // namespace autoglm

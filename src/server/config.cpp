@@ -280,7 +280,9 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
 
 // jobs: {data_dir, concurrency, priority, retention_s}
 Status read_jobs(const ConfigReader& r, const YAML::Node& node, JobsConfig& j) {
-  constexpr const char* kKeys = "data_dir, concurrency, priority, retention_s";
+  constexpr const char* kKeys =
+      "data_dir, concurrency, priority, retention_s, callback_secret, callback_allowlist, callback_attempts, "
+      "callback_backoff_s, callback_timeout_s";
   if (!node.IsMap()) return r.error(node, "jobs", std::string("must be a mapping (") + kKeys + ")");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar(), at = "jobs." + key;
@@ -292,6 +294,16 @@ Status read_jobs(const ConfigReader& r, const YAML::Node& node, JobsConfig& j) {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.retention_s, 1, 10 * 365 * 86400.0));
     } else if (key == "priority") {
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, j.priority));  // checked once priorities are read
+    } else if (key == "callback_secret") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, j.callback_secret));
+    } else if (key == "callback_allowlist") {
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, j.callback_allowlist));
+    } else if (key == "callback_attempts") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, j.callback_attempts, 1, 100));
+    } else if (key == "callback_backoff_s") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.callback_backoff_s, 0.001, 3600));
+    } else if (key == "callback_timeout_s") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.callback_timeout_s, 0.1, 600));
     } else {
       return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
     }

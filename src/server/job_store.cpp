@@ -57,7 +57,11 @@ Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path) {
                               "TEXT NOT NULL, metadata TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, "
                               "started_at REAL NOT NULL, finished_at REAL NOT NULL, http_status INTEGER NOT NULL, "
                               "result TEXT NOT NULL, attempts INTEGER NOT NULL);"
-                              "CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);",
+                              "CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);"
+                              "CREATE TABLE IF NOT EXISTS callbacks (job_id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                              "attempts INTEGER NOT NULL, next_at REAL NOT NULL);"
+                              "CREATE TABLE IF NOT EXISTS callback_attempts (job_id TEXT NOT NULL, attempt INTEGER NOT "
+                              "NULL, at REAL NOT NULL, http_status INTEGER NOT NULL, error TEXT NOT NULL);",
                               "jobs.data_dir"));
   return std::unique_ptr<JobStore>(new JobStore(std::move(db)));
 }
@@ -114,11 +118,62 @@ Result<std::vector<Job>> JobStore::unfinished() {
 }
 
 Result<int64_t> JobStore::remove_finished_before(double before) {
+  // A job goes with its callback, unless that is still to be delivered.
   AUTOGLM_ASSIGN_OR_RETURN(
       auto rows, db_->query("DELETE FROM jobs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ? "
-                            "RETURNING id",
+                            "AND id NOT IN (SELECT job_id FROM callbacks WHERE state = 'pending') RETURNING id",
                             {before}));
+  AUTOGLM_RETURN_IF_ERROR(db_->exec("DELETE FROM callbacks WHERE job_id NOT IN (SELECT id FROM jobs)"));
+  AUTOGLM_RETURN_IF_ERROR(db_->exec("DELETE FROM callback_attempts WHERE job_id NOT IN (SELECT id FROM jobs)"));
   return int64_t(rows.size());
+}
+
+Status JobStore::schedule_callbacks(double now) {
+  return db_->exec(
+      "INSERT OR IGNORE INTO callbacks (job_id, state, attempts, next_at) SELECT id, 'pending', 0, ? FROM jobs WHERE "
+      "callback_url != '' AND status IN ('completed', 'failed', 'cancelled')",
+      {now});
+}
+
+Result<std::vector<std::pair<std::string, double>>> JobStore::pending_callbacks() {
+  AUTOGLM_ASSIGN_OR_RETURN(
+      auto rows, db_->query("SELECT job_id, next_at FROM callbacks WHERE state = 'pending' ORDER BY next_at"));
+  std::vector<std::pair<std::string, double>> out;
+  for (const SqlRow& r : rows) out.emplace_back(sql_text(r[0]), sql_number(r[1]));
+  return out;
+}
+
+std::optional<CallbackState> JobStore::callback(const std::string& job_id) {
+  auto rows = db_->query("SELECT state, attempts, next_at FROM callbacks WHERE job_id = ?", {job_id});
+  if (!rows || rows->empty()) return std::nullopt;
+  CallbackState c;
+  c.state = sql_text((*rows)[0][0]);
+  c.attempts = int32_t(sql_number((*rows)[0][1]));
+  c.next_at = sql_number((*rows)[0][2]);
+  auto history = db_->query(
+      "SELECT attempt, at, http_status, error FROM callback_attempts WHERE job_id = ? ORDER BY attempt", {job_id});
+  if (history)
+    for (const SqlRow& r : *history)
+      c.history.push_back({int32_t(sql_number(r[0])), sql_number(r[1]), int(sql_number(r[2])), sql_text(r[3])});
+  return c;
+}
+
+Status JobStore::record_attempt(const std::string& job_id, const CallbackAttempt& a, const std::string& state,
+                                double next_at) {
+  AUTOGLM_RETURN_IF_ERROR(
+      db_->exec("INSERT INTO callback_attempts (job_id, attempt, at, http_status, error) VALUES (?, ?, ?, ?, ?)",
+                {job_id, int64_t(a.attempt), a.at, int64_t(a.http_status), a.error}));
+  return db_->exec("UPDATE callbacks SET state = ?, attempts = ?, next_at = ? WHERE job_id = ?",
+                   {state, int64_t(a.attempt), next_at, job_id});
+}
+
+std::map<std::string, int64_t> JobStore::attempt_outcomes() {
+  std::map<std::string, int64_t> out;
+  auto rows = db_->query(
+      "SELECT CASE WHEN error = '' THEN 'delivered' ELSE 'failed' END, COUNT(*) FROM callback_attempts GROUP BY 1");
+  if (rows)
+    for (const SqlRow& r : *rows) out[sql_text(r[0])] = int64_t(sql_number(r[1]));
+  return out;
 }
 
 std::map<JobStatus, int64_t> JobStore::counts() {

@@ -37,6 +37,22 @@ struct Job {
   int32_t attempts = 0;                                    // times it was started (more than 1 after a restart)
 };
 
+// A finished job's callback: pending (an attempt is due at next_at), delivered or failed
+// (attempts used up); every attempt is kept.
+struct CallbackAttempt {
+  int32_t attempt = 0;
+  double at = 0;
+  int http_status = 0;  // 0: no response
+  std::string error;    // "" : delivered
+};
+
+struct CallbackState {
+  std::string state;  // pending, delivered, failed
+  int32_t attempts = 0;
+  double next_at = 0;
+  std::vector<CallbackAttempt> history;
+};
+
 class JobStore {
  public:
   // Errors name jobs.data_dir and the file.
@@ -55,6 +71,16 @@ class JobStore {
   // Finished jobs that ended before `before` are deleted; how many.
   Result<int64_t> remove_finished_before(double before);
   std::map<JobStatus, int64_t> counts();
+
+  // Callbacks. A finished job with a callback_url that has none yet gets one due now (this
+  // also repairs a stop between a job's end and its callback's scheduling).
+  Status schedule_callbacks(double now);
+  // The callbacks still to deliver: job id and when.
+  Result<std::vector<std::pair<std::string, double>>> pending_callbacks();
+  std::optional<CallbackState> callback(const std::string& job_id);
+  Status record_attempt(const std::string& job_id, const CallbackAttempt& attempt, const std::string& state,
+                        double next_at);
+  std::map<std::string, int64_t> attempt_outcomes();  // delivered / failed attempts
 
  private:
   explicit JobStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
