@@ -117,35 +117,62 @@ TEST(TurnQueue, TheSeatThatHeldTurnsLeastGoesNext) {
   EXPECT_EQ(turns.waiting(), 0);
 }
 
-// A seat that keeps working is not lifted to the others' time: a model with short steps
-// takes several while one with long steps takes one.
-TEST(TurnQueue, AWorkingSeatKeepsItsOwnTime) {
+// A seat that keeps working (yielding between units) keeps the turn while it has held less
+// than the seats waiting: a model with short steps takes several while one with long steps
+// waits for one.
+TEST(TurnQueue, AWorkingSeatKeepsTheTurnWhileItIsOwedTime) {
   TurnQueue turns;
   TurnQueue::Seat slow(turns), fast(turns), gate(turns);
-  { auto t = hold_for(slow, std::chrono::milliseconds(40)); }
-  { auto t = hold_for(fast, std::chrono::milliseconds(1)); }  // not idle since: keeps its 1 ms
+  { auto t = hold_for(slow, std::chrono::milliseconds(200)); }  // far ahead, however slow the machine
   std::vector<std::string> order;
   std::mutex order_mutex;
+  auto record = [&](const char* who) {
+    std::lock_guard<std::mutex> lock(order_mutex);
+    order.push_back(who);
+  };
   std::vector<std::thread> callers;
   {
     auto held = gate.take();
     callers.emplace_back([&] {
       auto turn = slow.take();
-      std::lock_guard<std::mutex> lock(order_mutex);
-      order.push_back("slow");
+      record("slow");
     });
     while (turns.waiting() < 1) std::this_thread::yield();
     callers.emplace_back([&] {
-      for (int i = 0; i < 3; ++i) {  // three short turns, each asked for while slow waits
-        auto turn = hold_for(fast, std::chrono::milliseconds(2));
-        std::lock_guard<std::mutex> lock(order_mutex);
-        order.push_back("fast");
+      auto turn = fast.take();
+      for (int i = 0; i < 3; ++i) {  // three short units, still under slow's 200 ms
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        record("fast");
+        turn.yield();
       }
     });
     while (turns.waiting() < 2) std::this_thread::yield();
-  }
+  }  // fast (no time yet) goes first
   for (auto& t : callers) t.join();
   EXPECT_EQ(order, (std::vector<std::string>{"fast", "fast", "fast", "slow"}));
+}
+
+TEST(TurnQueue, AYieldingSeatHandsOverOnceItHasHeldMore) {
+  TurnQueue turns;
+  TurnQueue::Seat a(turns), b(turns);
+  std::vector<std::string> order;
+  std::mutex order_mutex;
+  auto record = [&](const char* who) {
+    std::lock_guard<std::mutex> lock(order_mutex);
+    order.push_back(who);
+  };
+  auto turn = a.take();
+  std::thread other([&] {
+    auto t = b.take();
+    record("b");
+  });
+  while (turns.waiting() < 1) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  record("a");
+  turn.yield();  // a has held 5 ms, b none: b goes, then a again
+  record("a");
+  other.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a"}));
 }
 
 TEST(TurnQueue, TiesGoInTheOrderAskedAndIdlingBanksNoCredit) {

@@ -76,6 +76,27 @@ void TurnQueue::release(uint64_t seat, std::chrono::steady_clock::time_point sta
   changed_.notify_all();
 }
 
+void TurnQueue::yield(uint64_t seat, std::chrono::steady_clock::time_point& started) {
+  const auto now = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  SeatState& me = seats_.at(seat);
+  me.held_seconds += std::chrono::duration<double>(now - started).count();
+  started = now;
+  bool someone_owed = false;  // a waiting seat that has held turns less (ties go to the waiter)
+  for (const auto& [id, other] : seats_)
+    someone_owed = someone_owed || (id != seat && other.waiting && other.held_seconds <= me.held_seconds);
+  if (!someone_owed) return;
+  held_ = false;
+  me.waiting = true;
+  me.asked = next_ask_++;
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return is_next(seat); });
+  me.waiting = false;
+  held_ = true;
+  holder_ = seat;
+  started = std::chrono::steady_clock::now();
+}
+
 int64_t TurnQueue::waiting() const {
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t n = 0;

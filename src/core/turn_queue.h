@@ -49,6 +49,11 @@ class TurnQueue {
     ~Turn() {
       if (queue_) queue_->release(seat_, started_);
     }
+    // Between two units of work: keeps the turn while this seat has held turns no longer than
+    // every seat waiting; else hands it to the one that has held least and waits for its
+    // next turn. (Releasing and taking again would lose the turn to any waiter: a waiting
+    // seat is granted the turn before this one asks again.)
+    void yield() { queue_->yield(seat_, started_); }
 
    private:
     friend class TurnQueue;
@@ -73,6 +78,7 @@ class TurnQueue {
   void set_idle(uint64_t seat);
   Turn take(uint64_t seat);
   void release(uint64_t seat, std::chrono::steady_clock::time_point started);
+  void yield(uint64_t seat, std::chrono::steady_clock::time_point& started);
   bool is_next(uint64_t seat) const;  // under mutex_
 
   mutable std::mutex mutex_;

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <cstdio>
 #include <unordered_map>
@@ -253,31 +255,37 @@ void Engine::run_one_embedding() {
 }
 
 void Engine::loop() {
+  // The pool's turn, held from step to step while there is work (other models' engines on
+  // this pool take their steps in between: yield hands it over when they are owed time).
+  std::optional<TurnQueue::Turn> turn;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(submit_mutex_);
       if (stopping_) break;
       if (submitted_.empty() && waiting_.empty() && running_.empty() && embeddings_.empty()) {
+        turn.reset();
         turn_seat_.idle();  // the other models' engines owe this one nothing for the time it waits
         submit_ready_.wait(lock, [this] { return stopping_ || !submitted_.empty() || !embeddings_.empty(); });
       }
       if (stopping_) break;
     }
+    if (turn)
+      turn->yield();
+    else
+      turn.emplace(turn_seat_.take());
     bool progressed = true;
-    {
-      // Other models' engines on this pool take their steps in between.
-      auto turn = turn_seat_.take();
-      run_one_embedding();
-      run_guarded(
-          "engine", [&] { progressed = step(); },
-          [this](const std::string& what) { fail_running("internal error: " + what); });
-    }
+    run_one_embedding();
+    run_guarded(
+        "engine", [&] { progressed = step(); },
+        [this](const std::string& what) { fail_running("internal error: " + what); });
     if (!progressed) {
-      // Nothing could run (e.g. waiting for blocks): avoid spinning.
+      // Nothing could run (e.g. waiting for blocks): avoid spinning, and let the others run.
+      turn.reset();
       std::unique_lock<std::mutex> lock(submit_mutex_);
       submit_ready_.wait_for(lock, std::chrono::milliseconds(5));
     }
   }
+  turn.reset();
   for (auto* list : {&running_, &waiting_})
     while (!list->empty()) {
       finish(*list->front(), FinishReason::kCancelled, "the engine stopped");
