@@ -14,24 +14,15 @@
 namespace autoglm {
 namespace {
 
-// The text of a message's content: a string, or the text parts of an array.
-std::string content_text(const json& content) {
-  if (content.is_string()) return content.get<std::string>();
-  std::string text;
-  if (content.is_array())
-    for (const json& part : content)
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
-        text += part["text"].get<std::string>();
-  return text;
-}
-
 // What a route's rules and arms look at (the prompt's length is added once it is rendered).
 RouteFacts route_facts(const json& body, bool chat, const HttpRequest& req) {
   RouteFacts f;
   if (chat && body.contains("messages") && body["messages"].is_array())
-    for (const json& m : body["messages"])
+    for (size_t i = 0; i < body["messages"].size(); ++i) {
+      const json& m = body["messages"][i];
       if (m.is_object() && m.value("role", "") == "user" && m.contains("content"))
-        f.last_user_message = content_text(m["content"]);
+        f.last_user_message = content_text(m["content"], "messages[" + std::to_string(i) + "].content");
+    }
   if (!chat && body.contains("prompt") && body["prompt"].is_string()) f.last_user_message = body["prompt"];
   f.has_tools = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
   f.has_response_format = body.contains("response_format") && !body["response_format"].is_null();

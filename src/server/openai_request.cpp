@@ -8,9 +8,7 @@
 #include "sample/json_schema.h"
 
 namespace autoglm {
-namespace {
 
-// Message content: a string, or an array of {"type": "text", "text": ...} parts.
 std::string content_text(const json& content, const std::string& param) {
   if (content.is_null()) return "";
   if (content.is_string()) return check_utf8(content.get<std::string>(), param);
@@ -24,6 +22,8 @@ std::string content_text(const json& content, const std::string& param) {
   }
   return text;
 }
+
+namespace {
 
 // {"token id": bias}: ids as decimal strings, biases in [-100, 100]; an entry that is wrong
 // is named ("logit_bias.50256"). Ids past the vocabulary are checked against the model later.

@@ -54,6 +54,9 @@ struct CompletionRequest {
 };
 
 ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
+// Message content: a string, or an array of {"type": "text", "text": ...} parts, as one text
+// (throws ParamError naming `param` when it is neither).
+std::string content_text(const json& content, const std::string& param);
 CompletionRequest parse_completion_request(const json& body, const ServerConfig& config);
 
 // The engine's request: what the request leaves unset comes from the model's
