@@ -223,14 +223,20 @@ namespace {
 // Flags and keyword arguments reach the configuration as overrides by dotted key: they win
 // over the file, nested keys keep their siblings, and a bad value names its key.
 TEST(ServerConfigJobs, KeysAreReadAndCheckedByName) {
-  auto c = parse_server_config("jobs: {data_dir: /var/lib/autoglm, concurrency: 3, priority: high, retention_s: 60}\n",
-                               "j.yaml");
+  auto c = parse_server_config(
+      "jobs: {data_dir: /var/lib/autoglm, concurrency: 3, priority: high, retention_s: 60, max_bytes: 1048576, "
+      "max_file_bytes: 4096}\n",
+      "j.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->jobs.data_dir, "/var/lib/autoglm");
   EXPECT_EQ(c->jobs.concurrency, 3);
   EXPECT_EQ(c->jobs.priority, "high");
   EXPECT_EQ(c->jobs.retention_s, 60);
+  EXPECT_EQ(c->jobs.max_bytes, 1048576);
+  EXPECT_EQ(c->jobs.max_file_bytes, 4096);
   const std::pair<const char*, const char*> bad[] = {
+      {"jobs: {max_bytes: 100}\n", "'jobs.max_bytes' must be between 65536"},
+      {"jobs: {max_file_bytes: -1}\n", "'jobs.max_file_bytes' must be between 1024"},
       {"jobs: {concurrency: 0}\n", "j.yaml:1: 'jobs.concurrency' must be between 1"},
       {"jobs: {queue: 3}\n", "'jobs.queue' is not a known key"},
       {"jobs: {data_dir: /x, priority: urgent}\n", "'jobs.priority' names no class of 'priorities' ('urgent')"},

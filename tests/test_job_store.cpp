@@ -1,6 +1,6 @@
 // The durable job store: what is written survives reopening the file (a restart), unfinished
 // jobs are found again, ends are final, pages and retention, and a file that is not a
-// database is an error naming it.
+// database is an error naming it; the SQLite file's transactions and its size cap.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -102,6 +102,29 @@ TEST(JobStore, AFileThatIsNotADatabaseIsAnErrorNamingIt) {
   auto missing = JobStore::open("/nonexistent-dir/jobs.db");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("/nonexistent-dir/jobs.db"), std::string::npos);
+}
+
+TEST(SqliteDb, ATransactionKeepsAllOrNothingAndAFullFileSaysSo) {
+  auto db = SqliteDb::open(fresh_path("tx.db"), "CREATE TABLE t (v TEXT NOT NULL);", "test", 256 << 10);
+  ASSERT_TRUE(db.is_ok()) << db.status().message();
+  SqliteDb& d = **db;
+  const Status failed = d.transaction([&]() -> Status {
+    AUTOGLM_RETURN_IF_ERROR(d.exec("INSERT INTO t VALUES ('a')"));
+    return d.exec("INSERT INTO t VALUES (NULL)");  // NOT NULL: the whole transaction goes
+  });
+  EXPECT_FALSE(failed.is_ok());
+  EXPECT_EQ(d.query("SELECT v FROM t")->size(), 0u);
+  ASSERT_TRUE(d.transaction([&]() -> Status {
+                 AUTOGLM_RETURN_IF_ERROR(d.exec("INSERT INTO t VALUES ('a')"));
+                 return d.exec("INSERT INTO t VALUES ('b')");
+               }).is_ok());
+  EXPECT_EQ(d.query("SELECT v FROM t")->size(), 2u);
+  Status full;
+  for (int i = 0; i < 100 && full.is_ok(); ++i) full = d.exec("INSERT INTO t VALUES (?)", {std::string(16 << 10, 'x')});
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("test: "), std::string::npos) << full.message();
+  EXPECT_NE(full.message().find("full"), std::string::npos) << full.message();
+  EXPECT_EQ(d.query("SELECT v FROM t WHERE v IN ('a', 'b')")->size(), 2u);  // what was there stays
 }
 
 }  // namespace

@@ -53,7 +53,9 @@ void ApiService::shutdown() {
     tasks_done_.wait(lock, [&] { return tasks_running_ == 0; });
   }
   ready_ = false;
-  jobs_.reset();   // the runners first: they call the engines
+  if (jobs_) jobs_->stop();  // the runners first: they call the engines and the batches
+  batches_.reset();
+  jobs_.reset();
   tasks_.reset();  // the task pipeline, then the engines' threads, then the models
   models_.clear();
 }
@@ -170,8 +172,10 @@ Status ApiService::load(const RuntimeOptions& base) {
                                                      [this](const Job& job, const std::string& key, JobRun& run) {
                                                        return run_job(job, key, run);
                                                      }));
+    AUTOGLM_ASSIGN_OR_RETURN(batches_, Batches::start(*jobs_, config_.jobs));
   }
   ready_ = true;
+  if (jobs_) jobs_->run();  // once ready: the jobs it resumes are answered, not told "loading"
   return Status::ok();
 }
 
@@ -292,7 +296,15 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                                                                           {"POST", "/v1/async/tasks"},
                                                                           {"GET", "/v1/jobs"},
                                                                           {"GET", "/v1/jobs/*"},
-                                                                          {"DELETE", "/v1/jobs/*"}};
+                                                                          {"DELETE", "/v1/jobs/*"},
+                                                                          {"POST", "/v1/files"},
+                                                                          {"GET", "/v1/files"},
+                                                                          {"GET", "/v1/files/*"},
+                                                                          {"DELETE", "/v1/files/*"},
+                                                                          {"POST", "/v1/batches"},
+                                                                          {"GET", "/v1/batches"},
+                                                                          {"GET", "/v1/batches/*"},
+                                                                          {"POST", "/v1/batches/*"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path ||
@@ -360,6 +372,8 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path.rfind("/v1/async/", 0) == 0) return submit_job("/v1/" + path.substr(10), req.body, key);
   if (path == "/v1/jobs") return jobs(req.target, key);
   if (path.rfind("/v1/jobs/", 0) == 0) return job(req.method, path.substr(9), key);
+  if (path == "/v1/files" || path.rfind("/v1/files/", 0) == 0) return files_route(req, key);
+  if (path == "/v1/batches" || path.rfind("/v1/batches/", 0) == 0) return batches_route(req, key);
   return generate(req, path == "/v1/chat/completions");
 }
 
@@ -428,24 +442,7 @@ Reply ApiService::metrics_text() {
   for (const auto& m : models_) engines.push_back({m->name, &m->engine->stats(), &m->engine->op_profile()});
   r.body = metrics_.render(engines, &tools_->stats());
   if (response_cache_) r.body += response_cache_->render_metrics();
-  if (jobs_) {
-    const auto counts = jobs_->counts();
-    metric_header(r.body, "autoglm_jobs", "gauge", "Async jobs in the store by status.");
-    for (int s = 0; s < kJobStatusCount; ++s) {
-      const auto it = counts.find(JobStatus(s));
-      r.body += std::string("autoglm_jobs{status=\"") + job_status_name(JobStatus(s)) + "\"} " +
-                std::to_string(it == counts.end() ? 0 : it->second) + "\n";
-    }
-    metric_header(r.body, "autoglm_jobs_queue_depth", "gauge", "Async jobs waiting for a runner.");
-    metric_sample(r.body, "autoglm_jobs_queue_depth", double(jobs_->queue_depth()));
-    const auto outcomes = jobs_->callback_outcomes();
-    metric_header(r.body, "autoglm_job_callback_attempts_total", "counter", "Callback attempts by outcome.");
-    for (const char* outcome : {"delivered", "failed"}) {
-      const auto it = outcomes.find(outcome);
-      r.body += std::string("autoglm_job_callback_attempts_total{outcome=\"") + outcome + "\"} " +
-                std::to_string(it == outcomes.end() ? 0 : it->second) + "\n";
-    }
-  }
+  if (jobs_) jobs_metrics(r.body);
   return r;
 }
 

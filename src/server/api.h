@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/runtime_parts.h"
+#include "server/batches.h"
 #include "server/choice_streams.h"
 #include "server/config.h"
 #include "server/feedback.h"
@@ -112,6 +113,9 @@ class ApiService {
   // the headers have arrived: a refusal is answered before any body is read. A request that
   // passed them goes to handle_admitted; handle does both.
   std::optional<Reply> admit(const HttpRequest& head);
+  // The most body bytes this request may send: max_body_bytes, or jobs.max_file_bytes (and
+  // room for the form around it) for an upload to /v1/files.
+  int64_t body_limit(const HttpRequest& head) const;
   // The CORS headers every response to a request from `origin` carries (none when CORS is off
   // or the origin is not allowed).
   std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) const;
@@ -158,9 +162,14 @@ class ApiService {
   Reply job(const std::string& method, const std::string& id, const std::string& api_key);
   Reply jobs(const std::string& target, const std::string& api_key);
   std::pair<int, std::string> run_job(const Job& job, const std::string& api_key, JobRun& run);
+  Reply files_route(const HttpRequest& request, const std::string& api_key);
+  Reply upload_file(const HttpRequest& request, const std::string& api_key);
+  Reply batches_route(const HttpRequest& request, const std::string& api_key);
+  Reply create_batch(const std::string& body, const std::string& api_key);
   Reply models();
   Reply model(const std::string& id);
   Reply metrics_text();
+  void jobs_metrics(std::string& out);
   Reply run_task(const std::string& body, const std::string& api_key);
 
   ServerConfig config_;
@@ -172,7 +181,8 @@ class ApiService {
   std::shared_ptr<const RouteTable> routes_;  // replaced whole by reload_routes
   std::shared_ptr<const RouteTable> routes() const;
   FeedbackBook feedback_;
-  std::unique_ptr<AsyncJobs> jobs_;  // null: jobs.data_dir not set
+  std::unique_ptr<AsyncJobs> jobs_;   // null: jobs.data_dir not set
+  std::unique_ptr<Batches> batches_;  // with jobs_
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
@@ -189,6 +199,14 @@ class ApiService {
   std::condition_variable tasks_done_;
   int tasks_running_ = 0;
 };
+
+// A JSON body with its status.
+Reply json_reply(int status, const json& body);
+// 503 for a store that could not write: full (jobs.max_bytes or the disk) or failing.
+Reply store_error_reply(const std::string& what, const Status& status);
+// A request body's `metadata` as stored: an object of at most 16 string values, as OpenAI's
+// ("" : none); otherwise a 400 naming 'metadata' (thrown as bad() does).
+std::string metadata_text(const json& body);
 
 // 429 with Retry-After: 1 (a full queue).
 Reply busy_reply(const std::string& message);

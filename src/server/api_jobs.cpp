@@ -5,10 +5,19 @@
 #include <condition_variable>
 
 #include "server/api.h"
+#include "server/list_page.h"
 #include "server/openai_request.h"
 
 namespace autoglm {
-namespace {
+std::string metadata_text(const json& body) {
+  if (!body.contains("metadata") || body["metadata"].is_null()) return "";
+  const json& m = body["metadata"];
+  if (!m.is_object() || m.size() > 16) bad("metadata", "'metadata' must be an object of at most 16 keys");
+  for (const auto& [k, v] : m.items())
+    if (!v.is_string() || v.get<std::string>().size() > 512 || k.size() > 64)
+      bad("metadata", "'metadata' values must be strings (keys up to 64, values up to 512 bytes)");
+  return m.dump();
+}
 
 Reply json_reply(int status, const json& body) {
   Reply r;
@@ -17,7 +26,14 @@ Reply json_reply(int status, const json& body) {
   return r;
 }
 
-}  // namespace
+Reply store_error_reply(const std::string& what, const Status& status) {
+  const bool full = status.code() == StatusCode::kResourceExhausted;
+  Reply r = error_reply(
+      503, what + (full ? ": the jobs storage is full (jobs.max_bytes or the disk): " : ": ") + status.message(), "",
+      "service_unavailable");
+  if (!full) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
 
 // POST /v1/async/...: the synchronous route's body plus `metadata` (an object of at most 16
 // string values, as OpenAI's); checked now as far as it can be without running it.
@@ -30,15 +46,7 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
     callback_url = j["callback_url"];
   }
   j.erase("callback_url");
-  std::string metadata;
-  if (j.contains("metadata") && !j["metadata"].is_null()) {
-    const json& m = j["metadata"];
-    if (!m.is_object() || m.size() > 16) bad("metadata", "'metadata' must be an object of at most 16 keys");
-    for (const auto& [k, v] : m.items())
-      if (!v.is_string() || v.get<std::string>().size() > 512 || k.size() > 64)
-        bad("metadata", "'metadata' values must be strings (keys up to 64, values up to 512 bytes)");
-    metadata = m.dump();
-  }
+  const std::string metadata = metadata_text(j);
   j.erase("metadata");
   if (j.value("stream", false)) bad("stream", "an async job is not streamed: its result is stored whole");
   if (endpoint == "/v1/tasks") {
@@ -51,8 +59,7 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
   }
   auto job = jobs_->submit(endpoint, j.dump(), api_key, metadata, callback_url);
   if (!job && job.status().code() == StatusCode::kInvalidArgument) bad("callback_url", job.status().message());
-  if (!job)
-    return error_reply(503, "the job could not be stored: " + job.status().message(), "", "service_unavailable");
+  if (!job) return store_error_reply("the job could not be stored", job.status());
   return json_reply(202, job_json(*job, jobs_->callback(job->id)));
 }
 
@@ -67,38 +74,21 @@ Reply ApiService::job(const std::string& method, const std::string& id, const st
 // GET /v1/jobs?status=&limit=&after=: newest first, paged as OpenAI's lists are.
 Reply ApiService::jobs(const std::string& target, const std::string& api_key) {
   if (!jobs_) return error_reply(404, "async jobs are off: set jobs.data_dir in the configuration");
+  const PageQuery q = page_query(target);
   std::optional<JobStatus> status;
-  int64_t limit = 20;
-  std::string after;
-  const size_t q = target.find('?');
-  for (size_t start = q == std::string::npos ? target.size() : q + 1; start < target.size();) {
-    const size_t end = std::min(target.find('&', start), target.size());
-    const std::string pair = target.substr(start, end - start);
-    const size_t eq = pair.find('=');
-    const std::string key = pair.substr(0, eq), value = eq == std::string::npos ? "" : pair.substr(eq + 1);
-    if (key == "status") {
-      status = job_status_from_name(value);
-      if (!status) bad("status", "'status' must be queued, in_progress, completed, failed or cancelled");
-    } else if (key == "limit") {
-      char* rest = nullptr;
-      limit = std::strtoll(value.c_str(), &rest, 10);
-      if (value.empty() || *rest || limit < 1 || limit > 100) bad("limit", "'limit' must be between 1 and 100");
-    } else if (key == "after") {
-      after = value;
-    }
-    start = end + 1;
+  if (q.other.count("status")) {
+    status = job_status_from_name(q.other.at("status"));
+    if (!status) bad("status", "'status' must be queued, in_progress, completed, failed or cancelled");
   }
-  auto page = jobs_->list(api_key, status, after, limit + 1);
+  auto page = jobs_->list(api_key, status, q.after, q.limit + 1);
   if (!page) return error_reply(503, page.status().message(), "", "service_unavailable");
-  const bool more = int64_t(page->size()) > limit;
-  if (more) page->pop_back();
   json data = json::array();
-  for (const Job& job : *page) data.push_back(job_json(job, jobs_->callback(job.id)));
-  return json_reply(200, {{"object", "list"},
-                          {"data", data},
-                          {"first_id", page->empty() ? json(nullptr) : json(page->front().id)},
-                          {"last_id", page->empty() ? json(nullptr) : json(page->back().id)},
-                          {"has_more", more}});
+  std::vector<std::string> ids;
+  for (const Job& job : *page) {
+    data.push_back(job_json(job, jobs_->callback(job.id)));
+    ids.push_back(job.id);
+  }
+  return json_reply(200, page_json(std::move(data), ids, q.limit));
 }
 
 // A job through its synchronous route, as a non-streamed request at the jobs' priority; waits
@@ -112,8 +102,10 @@ std::pair<int, std::string> ApiService::run_job(const Job& job, const std::strin
   req.target = job.endpoint;
   req.body = body.dump();
   if (!api_key.empty()) req.authorization = "Bearer " + api_key;
+  const auto interrupted = [&] { return stopping_ || draining_; };
+  if (interrupted()) return {kJobInterrupted, ""};
   Reply reply = handle_admitted(req);
-  if (!reply.stream) return {reply.status, reply.body};
+  if (!reply.stream) return {interrupted() ? kJobInterrupted : reply.status, reply.body};
   // The notifier may still run (on an engine thread) after this returns: it holds what it uses.
   struct Signal {
     std::mutex mutex;
@@ -132,12 +124,49 @@ std::pair<int, std::string> ApiService::run_job(const Job& job, const std::strin
       ReplyChunk chunk = reply.consume(ev, choice);
       if (chunk.complete) {
         reply.stream->set_notify(nullptr);
-        return {chunk.status, chunk.bytes};
+        return {interrupted() ? kJobInterrupted : chunk.status, chunk.bytes};
       }
     }
     std::unique_lock<std::mutex> lock(signal->mutex);
     signal->arrived.wait_for(lock, std::chrono::milliseconds(50));
   }
+}
+
+namespace {
+
+template <class Counts, class Name>
+void status_gauge(std::string& out, const char* metric, const char* help, int statuses, const Counts& count_of,
+                  Name name_of) {
+  metric_header(out, metric, "gauge", help);
+  for (int s = 0; s < statuses; ++s)
+    out += std::string(metric) + "{status=\"" + name_of(s) + "\"} " + std::to_string(count_of(s)) + "\n";
+}
+
+}  // namespace
+
+// The jobs' and batches' metrics, read from the store at each scrape.
+void ApiService::jobs_metrics(std::string& out) {
+  const auto jobs = jobs_->counts(), requests = batches_->request_counts();
+  auto job_name = [](int s) { return job_status_name(JobStatus(s)); };
+  auto in = [](const std::map<JobStatus, int64_t>& m) {
+    return [&m](int s) { return m.count(JobStatus(s)) ? m.at(JobStatus(s)) : int64_t(0); };
+  };
+  status_gauge(out, "autoglm_jobs", "Async jobs in the store by status.", kJobStatusCount, in(jobs), job_name);
+  metric_header(out, "autoglm_jobs_queue_depth", "gauge", "Async jobs and batch requests waiting for a runner.");
+  metric_sample(out, "autoglm_jobs_queue_depth", double(jobs_->queue_depth()));
+  const auto outcomes = jobs_->callback_outcomes();
+  metric_header(out, "autoglm_job_callback_attempts_total", "counter", "Callback attempts by outcome.");
+  for (const char* outcome : {"delivered", "failed"}) {
+    const auto it = outcomes.find(outcome);
+    out += std::string("autoglm_job_callback_attempts_total{outcome=\"") + outcome + "\"} " +
+           std::to_string(it == outcomes.end() ? 0 : it->second) + "\n";
+  }
+  const std::vector<int64_t> batches = batches_->counts();
+  status_gauge(
+      out, "autoglm_batches", "Batches in the store by status.", kBatchStatusCount, [&](int s) { return batches[s]; },
+      [](int s) { return batch_status_name(BatchStatus(s)); });
+  status_gauge(out, "autoglm_batch_requests", "Requests of unfinished batches by status (their progress).",
+               kJobStatusCount, in(requests), job_name);
 }
 
 }  // namespace autoglm

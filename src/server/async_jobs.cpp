@@ -70,7 +70,7 @@ Result<std::unique_ptr<AsyncJobs>> AsyncJobs::start(const JobsConfig& config, st
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) return io_error("jobs.data_dir: " + config.data_dir + ": " + ec.message());
-  AUTOGLM_ASSIGN_OR_RETURN(auto store, JobStore::open(config.data_dir + "/jobs.db"));
+  AUTOGLM_ASSIGN_OR_RETURN(auto store, JobStore::open(config.data_dir + "/jobs.db", config.max_bytes));
   AUTOGLM_ASSIGN_OR_RETURN(const std::vector<Job> left, store->unfinished());
   std::unique_ptr<AsyncJobs> jobs(new AsyncJobs(config, std::move(keys), std::move(run), std::move(store)));
   for (const Job& j : left) jobs->queue_.push_back(j.id);  // oldest first, as they came
@@ -79,26 +79,30 @@ Result<std::unique_ptr<AsyncJobs>> AsyncJobs::start(const JobsConfig& config, st
   for (const auto& [id, at] : pending) jobs->callbacks_due_.emplace(at, id);
   if (!left.empty())
     log_line(LogLevel::kInfo, "async jobs: resuming " + std::to_string(left.size()) + " unfinished job(s)");
-  for (int i = 0; i < std::max(1, config.concurrency); ++i)
-    jobs->runners_.emplace_back([p = jobs.get()] { p->runner(); });
-  jobs->deliverer_ = std::thread([p = jobs.get()] { p->deliverer(); });
   return jobs;
+}
+
+void AsyncJobs::run() {
+  if (deliverer_.joinable()) return;
+  for (int i = 0; i < std::max(1, config_.concurrency); ++i) runners_.emplace_back([this] { runner(); });
+  deliverer_ = std::thread([this] { deliverer(); });
 }
 
 AsyncJobs::AsyncJobs(const JobsConfig& config, std::vector<std::string> keys, RunJob run,
                      std::unique_ptr<JobStore> store)
     : config_(config), keys_(std::move(keys)), run_(std::move(run)), store_(std::move(store)) {}
 
-AsyncJobs::~AsyncJobs() {
+void AsyncJobs::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
     for (auto& [id, run] : running_) run->cancel();
   }
   ready_.notify_all();
   callback_ready_.notify_all();
   for (auto& t : runners_) t.join();
-  deliverer_.join();
+  if (deliverer_.joinable()) deliverer_.join();
 }
 
 std::string AsyncJobs::key_of_owner(const std::string& owner) const {
@@ -131,8 +135,29 @@ Result<Job> AsyncJobs::submit(const std::string& endpoint, const std::string& bo
 
 std::optional<Job> AsyncJobs::get(const std::string& id, const std::string& api_key) {
   auto job = store_->get(id);
-  if (!job || job->owner != owner_of(api_key)) return std::nullopt;
+  if (!job || job->owner != owner_of(api_key) || !job->batch_id.empty()) return std::nullopt;
   return job;
+}
+
+void AsyncJobs::enqueue(const std::vector<std::string>& ids) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.insert(queue_.end(), ids.begin(), ids.end());
+  }
+  ready_.notify_all();
+}
+
+void AsyncJobs::set_on_finished(std::function<void(const Job&)> hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  on_finished_ = std::move(hook);
+}
+
+Status AsyncJobs::cancel_batch(const std::string& batch_id) {
+  AUTOGLM_ASSIGN_OR_RETURN(const auto running, store_->cancel_batch(batch_id, now_seconds()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& id : running)
+    if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
+  return Status::ok();
 }
 
 Result<std::vector<Job>> AsyncJobs::list(const std::string& api_key, std::optional<JobStatus> status,
@@ -178,9 +203,11 @@ void AsyncJobs::runner() {
     run_guarded(
         "async job", [&] { run_one(id); },
         [&](const std::string& what) {
-          auto ended = store_->finish(id, JobStatus::kFailed, 500, "", now_seconds());
+          auto finished = store_->finish(id, JobStatus::kFailed, 500, "", now_seconds());
           log_line(LogLevel::kError, "async job " + id + ": internal error: " + what +
-                                         (ended ? "" : " (and " + ended.status().message() + ")"));
+                                         (finished ? "" : " (and " + finished.status().message() + ")"));
+          if (finished && *finished)
+            if (auto job = store_->get(id)) ended(*job);
         });
   }
 }
@@ -202,11 +229,22 @@ void AsyncJobs::run_one(const std::string& id) {
     running_.erase(id);
     stopping = stopping_;
   }
-  if (stopping) return;  // cut short by the shutdown: still in progress, run again at the next start
-  auto ended =
+  if (stopping || status == kJobInterrupted) return;  // still in progress: run again at the next start
+  auto finished =
       store_->finish(id, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, now_seconds());
-  if (!ended) log_line(LogLevel::kWarning, "async jobs: " + ended.status().message());
-  if (ended && *ended && !job->callback_url.empty()) callback_due(id, now_seconds());
+  if (!finished) log_line(LogLevel::kWarning, "async jobs: " + finished.status().message());
+  if (finished && *finished) ended(*job);
+}
+
+// After a runner ended a job: its callback is due, and whoever waits on it is told.
+void AsyncJobs::ended(const Job& job) {
+  if (!job.callback_url.empty()) callback_due(job.id, now_seconds());
+  std::function<void(const Job&)> hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hook = on_finished_;
+  }
+  if (hook) hook(job);
 }
 
 // Records that a finished job's callback is due (durably first).

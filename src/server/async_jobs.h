@@ -34,6 +34,10 @@ struct JobsConfig {
   int32_t callback_attempts = 5;
   double callback_backoff_s = 1;
   double callback_timeout_s = 10;
+  // Storage: the database file's cap (0: the disk's; past it new jobs, files and batches are
+  // refused with a 503 and nothing stored is lost) and the largest upload to /v1/files.
+  int64_t max_bytes = 0;
+  int64_t max_file_bytes = int64_t(100) << 20;
 };
 
 // A running job's stop switch: the runner arms it with what stops the work; a cancel that
@@ -57,7 +61,10 @@ class JobRun {
   bool cancelled_ = false;
 };
 // What running a job needs from the server: the synchronous route's answer for the job's
-// body (the HTTP status and the response body); it arms `run`.
+// body (the HTTP status and the response body); it arms `run`. kJobInterrupted for the status:
+// the server is stopping or draining, so the answer may be cut short; the job stays in
+// progress and runs again at the next start.
+inline constexpr int kJobInterrupted = -1;
 using RunJob = std::function<std::pair<int, std::string>(const Job& job, const std::string& api_key, JobRun& run)>;
 
 // A job as the API shows it (GET /v1/jobs/{id}, and the body of its callback).
@@ -65,19 +72,34 @@ nlohmann::ordered_json job_json(const Job& job, const std::optional<CallbackStat
 
 class AsyncJobs {
  public:
-  // Opens data_dir/jobs.db and starts the runners, resuming the jobs a previous run left.
+  // Opens data_dir/jobs.db and queues the jobs a previous run left (and their callbacks).
   // `keys`: the configured API keys (a resumed job runs as its owner's key again).
   static Result<std::unique_ptr<AsyncJobs>> start(const JobsConfig& config, std::vector<std::string> keys, RunJob run);
-  ~AsyncJobs();  // stops the runners; jobs running stay in progress (resumed at the next start)
+  // Starts the runners and the callback deliverer (once what they call is ready).
+  void run();
+  ~AsyncJobs() { stop(); }
+  // Stops the runners and the deliverer (once); jobs running stay in progress, resumed at the
+  // next start. The store stays open.
+  void stop();
 
   // The owner id of an API key (never the key): "" without one.
   static std::string owner_of(const std::string& api_key);
+
+  // The store (batches write their requests into it as jobs, then enqueue them).
+  JobStore& store() { return *store_; }
+  // Runs jobs already in the store (queued), after those waiting.
+  void enqueue(const std::vector<std::string>& ids);
+  // Called (on a runner thread) with each job the runners ended; set before submitting.
+  void set_on_finished(std::function<void(const Job&)> hook);
+  // Ends a batch's queued and running requests as cancelled and stops those running.
+  Status cancel_batch(const std::string& batch_id);
 
   // Errors: a callback_url not allowed (kInvalidArgument, naming it), or the store's.
   Result<Job> submit(const std::string& endpoint, const std::string& body, const std::string& api_key,
                      const std::string& metadata, const std::string& callback_url);
   std::optional<CallbackState> callback(const std::string& id) { return store_->callback(id); }
   std::map<std::string, int64_t> callback_outcomes() { return store_->attempt_outcomes(); }
+  // A job of its own (a batch's requests are seen through the batch).
   std::optional<Job> get(const std::string& id, const std::string& api_key);
   Result<std::vector<Job>> list(const std::string& api_key, std::optional<JobStatus> status, const std::string& after,
                                 int64_t limit);
@@ -90,6 +112,7 @@ class AsyncJobs {
   AsyncJobs(const JobsConfig& config, std::vector<std::string> keys, RunJob run, std::unique_ptr<JobStore> store);
   void runner();
   void run_one(const std::string& id);
+  void ended(const Job& job);
   void deliverer();
   void deliver(const std::string& id);
   void callback_due(const std::string& id, double at);
@@ -108,6 +131,7 @@ class AsyncJobs {
   std::multimap<double, std::string> callbacks_due_;  // when -> job id, under mutex_
   std::condition_variable callback_ready_;
   std::thread deliverer_;
+  std::function<void(const Job&)> on_finished_;  // under mutex_
 };
 
 }  // namespace autoglm

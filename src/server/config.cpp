@@ -278,11 +278,11 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
   return Status::ok();
 }
 
-// jobs: {data_dir, concurrency, priority, retention_s}
+// jobs: {data_dir, concurrency, priority, retention_s, callback_..., max_bytes, max_file_bytes}
 Status read_jobs(const ConfigReader& r, const YAML::Node& node, JobsConfig& j) {
   constexpr const char* kKeys =
       "data_dir, concurrency, priority, retention_s, callback_secret, callback_allowlist, callback_attempts, "
-      "callback_backoff_s, callback_timeout_s";
+      "callback_backoff_s, callback_timeout_s, max_bytes, max_file_bytes";
   if (!node.IsMap()) return r.error(node, "jobs", std::string("must be a mapping (") + kKeys + ")");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar(), at = "jobs." + key;
@@ -304,6 +304,10 @@ Status read_jobs(const ConfigReader& r, const YAML::Node& node, JobsConfig& j) {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.callback_backoff_s, 0.001, 3600));
     } else if (key == "callback_timeout_s") {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, j.callback_timeout_s, 0.1, 600));
+    } else if (key == "max_bytes") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, j.max_bytes, 1 << 16, int64_t(1) << 50));
+    } else if (key == "max_file_bytes") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, j.max_file_bytes, 1024, int64_t(1) << 34));
     } else {
       return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
     }

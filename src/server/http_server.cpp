@@ -74,7 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
     origin_.clear();
     head_only_ = false;
     parser_.emplace();
-    apply_request_limits(*parser_, api_.config().max_body_bytes);
+    body_limit_ = api_.config().max_body_bytes;
+    apply_request_limits(*parser_, body_limit_);
     stream_.expires_after(kIdleTimeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -84,7 +85,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!ec) return false;
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) {
       close();
-    } else if (auto reply = read_error_reply(ec, api_.config().max_body_bytes)) {
+    } else if (auto reply = read_error_reply(ec, body_limit_)) {
       send(std::move(*reply), false);
     } else {
       close();
@@ -117,9 +118,10 @@ class Session : public std::enable_shared_from_this<Session> {
     access_.key_id = api_key_id(bearer_key(head_.authorization));
     access_.client = head_.client_address;
     if (auto refused = api_.admit(head_)) return send(std::move(*refused), false);  // the body is never read
+    body_limit_ = api_.body_limit(head_);                                           // larger for uploads
+    parser_->body_limit(uint64_t(body_limit_));
     // A chunked body may grow to the limit: it is counted at the limit.
-    const uint64_t announced =
-        parser_->chunked() ? uint64_t(api_.config().max_body_bytes) : parser_->content_length().value_or(0);
+    const uint64_t announced = parser_->chunked() ? uint64_t(body_limit_) : parser_->content_length().value_or(0);
     body_budget_ = BodyBudget::reserve(bodies_in_flight_, int64_t(announced), api_.config().max_body_bytes_in_flight);
     if (!body_budget_) {
       Reply busy = error_reply(503, "too much request data in flight; try again shortly", "", "service_unavailable");
@@ -372,6 +374,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::pair<std::string, std::string>> generation_headers_;  // the generation reply's own
   bool head_only_ = false;                                               // a HEAD request: the reply's headers only
   std::shared_ptr<BodyBudget> body_budget_;
+  int64_t body_limit_ = 0;  // of the request being read
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;

@@ -6,7 +6,7 @@ namespace {
 constexpr const char* kNames[kJobStatusCount] = {"queued", "in_progress", "completed", "failed", "cancelled"};
 constexpr const char* kColumns =
     "id, endpoint, body, owner, callback_url, metadata, status, created_at, started_at, finished_at, http_status, "
-    "result, attempts";
+    "result, attempts, batch_id, custom_id";
 
 Job job_of(const SqlRow& r) {
   Job j;
@@ -23,6 +23,8 @@ Job job_of(const SqlRow& r) {
   j.http_status = int(sql_number(r[10]));
   j.result = sql_text(r[11]);
   j.attempts = int32_t(sql_number(r[12]));
+  j.batch_id = sql_text(r[13]);
+  j.custom_id = sql_text(r[14]);
   return j;
 }
 
@@ -49,28 +51,31 @@ bool job_finished(JobStatus s) {
   return s == JobStatus::kCompleted || s == JobStatus::kFailed || s == JobStatus::kCancelled;
 }
 
-Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path) {
+Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, int64_t max_bytes) {
   AUTOGLM_ASSIGN_OR_RETURN(
-      auto db, SqliteDb::open(path,
-                              "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
-                              "NOT NULL, endpoint TEXT NOT NULL, body TEXT NOT NULL, owner TEXT NOT NULL, callback_url "
-                              "TEXT NOT NULL, metadata TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, "
-                              "started_at REAL NOT NULL, finished_at REAL NOT NULL, http_status INTEGER NOT NULL, "
-                              "result TEXT NOT NULL, attempts INTEGER NOT NULL);"
-                              "CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);"
-                              "CREATE TABLE IF NOT EXISTS callbacks (job_id TEXT PRIMARY KEY, state TEXT NOT NULL, "
-                              "attempts INTEGER NOT NULL, next_at REAL NOT NULL);"
-                              "CREATE TABLE IF NOT EXISTS callback_attempts (job_id TEXT NOT NULL, attempt INTEGER NOT "
-                              "NULL, at REAL NOT NULL, http_status INTEGER NOT NULL, error TEXT NOT NULL);",
-                              "jobs.data_dir"));
+      auto db, SqliteDb::open(
+                   path,
+                   "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
+                   "NOT NULL, endpoint TEXT NOT NULL, body TEXT NOT NULL, owner TEXT NOT NULL, callback_url "
+                   "TEXT NOT NULL, metadata TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, "
+                   "started_at REAL NOT NULL, finished_at REAL NOT NULL, http_status INTEGER NOT NULL, "
+                   "result TEXT NOT NULL, attempts INTEGER NOT NULL, batch_id TEXT NOT NULL, custom_id TEXT NOT NULL);"
+                   "CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);"
+                   "CREATE INDEX IF NOT EXISTS jobs_by_batch ON jobs (batch_id, seq);"
+                   "CREATE TABLE IF NOT EXISTS callbacks (job_id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                   "attempts INTEGER NOT NULL, next_at REAL NOT NULL);"
+                   "CREATE TABLE IF NOT EXISTS callback_attempts (job_id TEXT NOT NULL, attempt INTEGER NOT "
+                   "NULL, at REAL NOT NULL, http_status INTEGER NOT NULL, error TEXT NOT NULL);",
+                   "jobs.data_dir", max_bytes));
   return std::unique_ptr<JobStore>(new JobStore(std::move(db)));
 }
 
 Status JobStore::add(const Job& j) {
   return db_->exec(
-      std::string("INSERT INTO jobs (") + kColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      std::string("INSERT INTO jobs (") + kColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       {j.id, j.endpoint, j.body, j.owner, j.callback_url, j.metadata, std::string(job_status_name(j.status)),
-       j.created_at, j.started_at, j.finished_at, int64_t(j.http_status), j.result, int64_t(j.attempts)});
+       j.created_at, j.started_at, j.finished_at, int64_t(j.http_status), j.result, int64_t(j.attempts), j.batch_id,
+       j.custom_id});
 }
 
 std::optional<Job> JobStore::get(const std::string& id) {
@@ -81,7 +86,7 @@ std::optional<Job> JobStore::get(const std::string& id) {
 
 Result<std::vector<Job>> JobStore::list(const std::string& owner, std::optional<JobStatus> status,
                                         const std::string& after, int64_t limit) {
-  std::string sql = std::string("SELECT ") + kColumns + " FROM jobs WHERE owner = ?";
+  std::string sql = std::string("SELECT ") + kColumns + " FROM jobs WHERE owner = ? AND batch_id = ''";
   std::vector<SqlValue> params = {owner};
   if (status) {
     sql += " AND status = ?";
@@ -120,9 +125,10 @@ Result<std::vector<Job>> JobStore::unfinished() {
 Result<int64_t> JobStore::remove_finished_before(double before) {
   // A job goes with its callback, unless that is still to be delivered.
   AUTOGLM_ASSIGN_OR_RETURN(
-      auto rows, db_->query("DELETE FROM jobs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ? "
-                            "AND id NOT IN (SELECT job_id FROM callbacks WHERE state = 'pending') RETURNING id",
-                            {before}));
+      auto rows,
+      db_->query("DELETE FROM jobs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ? "
+                 "AND batch_id = '' AND id NOT IN (SELECT job_id FROM callbacks WHERE state = 'pending') RETURNING id",
+                 {before}));
   AUTOGLM_RETURN_IF_ERROR(db_->exec("DELETE FROM callbacks WHERE job_id NOT IN (SELECT id FROM jobs)"));
   AUTOGLM_RETURN_IF_ERROR(db_->exec("DELETE FROM callback_attempts WHERE job_id NOT IN (SELECT id FROM jobs)"));
   return int64_t(rows.size());
@@ -177,12 +183,42 @@ std::map<std::string, int64_t> JobStore::attempt_outcomes() {
 }
 
 std::map<JobStatus, int64_t> JobStore::counts() {
+  return counts_where("batch_id = ''", {});
+}
+
+std::map<JobStatus, int64_t> JobStore::batch_counts(const std::string& batch_id) {
+  if (batch_id.empty()) return counts_where("batch_id != ''", {});
+  return counts_where("batch_id = ?", {batch_id});
+}
+
+std::map<JobStatus, int64_t> JobStore::counts_where(const std::string& where, const std::vector<SqlValue>& params) {
   std::map<JobStatus, int64_t> out;
-  auto rows = db_->query("SELECT status, COUNT(*) FROM jobs GROUP BY status");
+  auto rows = db_->query("SELECT status, COUNT(*) FROM jobs WHERE " + where + " GROUP BY status", params);
   if (!rows) return out;
   for (const SqlRow& r : *rows)
     if (auto s = job_status_from_name(sql_text(r[0]))) out[*s] = int64_t(sql_number(r[1]));
   return out;
+}
+
+Result<std::vector<Job>> JobStore::batch_jobs(const std::string& batch_id) {
+  return jobs_of(
+      db_->query(std::string("SELECT ") + kColumns + " FROM jobs WHERE batch_id = ? ORDER BY seq", {batch_id}));
+}
+
+Result<std::vector<std::string>> JobStore::cancel_batch(const std::string& batch_id, double now) {
+  AUTOGLM_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->query("UPDATE jobs SET status = 'cancelled', http_status = 499, finished_at = ? WHERE batch_id = ? AND "
+                 "status IN ('queued', 'in_progress') RETURNING id, started_at",
+                 {now, batch_id}));
+  std::vector<std::string> running;
+  for (const SqlRow& r : rows)
+    if (sql_number(r[1]) > 0) running.push_back(sql_text(r[0]));
+  return running;
+}
+
+Status JobStore::remove_batch(const std::string& batch_id) {
+  return db_->exec("DELETE FROM jobs WHERE batch_id = ?", {batch_id});
 }
 
 }  // namespace autoglm

@@ -35,6 +35,8 @@ struct Job {
   int http_status = 0;                                     // of the finished request
   std::string result;                                      // the response body (JSON text) of a completed or failed job
   int32_t attempts = 0;                                    // times it was started (more than 1 after a restart)
+  std::string batch_id;   // a request of this batch ("" : a job of its own, the only kind /v1/jobs shows)
+  std::string custom_id;  // the batch line's
 };
 
 // A finished job's callback: pending (an attempt is due at next_at), delivered or failed
@@ -56,11 +58,15 @@ struct CallbackState {
 class JobStore {
  public:
   // Errors name jobs.data_dir and the file.
-  static Result<std::unique_ptr<JobStore>> open(const std::string& path);
+  // `max_bytes` (0: none) caps the file (see SqliteDb::open).
+  static Result<std::unique_ptr<JobStore>> open(const std::string& path, int64_t max_bytes = 0);
+  // The database, for the stores that live beside the jobs (files, batches).
+  SqliteDb& db() { return *db_; }
 
   Status add(const Job& job);
   std::optional<Job> get(const std::string& id);
-  // Newest first; `after`: the id the previous page ended with; `status`: only those.
+  // Jobs of their own (not a batch's), newest first; `after`: the id the previous page ended
+  // with; `status`: only those.
   Result<std::vector<Job>> list(const std::string& owner, std::optional<JobStatus> status, const std::string& after,
                                 int64_t limit);
   Status start(const std::string& id, double now);
@@ -70,7 +76,14 @@ class JobStore {
   Result<std::vector<Job>> unfinished();
   // Finished jobs that ended before `before` are deleted; how many.
   Result<int64_t> remove_finished_before(double before);
+  // Jobs of their own by status / a batch's requests by status ("" : of all batches).
   std::map<JobStatus, int64_t> counts();
+  std::map<JobStatus, int64_t> batch_counts(const std::string& batch_id);
+  // A batch's requests, in the order of its lines.
+  Result<std::vector<Job>> batch_jobs(const std::string& batch_id);
+  // Ends a batch's queued and running requests as cancelled; the ids that were running.
+  Result<std::vector<std::string>> cancel_batch(const std::string& batch_id, double now);
+  Status remove_batch(const std::string& batch_id);
 
   // Callbacks. A finished job with a callback_url that has none yet gets one due now (this
   // also repairs a stop between a job's end and its callback's scheduling).
@@ -84,6 +97,7 @@ class JobStore {
 
  private:
   explicit JobStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  std::map<JobStatus, int64_t> counts_where(const std::string& where, const std::vector<SqlValue>& params);
   std::unique_ptr<SqliteDb> db_;
 };
 

@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+
 namespace autoglm {
 
 Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::string& path, const std::string& schema,
-                                                 const std::string& role) {
+                                                 const std::string& role, int64_t max_bytes) {
   sqlite3* db = nullptr;
   if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
     const std::string why = db ? sqlite3_errmsg(db) : "out of memory";
@@ -14,7 +16,10 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::string& path, const 
   }
   sqlite3_busy_timeout(db, 5000);
   char* error = nullptr;
-  const std::string script = "PRAGMA journal_mode=WAL;" + schema;
+  // Pages of 4 KiB (SQLite's default): max_page_count caps the file at max_bytes.
+  const std::string cap =
+      max_bytes > 0 ? "PRAGMA max_page_count=" + std::to_string(std::max<int64_t>(8, max_bytes / 4096)) + ";" : "";
+  const std::string script = "PRAGMA journal_mode=WAL;" + cap + schema;
   if (sqlite3_exec(db, script.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string why = error ? error : "unknown error";
     sqlite3_free(error);
@@ -58,7 +63,7 @@ SqlValue column(sqlite3_stmt* st, int i) {
 }  // namespace
 
 Result<std::vector<SqlRow>> SqliteDb::run(const std::string& sql, const std::vector<SqlValue>& params) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
     const std::string why = sqlite3_errmsg(db_);
@@ -75,8 +80,18 @@ Result<std::vector<SqlRow>> SqliteDb::run(const std::string& sql, const std::vec
   }
   const std::string why = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db_);
   sqlite3_finalize(st);
+  if (rc == SQLITE_FULL) return resource_exhausted(role_ + ": " + why);
   if (rc != SQLITE_DONE) return io_error(role_ + ": " + why);
   return rows;
+}
+
+Status SqliteDb::transaction(const std::function<Status()>& body) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  AUTOGLM_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  Status st = body();
+  if (st.is_ok()) st = exec("COMMIT");
+  if (!st.is_ok()) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return st;
 }
 
 Status SqliteDb::exec(const std::string& sql, const std::vector<SqlValue>& params) {

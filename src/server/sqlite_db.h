@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,8 +27,10 @@ class SqliteDb {
  public:
   // Opens or creates `path` and runs `schema` (CREATE ... IF NOT EXISTS); `role` names the file
   // in errors ("response_cache.path: /x.db: ..."). A file that is not a database is an error.
+  // `max_bytes` (0: none) caps the file: past it writes fail as a full disk does
+  // (kResourceExhausted, "database or disk is full").
   static Result<std::unique_ptr<SqliteDb>> open(const std::string& path, const std::string& schema,
-                                                const std::string& role);
+                                                const std::string& role, int64_t max_bytes = 0);
   ~SqliteDb();
   SqliteDb(const SqliteDb&) = delete;
   SqliteDb& operator=(const SqliteDb&) = delete;
@@ -35,13 +38,16 @@ class SqliteDb {
   // One statement, `params` bound to its ?s in order.
   Status exec(const std::string& sql, const std::vector<SqlValue>& params = {});
   Result<std::vector<SqlRow>> query(const std::string& sql, const std::vector<SqlValue>& params = {});
+  // Runs `body`, whose statements (on this thread) are kept all together or not at all: an
+  // error from `body` or from the commit rolls every one back. Other threads wait.
+  Status transaction(const std::function<Status()>& body);
   const std::string& role() const { return role_; }
 
  private:
   SqliteDb(sqlite3* db, std::string role) : db_(db), role_(std::move(role)) {}
   Result<std::vector<SqlRow>> run(const std::string& sql, const std::vector<SqlValue>& params);
 
-  std::mutex mutex_;  // one statement at a time on the connection
+  std::recursive_mutex mutex_;  // one statement (or transaction) at a time on the connection
   sqlite3* db_;
   std::string role_;
 };
