@@ -11,6 +11,7 @@
 #include "core/last_resort.h"
 #include "core/log.h"
 #include "core/random_id.h"
+#include "core/thread_priority.h"
 #include "server/callback_client.h"
 #include "server/hmac.h"
 
@@ -186,6 +187,7 @@ int64_t AsyncJobs::queue_depth() {
 }
 
 void AsyncJobs::runner() {
+  use_background_priority();  // preparing a job's request and its reply must not take the engine's cores
   for (;;) {
     std::string id;
     {
@@ -259,6 +261,7 @@ void AsyncJobs::callback_due(const std::string& id, double at) {
 }
 
 void AsyncJobs::deliverer() {
+  use_background_priority();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     if (callbacks_due_.empty()) {
