@@ -66,6 +66,12 @@ const HfArchitecture* find_hf_architecture(const std::string& hf_name) {
   return nullptr;
 }
 
+const HfArchitecture* find_hf_architecture_for_gguf(const std::string& gguf_arch) {
+  for (const auto& a : table())
+    if (a.gguf_arch == gguf_arch) return &a;
+  return nullptr;
+}
+
 std::string supported_hf_architectures() {
   std::string s;
   for (const auto& a : table()) s += (s.empty() ? "" : ", ") + a.hf_name;

@@ -21,6 +21,8 @@ struct HfArchitecture {
 
 // Null when the name is not supported.
 const HfArchitecture* find_hf_architecture(const std::string& hf_name);
+// The first architecture that runs as `gguf_arch` (its tensor names), or null.
+const HfArchitecture* find_hf_architecture_for_gguf(const std::string& gguf_arch);
 std::string supported_hf_architectures();  // "LlamaForCausalLM, ..."
 
 }  // namespace autoglm

@@ -200,7 +200,8 @@ Result<DType> weight_dtype(const SafetensorsTensor& t, const std::string& file) 
                      ", which cannot be loaded as a weight (F32, F16, BF16)");
 }
 
-// The GGUF name of an HF tensor, or "" if the decoder does not use it.
+}  // namespace
+
 std::string gguf_name(const HfArchitecture& arch, const std::string& name) {
   for (const auto& [hf, gguf] : arch.global_tensors)
     if (name == hf) return gguf;
@@ -215,7 +216,6 @@ std::string gguf_name(const HfArchitecture& arch, const std::string& name) {
   return "";
 }
 
-// rotate_half pairs (i, i + d/2) of each head become adjacent rows (2i, 2i + 1).
 std::vector<uint8_t> permute_rows_for_rope(const uint8_t* data, int64_t rows, int64_t row_bytes, int64_t head_dim) {
   std::vector<uint8_t> out(size_t(rows * row_bytes));
   const int64_t half = head_dim / 2;
@@ -226,6 +226,8 @@ std::vector<uint8_t> permute_rows_for_rope(const uint8_t* data, int64_t rows, in
   }
   return out;
 }
+
+namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

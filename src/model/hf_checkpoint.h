@@ -21,6 +21,13 @@ bool is_hf_folder(const std::string& path);
 // Errors name the file and the field or tensor.
 Result<std::unique_ptr<GgufFile>> open_hf_checkpoint(const std::string& dir);
 
+struct HfArchitecture;
+// The GGUF name of an HF tensor of `arch`, or "" if the decoder does not use it.
+std::string gguf_name(const HfArchitecture& arch, const std::string& name);
+// rotate_half pairs (i, i + d/2) of each head become adjacent rows (2i, 2i + 1): HF q/k rows
+// in GGUF's order.
+std::vector<uint8_t> permute_rows_for_rope(const uint8_t* data, int64_t rows, int64_t row_bytes, int64_t head_dim);
+
 // generation_config.json: what applies when a request does not say. Absent file: all empty.
 struct GenerationDefaults {
   std::optional<double> temperature, top_p, repetition_penalty;

@@ -83,6 +83,9 @@ Status ModelRunner::validate(const Batch& b) const {
   for (size_t i = 0; i < b.logit_tokens.size(); ++i)
     if (b.logit_tokens[i] < 0 || size_t(b.logit_tokens[i]) >= n || (i && b.logit_tokens[i] <= b.logit_tokens[i - 1]))
       return invalid_argument("batch: logit_tokens must be ascending token indices");
+  if (!b.loras.empty() && b.loras.size() != b.caches.size())
+    return invalid_argument("batch: loras must hold one set per sequence (" + std::to_string(b.caches.size()) +
+                            "), not " + std::to_string(b.loras.size()));
   if (b.exit_layer < 0 || b.exit_layer > spec_.n_layer)
     return invalid_argument("batch: exit_layer " + std::to_string(b.exit_layer) + " is outside [0, " +
                             std::to_string(spec_.n_layer) + "]");
@@ -115,6 +118,9 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   const cpu::WeightMatrix* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
   float* qkv_out[] = {q_.data(), k_.data(), v_.data()};
   cpu::matmul_multi(pool_, qkv, qkv_out, 3, xn_.data(), T);
+  add_loras(il, LoraTarget::kQ, xn_.data(), q_.data());
+  add_loras(il, LoraTarget::kK, xn_.data(), k_.data());
+  add_loras(il, LoraTarget::kV, xn_.data(), v_.data());
   add_bias(q_.data(), lw.bq, T);
   add_bias(k_.data(), lw.bk, T);
   add_bias(v_.data(), lw.bv, T);
@@ -162,6 +168,7 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 
   timer.mark(Op::kOutputProjection);
   cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
+  add_loras(il, LoraTarget::kO, attn_.data(), proj_.data());
   norm_branch_output(T, lw.attn_post_norm);
 }
 
@@ -195,6 +202,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     return Status::ok();
   }
   ensure_buffers(T);
+  lora_groups_ = b.loras.empty() ? std::vector<LoraGroup>{} : group_by_adapter(b.seq, b.loras);
   profile_.add_tokens(T);
   OpTimer timer(profile_, Op::kEmbedding);
 
@@ -212,8 +220,11 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
     float* gate_up_out[] = {gate_.data(), up_.data()};
     cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
+    add_loras(il, LoraTarget::kGate, xn_.data(), gate_.data());
+    add_loras(il, LoraTarget::kUp, xn_.data(), up_.data());
     cpu::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
     cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
+    add_loras(il, LoraTarget::kDown, gate_.data(), proj_.data());
     norm_branch_output(T, lw.ffn_post_norm);
     add_residual_and_norm(T, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }

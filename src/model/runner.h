@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "model/attention.h"
 #include "model/kv_cache.h"
+#include "model/lora_apply.h"
 #include "model/model.h"
 #include "model/op_profile.h"
 
@@ -27,6 +28,8 @@ struct Batch {
   // > 0: only layers [0, exit_layer), then the final norm and output head: the early-exit
   // drafts of speculative decoding (they write those layers' KV rows).
   int32_t exit_layer = 0;
+  // LoRA adapters per sequence (indexed like caches; absent, null or empty: the base alone).
+  std::vector<const LoraSet*> loras;
 
   // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
   void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,
@@ -53,6 +56,9 @@ class ModelRunner {
   int64_t plan_attention_tiles(const Batch& batch);
   void add_residual_and_norm(int64_t n_tokens, const Vec* norm);
   void norm_branch_output(int64_t n_tokens, const Vec& norm);
+  void add_loras(int64_t layer, LoraTarget target, const float* x, float* y) {
+    if (!lora_groups_.empty()) apply_loras(pool_, lora_groups_, layer, target, x, y, lora_scratch_);
+  }
 
   const Model& model_;
   const ModelSpec& spec_;
@@ -72,7 +78,9 @@ class ModelRunner {
   std::vector<float> attn_scratch_;
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
   std::vector<double> rope_inv_freq_;
-  OpProfile profile_;  // per pool thread: attention_scratch_floats
+  OpProfile profile_;                   // per pool thread: attention_scratch_floats
+  std::vector<LoraGroup> lora_groups_;  // of the current batch
+  std::vector<float> lora_scratch_;
 };
 
 }  // namespace autoglm

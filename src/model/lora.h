@@ -1,0 +1,53 @@
+// LoRA adapters: low-rank deltas over a base model's matrices, y = W x + scale * B (A x),
+// computed beside the base matmul (the base weights are never rewritten). Read from a PEFT
+// folder (adapter_config.json + adapter_model.safetensors) or a GGUF adapter as llama.cpp
+// writes it; every shape is checked against the base model and a mismatch names the tensor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+class Model;
+
+// The matrices of a layer an adapter may change (a fused qkv or gate/up matrix is split
+// into its parts).
+enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kLoraTargets = 7;
+
+struct LoraDelta {
+  int64_t rank = 0, n_in = 0, n_out = 0;
+  std::vector<float> a;  // [rank, n_in], row-major
+  std::vector<float> b;  // [n_out, rank], row-major
+};
+
+struct LoraAdapter {
+  std::string path;
+  float scale = 1;  // alpha / rank (alpha / sqrt(rank) with rsLoRA) times the scale asked for
+  int64_t rank = 0;
+  uint64_t id = 0;  // distinct for every adapter loaded (the prefix cache keeps their KV apart)
+  std::vector<std::array<std::optional<LoraDelta>, kLoraTargets>> layers;  // [n_layer]
+  const LoraDelta* delta(int64_t layer, LoraTarget t) const {
+    const auto& d = layers[size_t(layer)][size_t(t)];
+    return d ? &*d : nullptr;
+  }
+  int64_t bytes() const;
+};
+
+// The adapters one sequence runs with (usually one; several stack).
+using LoraSet = std::vector<std::shared_ptr<const LoraAdapter>>;
+
+// `path`: a PEFT folder or a GGUF adapter; `scale` multiplies the adapter's own.
+Result<std::shared_ptr<const LoraAdapter>> load_lora(const std::string& path, const Model& base, float scale = 1.0f);
+
+// "PATH" or "PATH:SCALE" (the CLI's --lora), the scale 1 when absent.
+Result<std::pair<std::string, float>> parse_lora_arg(const std::string& arg);
+
+}  // namespace autoglm
