@@ -14,6 +14,7 @@
 
 #include "core/half.h"
 #include "formats/gguf.h"
+#include "lora_test_util.h"
 #include "model/create_model.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -24,119 +25,12 @@ namespace autoglm {
 namespace {
 
 using json = nlohmann::json;
-
-// One LoRA pair over a base tensor (GGUF name), in the base's GGUF row order.
-struct Pair {
-  std::string weight;
-  int64_t n_out = 0, n_in = 0, rank = 0;
-  std::vector<float> a, b;  // [rank, n_in], [n_out, rank]
-};
-
-std::vector<Pair> random_pairs(const Model& base, const std::vector<std::string>& suffixes, int64_t rank,
-                               uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::vector<Pair> pairs;
-  for (int64_t il = 0; il < base.spec().n_layer; ++il)
-    for (const std::string& suffix : suffixes) {
-      const std::string name = std::string("blk.") + std::to_string(il) + "." + suffix;
-      const GgufTensorInfo* t = base.file().find_tensor(name);
-      if (!t) continue;
-      Pair p{name, t->dims[1], t->dims[0], rank, {}, {}};
-      p.a.resize(size_t(rank * p.n_in));
-      p.b.resize(size_t(p.n_out * rank));
-      for (float& v : p.a) v = normal(rng);
-      for (float& v : p.b) v = normal(rng);
-      pairs.push_back(std::move(p));
-    }
-  return pairs;
-}
-
-std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * 4);
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-void write_gguf_adapter(const std::string& path, const std::string& arch, const std::vector<Pair>& pairs, float alpha) {
-  GgufWriter w;
-  w.set("general.architecture", GgufValue::string(arch));
-  w.set("general.type", GgufValue::string("adapter"));
-  w.set("adapter.type", GgufValue::string("lora"));
-  w.set("adapter.lora.alpha", GgufValue::f32(alpha));
-  for (const Pair& p : pairs) {
-    ASSERT_TRUE(w.add_tensor(p.weight + ".lora_a", DType::F32, {p.n_in, p.rank}, bytes_of(p.a)).is_ok());
-    ASSERT_TRUE(w.add_tensor(p.weight + ".lora_b", DType::F32, {p.rank, p.n_out}, bytes_of(p.b)).is_ok());
-  }
-  ASSERT_TRUE(w.write(path).is_ok());
-}
-
-// A safetensors file of F32 tensors (name -> shape and values), as PEFT saves one.
-void write_safetensors(const std::string& path,
-                       const std::vector<std::tuple<std::string, std::vector<int64_t>, std::vector<float>>>& tensors) {
-  json header = json::object();
-  size_t offset = 0;
-  for (const auto& [name, shape, values] : tensors) {
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + values.size() * 4}}};
-    offset += values.size() * 4;
-  }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t n = h.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << h;
-  for (const auto& [name, shape, values] : tensors)
-    f.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * 4));
-}
-
-// GGUF row r of a q/k matrix is HF row head*d + (r%2)*d/2 + (r%d)/2 (rotate_half pairs made
-// adjacent); this inverts it, giving the HF rows of a GGUF-order matrix.
-std::vector<float> to_hf_rows(const std::vector<float>& m, int64_t rows, int64_t cols, int64_t head_dim) {
-  std::vector<float> out(m.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t head = r / head_dim, in = r % head_dim;
-    const int64_t hf = head * head_dim + (in % 2) * (head_dim / 2) + in / 2;
-    std::copy_n(&m[size_t(r * cols)], cols, &out[size_t(hf * cols)]);
-  }
-  return out;
-}
-
-std::string hf_module(const std::string& gguf_suffix) {
-  if (gguf_suffix == "attn_q.weight") return "self_attn.q_proj";
-  if (gguf_suffix == "attn_k.weight") return "self_attn.k_proj";
-  if (gguf_suffix == "attn_v.weight") return "self_attn.v_proj";
-  if (gguf_suffix == "attn_output.weight") return "self_attn.o_proj";
-  if (gguf_suffix == "ffn_gate.weight") return "mlp.gate_proj";
-  if (gguf_suffix == "ffn_up.weight") return "mlp.up_proj";
-  return "mlp.down_proj";
-}
-
-void write_peft_adapter(const std::string& dir, const Model& base, const std::vector<Pair>& pairs, float alpha,
-                        bool rslora, bool permuted_qk) {
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/adapter_config.json")
-      << json{{"peft_type", "LORA"},
-              {"r", pairs[0].rank},
-              {"lora_alpha", alpha},
-              {"use_rslora", rslora},
-              {"fan_in_fan_out", false},
-              {"bias", "none"},
-              {"modules_to_save", nullptr},
-              {"target_modules", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}}
-             .dump();
-  std::vector<std::tuple<std::string, std::vector<int64_t>, std::vector<float>>> tensors;
-  for (const Pair& p : pairs) {
-    const size_t dot = p.weight.find('.', 4);
-    const std::string layer = p.weight.substr(4, dot - 4), suffix = p.weight.substr(dot + 1);
-    const std::string module = "base_model.model.model.layers." + layer + "." + hf_module(suffix);
-    const bool qk = suffix == "attn_q.weight" || suffix == "attn_k.weight";
-    tensors.emplace_back(module + ".lora_A.weight", std::vector<int64_t>{p.rank, p.n_in}, p.a);
-    tensors.emplace_back(module + ".lora_B.weight", std::vector<int64_t>{p.n_out, p.rank},
-                         qk && permuted_qk ? to_hf_rows(p.b, p.n_out, p.rank, base.spec().head_dim) : p.b);
-  }
-  write_safetensors(dir + "/adapter_model.safetensors", tensors);
-}
+using test::bytes_of;
+using test::kLoraAll;
+using test::Pair;
+using test::random_pairs;
+using test::write_gguf_adapter;
+using test::write_peft_adapter;
 
 std::vector<double> to_doubles(const GgufTensorInfo& t) {
   std::vector<double> out(size_t(t.n_elements()));
@@ -238,9 +132,6 @@ std::string temp(const std::string& name) {
   return ::testing::TempDir() + "/lora-" + name;
 }
 
-const std::vector<std::string> kAll = {"attn_q.weight",   "attn_k.weight", "attn_v.weight",  "attn_output.weight",
-                                       "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
-
 // Runs one adapter file against its merged model, and checks that the adapter changes the
 // logits at all (the comparison would pass trivially otherwise).
 void check_against_merged(const Model& base, const std::string& adapter_path, const std::vector<Pair>& pairs,
@@ -270,7 +161,7 @@ TEST(Lora, AGgufAdapterOnAGgufBaseMatchesTheMergedModel) {
   ASSERT_TRUE(create_random_model(o, base_path).is_ok());
   auto base = Model::load(base_path);
   ASSERT_TRUE(base.is_ok());
-  const auto pairs = random_pairs(**base, kAll, 4, 1);
+  const auto pairs = random_pairs(**base, kLoraAll, 4, 1);
   write_gguf_adapter(temp("a.gguf"), "llama", pairs, 8.0f);
   check_against_merged(**base, temp("a.gguf"), pairs, 8.0 / 4, "gguf adapter");
 }
@@ -279,7 +170,7 @@ TEST(Lora, APeftFolderOnAHuggingFaceBaseMatchesTheMergedModelWithAndWithoutRsLor
   AUTOGLM_REQUIRE_SHARED("models/hf/llama3-tiny/config.json");
   auto base = Model::load(test::shared_path("models/hf/llama3-tiny"));
   ASSERT_TRUE(base.is_ok()) << base.status().message();
-  const auto pairs = random_pairs(**base, kAll, 8, 2);
+  const auto pairs = random_pairs(**base, kLoraAll, 8, 2);
   for (bool rslora : {false, true}) {
     const std::string dir = temp(rslora ? "peft-rs" : "peft");
     write_peft_adapter(dir, **base, pairs, 16.0f, rslora, true);
@@ -301,7 +192,7 @@ TEST(Lora, AGgufAdapterOnAHuggingFaceBaseAndAPeftFolderOnAGgufBase) {
   ASSERT_TRUE(create_random_model(o, temp("qwen2.gguf")).is_ok());
   auto gguf = Model::load(temp("qwen2.gguf"));
   ASSERT_TRUE(gguf.is_ok());
-  const auto pairs = random_pairs(**gguf, kAll, 4, 4);
+  const auto pairs = random_pairs(**gguf, kLoraAll, 4, 4);
   write_peft_adapter(temp("peft-qwen2"), **gguf, pairs, 4.0f, false, false);  // Qwen2's q/k are not permuted
   check_against_merged(**gguf, temp("peft-qwen2"), pairs, 1.0, "peft folder on a qwen2 GGUF");
 }
@@ -312,7 +203,7 @@ TEST(Lora, TheBareBaseInTheSameBatchIsUnchangedBitForBit) {
   ASSERT_TRUE(create_random_model(o, temp("bit.gguf")).is_ok());
   auto base = Model::load(temp("bit.gguf"));
   ASSERT_TRUE(base.is_ok());
-  write_gguf_adapter(temp("x.gguf"), "llama", random_pairs(**base, kAll, 4, 5), 8.0f);
+  write_gguf_adapter(temp("x.gguf"), "llama", random_pairs(**base, kLoraAll, 4, 5), 8.0f);
   write_gguf_adapter(temp("y.gguf"), "llama", random_pairs(**base, {"attn_v.weight"}, 2, 6), 2.0f);
   auto x = load_lora(temp("x.gguf"), **base), y = load_lora(temp("y.gguf"), **base, 0.5f);
   ASSERT_TRUE(x.is_ok() && y.is_ok());

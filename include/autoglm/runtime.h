@@ -31,6 +31,13 @@ namespace autoglm {
 // The library's version ("0.1.0").
 const char* version();
 
+// A LoRA adapter: a PEFT folder (adapter_config.json + adapter_model.safetensors) or a GGUF
+// adapter, and a factor on its own scale (alpha / rank).
+struct LoraOption {
+  std::string path;
+  float scale = 1.0f;
+};
+
 struct RuntimeOptions {
   int threads = 0;                // 0: the physical cores
   bool pin_threads = false;       // worker i on the i-th allowed CPU
@@ -61,7 +68,12 @@ struct RuntimeOptions {
   float draft_p_min = 0.0f;    // drafting stops where the drafter's confidence falls below this
   int32_t exit_layer = 0;      // early-exit: the layers that draft (0: a quarter of the model)
   bool profile = false;        // per-op forward times
-  bool start_engine = true;    // false: no engine or KV pool (tokenizer, chat and logits only)
+  // Adapters every request (and logits) runs with, stacked in this order (the CLI's --lora).
+  std::vector<LoraOption> lora;
+  // Named adapters (load_lora) kept loaded at once; past it the least recently used one no
+  // request holds is unloaded, and read again when a request names it. <= 0: no bound.
+  int max_loras = 8;
+  bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;
   LogSink log;  // where the library's log lines go (null: keep the current sink)
   // Progress of long load steps (quantizing, repacking): step name, done, total.
@@ -104,6 +116,15 @@ struct Request {
   int32_t top_logprobs = -1;                         // -1: none; 0..20 alternatives per token
   bool ignore_eos = false;                           // generate past end-of-generation tokens
   bool speculative = true;                           // false: no drafts for this request
+  std::string lora;                                  // a named adapter (Runtime::load_lora); "" none
+};
+
+struct LoraInfo {
+  std::string name, path;
+  float scale = 1.0f;
+  bool resident = false;  // loaded now (else read again when named)
+  bool in_use = false;    // a request holds it
+  int64_t bytes = 0;      // of its matrices, when resident
 };
 
 struct RuntimeStats {
@@ -163,8 +184,17 @@ class Runtime {
   // stopped at max_tokens (an unfinished call is dropped rather than shown as text).
   Result<AssistantMessage> parse_reply(const Conversation& chat, const std::string& text, bool cut_short = false) const;
 
-  // One pass from position 0: logits as [positions][vocab] rows (all positions, or the last).
-  Result<std::vector<float>> logits(const std::vector<int32_t>& tokens, bool all_positions = true);
+  // One pass from position 0: logits as [positions][vocab] rows (all positions, or the last),
+  // under the options' adapters and, when named, a loaded one.
+  Result<std::vector<float>> logits(const std::vector<int32_t>& tokens, bool all_positions = true,
+                                    const std::string& lora = "");
+
+  // Named LoRA adapters over this model: a request names one in Request::lora. load_lora
+  // reads it at once (errors name the file and tensor; a name in use is an error);
+  // unload_lora forgets it (requests running with it finish with it).
+  Status load_lora(const std::string& name, const std::string& path, float scale = 1.0f);
+  Status unload_lora(const std::string& name);
+  std::vector<LoraInfo> loras() const;
 
   ModelInfo info() const;
 

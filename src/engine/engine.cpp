@@ -183,6 +183,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));
+  request.cache_salt = salt_with_lora(request.cache_salt, request.lora.get());
   auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, std::move(request));
   seq->handle = std::make_shared<StreamHandle>();
   seq->tokens = seq->request.prompt;
@@ -479,11 +480,14 @@ bool Engine::step() {
     Sequence& s = planner.seq(plan.work[i].id);
     if (!s.first_scheduled) s.first_scheduled = now;
     batch.caches.push_back(&s.kv);
+    batch.loras.push_back(s.request.lora.get());
     const bool completes = s.n_computed + plan.work[i].n_tokens == int64_t(s.tokens.size());
     batch.add_sequence_tokens(int32_t(i), s.tokens.data() + s.n_computed, plan.work[i].n_tokens, int32_t(s.n_computed),
                               completes, /*logits_for_all=*/!s.drafts.empty());
   }
-  StepShape shape;  // what ran, for the cost model (kept only when it plans the steps)
+  if (std::all_of(batch.loras.begin(), batch.loras.end(), [](const LoraSet* l) { return !l || l->empty(); }))
+    batch.loras.clear();  // the base alone: no grouping
+  StepShape shape;        // what ran, for the cost model (kept only when it plans the steps)
   shape.tokens = int64_t(batch.tokens.size());
   if (max_step_ms_ != 0)
     for (int32_t p : batch.positions) shape.attended += p + 1;

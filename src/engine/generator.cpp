@@ -31,12 +31,18 @@ Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std
   if (chunk <= 0) return invalid_argument("prefill chunk must be positive");
   for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {
     const size_t n = std::min(tokens.size() - start, size_t(chunk));
-    Batch batch;
-    batch.caches = {&cache_};
+    Batch batch = one_sequence();
     batch.add_sequence_tokens(0, tokens.data() + start, int64_t(n), int32_t(start), start + n == tokens.size());
     AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, last_logits));
   }
   return Status::ok();
+}
+
+Batch Generator::one_sequence() {
+  Batch batch;
+  batch.caches = {&cache_};
+  if (active_lora_ && !active_lora_->empty()) batch.loras = {active_lora_};
+  return batch;
 }
 
 Status Generator::set_speculation(const SpecConfig& config, const Model* draft) {
@@ -52,8 +58,7 @@ Status Generator::decode_pass(const std::vector<int32_t>& history, const std::ve
                               std::vector<float>& logits) {
   std::vector<int32_t> tokens{history.back()};
   tokens.insert(tokens.end(), drafts.begin(), drafts.end());
-  Batch batch;
-  batch.caches = {&cache_};
+  Batch batch = one_sequence();
   batch.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), int32_t(history.size() - 1), true,
                             /*logits_for_all=*/true);
   return runner_.forward(batch, logits);
@@ -64,8 +69,8 @@ Result<std::vector<float>> Generator::evaluate(const std::vector<int32_t>& token
   if (int64_t(tokens.size()) > cache_.capacity())
     return out_of_range(std::to_string(tokens.size()) + " tokens do not fit the context of " +
                         std::to_string(cache_.capacity()));
-  Batch batch;
-  batch.caches = {&cache_};
+  active_lora_ = lora_.get();
+  Batch batch = one_sequence();
   batch.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, true, all_positions);
   std::vector<float> logits;
   AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
@@ -76,6 +81,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
                                              const std::function<bool(const std::string&)>& on_text,
                                              int32_t prefill_chunk) {
   const std::vector<int32_t>& prompt = options.prompt;
+  active_lora_ = options.lora ? options.lora.get() : lora_.get();
   AUTOGLM_RETURN_IF_ERROR(validate_sampling_params(options.sampling));
   if (prompt.empty()) return invalid_argument("prompt: no tokens (empty prompt and no BOS)");
   if (options.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");

@@ -53,6 +53,9 @@ class Generator {
   // position ([n][n_vocab]) or of the last one.
   Result<std::vector<float>> evaluate(const std::vector<int32_t>& tokens, bool all_positions);
 
+  // LoRA adapters for evaluate and for generate calls whose request names none (null: none).
+  void set_lora(std::shared_ptr<const LoraSet> lora) { lora_ = std::move(lora); }
+
   int64_t n_ctx() const { return cache_.capacity(); }
   // The rows the last generate left behind (the tests compare them).
   KvCache& kv_cache() { return cache_; }
@@ -75,6 +78,9 @@ class Generator {
   ContiguousKvCache cache_;
   SpecConfig spec_;
   std::unique_ptr<Drafter> drafter_;  // null: plain decoding
+  std::shared_ptr<const LoraSet> lora_;
+  const LoraSet* active_lora_ = nullptr;  // of the pass being run
+  Batch one_sequence();                   // a batch of cache_, under the active adapters
 };
 
 }  // namespace autoglm

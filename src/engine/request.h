@@ -12,6 +12,7 @@
 
 #include "autoglm/engine.h"
 #include "autoglm/sampling_params.h"
+#include "model/lora.h"
 #include "sample/grammar.h"
 
 namespace autoglm {
@@ -30,6 +31,10 @@ struct GenerationRequest {
   // The root of the prefix cache's hash chain: only requests with the same salt share cached
   // blocks (the server gives each API key its own, so no key can probe another's prompts).
   uint64_t cache_salt = 0;
+  // LoRA adapters this request runs with (null or empty: the base model). Its KV is cached
+  // under them: another adapter never reuses it.
+  std::shared_ptr<const LoraSet> lora;
+  std::string lora_name;  // what the adapter is called, for metrics ("" for the base)
 };
 
 // The cache_salt of a scope (an API key; "" for none) and a request's own salt: 0, the shared
@@ -40,6 +45,14 @@ inline uint64_t prefix_cache_salt(const std::string& scope, const std::string& r
   material += '\0';
   material += request_salt;
   return std::hash<std::string>{}(material) | 1;  // never 0
+}
+
+// The prefix cache chain of a request under its adapters: `salt` mixed with their ids.
+inline uint64_t salt_with_lora(uint64_t salt, const LoraSet* lora) {
+  if (!lora || lora->empty()) return salt;
+  std::string material = std::to_string(salt);
+  for (const auto& a : *lora) material += "/" + std::to_string(a->id);
+  return std::hash<std::string>{}(material) | 1;
 }
 
 }  // namespace autoglm

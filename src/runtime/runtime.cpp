@@ -186,6 +186,19 @@ Runtime::~Runtime() = default;
 
 namespace {
 
+// options.lora, stacked in order; an error names the adapter.
+Status load_default_loras(Runtime::Parts& p) {
+  if (p.options.lora.empty()) return Status::ok();
+  LoraSet set;
+  for (const LoraOption& o : p.options.lora) {
+    auto adapter = load_lora(o.path, *p.model, o.scale);
+    if (!adapter) return Status(adapter.status().code(), "lora: " + adapter.status().message());
+    set.push_back(std::move(adapter).value());
+  }
+  p.default_lora = std::make_shared<const LoraSet>(std::move(set));
+  return Status::ok();
+}
+
 // Loads the model into `rt`, on its pool when it has one (a runtime opened beside another).
 Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const std::string& model_path,
                                            const RuntimeOptions& options) {
@@ -201,6 +214,8 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
+  AUTOGLM_RETURN_IF_ERROR(load_default_loras(p));
+  p.loras = std::make_unique<LoraRegistry>(*p.model, options.max_loras);
   if (!p.pool)
     p.pool = std::make_shared<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count(),
                                           options.pin_threads);
@@ -267,6 +282,8 @@ Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
   g.top_logprobs = request.top_logprobs;
   g.ignore_eos = request.ignore_eos;
   g.speculative = request.speculative;
+  AUTOGLM_ASSIGN_OR_RETURN(g.lora, lora_for(p, request.lora));
+  g.lora_name = request.lora;
   return p.engine->submit(std::move(g));
 }
 
@@ -346,7 +363,36 @@ Result<AssistantMessage> Runtime::parse_reply(const Conversation& chat, const st
   return m;
 }
 
-Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, bool all_positions) {
+Result<std::shared_ptr<const LoraSet>> lora_for(Runtime::Parts& p, const std::string& name) {
+  if (name.empty()) return p.default_lora;
+  if (!p.loras) return unsupported("lora: the runtime has no model");
+  auto named = p.loras->acquire(name);
+  if (!named) return Status(named.status().code(), "lora: " + named.status().message());
+  if (!p.default_lora) return named;
+  LoraSet stacked = *p.default_lora;
+  stacked.insert(stacked.end(), (*named)->begin(), (*named)->end());
+  return std::shared_ptr<const LoraSet>(std::make_shared<const LoraSet>(std::move(stacked)));
+}
+
+Status Runtime::load_lora(const std::string& name, const std::string& path, float scale) {
+  if (!parts_->loras) return unsupported("load_lora: the runtime has no model");
+  return parts_->loras->add(name, path, scale);
+}
+
+Status Runtime::unload_lora(const std::string& name) {
+  if (!parts_->loras) return not_found("no LoRA adapter '" + name + "'");
+  return parts_->loras->remove(name);
+}
+
+std::vector<LoraInfo> Runtime::loras() const {
+  std::vector<LoraInfo> out;
+  if (!parts_->loras) return out;
+  for (const auto& i : parts_->loras->list()) out.push_back({i.name, i.path, i.scale, i.resident, i.in_use, i.bytes});
+  return out;
+}
+
+Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, bool all_positions,
+                                           const std::string& lora) {
   Parts& p = *parts_;
   if (!p.model) return unsupported("logits: the runtime was opened for the tokenizer only");
   if (tokens.empty()) return invalid_argument("tokens: none given");
@@ -355,7 +401,9 @@ Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, b
       return invalid_argument("tokens: id " + std::to_string(t) + " is outside the vocabulary");
   TurnQueue::Seat seat(p.pool->turns());
   auto turn = seat.take();  // between the engines' steps
+  AUTOGLM_ASSIGN_OR_RETURN(auto adapters, lora_for(p, lora));
   Generator generator(*p.model, *p.tokenizer, *p.pool, int64_t(tokens.size()) + 1, p.engine_config.kv_type);
+  generator.set_lora(std::move(adapters));
   return generator.evaluate(tokens, all_positions);
 }
 

@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runtime/lora_registry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -25,11 +26,16 @@ struct Runtime::Parts {
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;
   std::unique_ptr<PromptBuilder> prompts;
-  std::shared_ptr<ThreadPool> pool;  // shared with the runtimes opened beside this one
-  EngineConfig engine_config;        // context, KV type and blocks, limits
-  std::unique_ptr<Model> draft;      // the draft model of speculative = "draft"
-  std::unique_ptr<Engine> engine;    // null with start_engine = false
+  std::shared_ptr<ThreadPool> pool;             // shared with the runtimes opened beside this one
+  EngineConfig engine_config;                   // context, KV type and blocks, limits
+  std::unique_ptr<Model> draft;                 // the draft model of speculative = "draft"
+  std::unique_ptr<Engine> engine;               // null with start_engine = false
+  std::shared_ptr<const LoraSet> default_lora;  // options.lora, for every request (null: none)
+  std::unique_ptr<LoraRegistry> loras;          // the named adapters
 };
+
+// The adapters a request runs with: the options' stacked with the named one ("": none).
+Result<std::shared_ptr<const LoraSet>> lora_for(Runtime::Parts& parts, const std::string& name);
 
 // The engine configuration for a model under these options: the context (the window, capped
 // by the trained context when that is larger), the KV type checked against the model, and
