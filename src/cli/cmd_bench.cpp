@@ -25,6 +25,8 @@ struct BenchArgs {
   std::vector<int> threads, parallel;
   bool profile = false;
   SpecOptions spec;
+  std::vector<std::string> lora;
+  bool lora_spread = false;  // sequence i runs adapter i % n alone, instead of all stacked
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -129,8 +131,11 @@ struct TimedSampler {
 };
 
 // Seconds of the timed part of one run of `t`, from empty caches.
+// `loras`: sequence s runs loras[s % size] (empty: the base).
 Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, int32_t ubatch, DType kv_type,
-                        Constraint* constraint = nullptr, TimedSampler* sampler = nullptr) {
+                        const std::vector<std::shared_ptr<const LoraSet>>& loras, Constraint* constraint = nullptr,
+                        TimedSampler* sampler = nullptr) {
+  auto lora_of = [&](int32_t s) { return loras.empty() ? nullptr : loras[size_t(s) % loras.size()].get(); };
   const int64_t n_vocab = model.spec().n_vocab;
   std::vector<ContiguousKvCache> caches;
   caches.reserve(size_t(t.sequences));
@@ -144,6 +149,7 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
       for (int32_t start = from; start < from + n; start += ubatch) {
         Batch b;
         b.caches = {&caches[size_t(s)]};
+        if (lora_of(s)) b.loras = {lora_of(s)};
         b.add_sequence_tokens(0, ids.data() + start, std::min(ubatch, from + n - start), start, true);
         AUTOGLM_RETURN_IF_ERROR(runner.forward(b, logits));
       }
@@ -159,6 +165,7 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
   Batch step;
   for (int32_t s = 0; s < t.sequences; ++s) {
     step.caches.push_back(&caches[size_t(s)]);
+    if (lora_of(s)) step.loras.push_back(lora_of(s));
     const int32_t first = int32_t((s * 31 + 7) % n_vocab);
     step.add_sequence_tokens(s, &first, 1, at, true);
   }
@@ -239,9 +246,17 @@ int bench(const BenchArgs& a) {
   options.quantize = a.quantize;
   options.threads = 1;  // each row of the table runs on its own pool
   options.start_engine = false;
+  auto lora = lora_options(a.lora);
+  if (!lora) return fail(lora.status());
+  options.lora = *lora;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
   const Model& m = *(*rt)->parts().model;
+  std::vector<std::shared_ptr<const LoraSet>> loras;
+  if (const auto& stacked = (*rt)->parts().default_lora; stacked && a.lora_spread)
+    for (const auto& adapter : *stacked) loras.push_back(std::make_shared<const LoraSet>(LoraSet{adapter}));
+  else if (stacked)
+    loras.push_back(stacked);
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
@@ -278,7 +293,7 @@ int bench(const BenchArgs& a) {
       warm.prompt = std::min(t.prompt, 16);
       warm.depth = std::min(t.depth, 16);
       warm.generate = std::min(t.generate, 4);
-      if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type); !w) return fail(w.status());
+      if (auto w = run_once(m, runner, warm, a.ubatch, *kv_type, loras); !w) return fail(w.status());
       runner.profile().set_enabled(a.profile);
       std::vector<double> tps;
       Constraint* c = trie && !t.timed_prefill ? &constraint : nullptr;
@@ -286,7 +301,7 @@ int bench(const BenchArgs& a) {
       TimedSampler sampler;
       TimedSampler* timed = !c && !t.timed_prefill ? &sampler : nullptr;
       for (int r = 0; r < a.reps; ++r) {
-        auto s = run_once(m, runner, t, a.ubatch, *kv_type, c, timed);
+        auto s = run_once(m, runner, t, a.ubatch, *kv_type, loras, c, timed);
         if (!s) return fail(s.status());
         tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
       }
@@ -333,6 +348,9 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(*cmd, a->kv_type);
   add_quantize_option(*cmd, a->quantize);
+  add_lora_option(*cmd, a->lora);
+  cmd->add_flag("--lora-spread", a->lora_spread,
+                "With several --lora: sequence i of a parallel test runs adapter i % N alone (the serving shape)");
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown of each test");
   add_spec_options(*cmd, a->spec);
   cmd->add_option("--json-schema", a->schema_file,

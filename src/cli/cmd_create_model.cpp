@@ -17,7 +17,20 @@ void register_create_model(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the weights");
   cmd->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the preset's)");
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
-  cmd->callback([o, type, out] {
+  auto lora_for = std::make_shared<std::string>();
+  auto rank = std::make_shared<int64_t>(16);
+  auto alpha = std::make_shared<float>(32.0f);
+  cmd->add_option("--lora-for", *lora_for, "Write a random LoRA adapter (GGUF) for this base model instead");
+  cmd->add_option("--rank", *rank, "The adapter's rank (with --lora-for)");
+  cmd->add_option("--alpha", *alpha, "The adapter's alpha (with --lora-for)");
+  cmd->callback([o, type, out, lora_for, rank, alpha] {
+    if (!lora_for->empty()) {
+      if (Status st = create_random_lora(*lora_for, *rank, *alpha, o->seed, *out); !st)
+        exit_code() = fail(st);
+      else
+        std::printf("wrote %s: a rank-%lld LoRA adapter for %s\n", out->c_str(), (long long)*rank, lora_for->c_str());
+      return;
+    }
     const auto t = dtype_from_name(*type);
     if (!t) {
       exit_code() = fail(invalid_argument("--type '" + *type + "' is not a weight type"));

@@ -13,6 +13,7 @@ namespace {
 struct LogitsArgs {
   std::string model, tokens, prompt, out, positions = "all", kv_type = "f16", quantize;
   int threads = 1;
+  std::vector<std::string> lora;
 };
 
 Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab) {
@@ -37,6 +38,9 @@ int logits(const LogitsArgs& a) {
   options.threads = a.threads;
   options.kv_type = a.kv_type;
   options.start_engine = false;
+  auto lora = lora_options(a.lora);
+  if (!lora) return fail(lora.status());
+  options.lora = *lora;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
   const int64_t n_vocab = (*rt)->parts().model->spec().n_vocab;
@@ -80,6 +84,7 @@ void register_logits(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   add_kv_type_option(*cmd, a->kv_type);
   add_quantize_option(*cmd, a->quantize);
+  add_lora_option(*cmd, a->lora);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text (tokenized with BOS as the model asks)");
   tokens->excludes(prompt);

@@ -21,6 +21,7 @@ struct RunArgs {
   std::string grammar_file, schema_file;
   SpecOptions spec;
   GenerationRequest gen;
+  std::vector<std::string> lora;
 };
 
 int run(const RunArgs& a) {
@@ -28,6 +29,9 @@ int run(const RunArgs& a) {
   options.quantize = a.quantize;
   options.threads = a.threads;
   options.start_engine = false;
+  auto lora = lora_options(a.lora);
+  if (!lora) return fail(lora.status());
+  options.lora = *lora;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
   const Model& model = *(*rt)->parts().model;
@@ -44,6 +48,7 @@ int run(const RunArgs& a) {
   auto kv_type = resolve_kv_type(a.kv_type, model.spec());
   if (!kv_type) return fail(kv_type.status());
   Generator generator(model, tok, *(*rt)->parts().pool, n_ctx, *kv_type);
+  generator.set_lora((*rt)->parts().default_lora);
   auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab());
   if (!speculation) return fail(speculation.status());
   if (auto s = generator.set_speculation(speculation->config, speculation->draft.get()); !s.is_ok()) return fail(s);
@@ -84,6 +89,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   add_kv_type_option(*cmd, a->kv_type);
   add_quantize_option(*cmd, a->quantize);
+  add_lora_option(*cmd, a->lora);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");

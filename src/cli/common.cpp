@@ -43,6 +43,20 @@ void add_quantize_option(CLI::App& cmd, std::string& quantize) {
   cmd.add_option("--quantize", quantize, "Re-encode the weights at load: q8_0, q4_0, q4_k, q6_k, ... (default: keep)");
 }
 
+void add_lora_option(CLI::App& cmd, std::vector<std::string>& lora) {
+  cmd.add_option("--lora", lora,
+                 "A LoRA adapter, PATH[:SCALE] (a PEFT folder or a GGUF adapter; repeatable: they stack)");
+}
+
+Result<std::vector<LoraOption>> lora_options(const std::vector<std::string>& args) {
+  std::vector<LoraOption> out;
+  for (const std::string& arg : args) {
+    AUTOGLM_ASSIGN_OR_RETURN(const auto parsed, parse_lora_arg(arg));
+    out.push_back({parsed.first, parsed.second});
+  }
+  return out;
+}
+
 RuntimeOptions environment_options() {
   RuntimeOptions options;
   options.repack_weights = !environment_says("AUTOGLM_REPACK", "0");

@@ -21,6 +21,10 @@ namespace autoglm::cli {
 // for long load steps. Commands that drive the single-sequence generator pass
 // start_engine = false.
 Result<std::unique_ptr<Runtime>> open_runtime(const std::string& path, RuntimeOptions options);
+// Adds --lora PATH[:SCALE] (repeatable: the adapters stack, in order).
+void add_lora_option(CLI::App& cmd, std::vector<std::string>& lora);
+// The --lora arguments as runtime options; an error names the argument.
+Result<std::vector<LoraOption>> lora_options(const std::vector<std::string>& args);
 // Adds --quantize (q8_0, q4_0, q4_k, ...: re-encode the weights at load).
 void add_quantize_option(CLI::App& cmd, std::string& quantize);
 // The environment's pinning switch (AUTOGLM_AFFINITY=1), for thread pools the CLI makes itself.

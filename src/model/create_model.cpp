@@ -200,4 +200,37 @@ Status create_random_model(const CreateModelOptions& o, const std::string& path)
   return w.write(path);
 }
 
+Status create_random_lora(const std::string& base_path, int64_t rank, float alpha, uint64_t seed,
+                          const std::string& path) {
+  if (rank < 1 || rank > 1024) return invalid_argument("--rank " + std::to_string(rank) + " is not in [1, 1024]");
+  AUTOGLM_ASSIGN_OR_RETURN(auto base, GgufFile::open(base_path));
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string(base->get_string("general.architecture").value_or("llama")));
+  w.set("general.type", GgufValue::string("adapter"));
+  w.set("adapter.type", GgufValue::string("lora"));
+  w.set("adapter.lora.alpha", GgufValue::f32(alpha));
+  const char* targets[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  for (const GgufTensorInfo& t : base->tensors()) {
+    bool targeted = false;
+    for (const char* name : targets)
+      targeted = targeted || (t.name.rfind("blk.", 0) == 0 &&
+                              t.name.find(std::string(".") + name + ".weight") != std::string::npos);
+    if (!targeted || t.dims.size() != 2) continue;
+    const int64_t n_in = t.dims[0], n_out = t.dims[1];
+    Rng rng{name_seed(seed, t.name)};
+    std::vector<float> a(size_t(rank * n_in)), b(size_t(n_out * rank));
+    const float a_std = 1.0f / std::sqrt(float(n_in)), b_std = 0.01f;
+    for (float& v : a) v = rng.normal() * a_std;
+    for (float& v : b) v = rng.normal() * b_std;
+    auto bytes = [](const std::vector<float>& v) {
+      std::vector<uint8_t> out(v.size() * sizeof(float));
+      std::memcpy(out.data(), v.data(), out.size());
+      return out;
+    };
+    AUTOGLM_RETURN_IF_ERROR(w.add_tensor(t.name + ".lora_a", DType::F32, {n_in, rank}, bytes(a)));
+    AUTOGLM_RETURN_IF_ERROR(w.add_tensor(t.name + ".lora_b", DType::F32, {rank, n_out}, bytes(b)));
+  }
+  return w.write(path);
+}
+
 }  // namespace autoglm

@@ -23,4 +23,9 @@ const std::vector<std::string>& create_model_presets();
 // Writes the model to `path` as GGUF v3 with a small built-in SPM vocabulary.
 Status create_random_model(const CreateModelOptions& options, const std::string& path);
 
+// A deterministic random LoRA adapter (GGUF, F32) of `rank` over every attention and MLP
+// matrix of the model at `base_path`, for benchmarks and demos.
+Status create_random_lora(const std::string& base_path, int64_t rank, float alpha, uint64_t seed,
+                          const std::string& path);
+
 }  // namespace autoglm
