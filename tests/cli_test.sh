@@ -18,7 +18,7 @@ skip_or_fail() {  # skip_or_fail WHAT PATH: CI always has ../shared (CI=true or 
 }
 
 out=$("$bin" --help 2>&1)
-for cmd in run tokenize info bench logits create-model quantize convert; do check "help lists $cmd" "$cmd" "$out"; done
+for cmd in run tokenize info bench logits create-model quantize convert export-lora; do check "help lists $cmd" "$cmd" "$out"; done
 check "run --help" "--top-p" "$("$bin" run --help 2>&1)"
 
 # create-model, info, run and bench on a fresh tiny model.
@@ -46,6 +46,21 @@ out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/x.gguf" q9_9 2>&1)
 check "quantize bad type" "TYPE 'q9_9' is not a weight type" "$out"
 out=$("$bin" create-model --type q9_9 -o "$tmp/x.gguf" 2>&1)
 check "create-model bad type" "--type 'q9_9' is not a weight type" "$out"
+
+# LoRA: a random adapter, --lora on run, logits and bench (spread over parallel sequences), export-lora.
+out=$("$bin" create-model --lora-for "$tmp/tiny.gguf" --rank 4 -o "$tmp/lora.gguf" 2>&1)
+check "create-model --lora-for" "a rank-4 LoRA adapter" "$out"
+out=$("$bin" run -m "$tmp/tiny.gguf" -p "hello" -n 4 -t 1 --lora "$tmp/lora.gguf:0.5" 2>&1)
+check "run --lora" "generated tokens: 4" "$out"
+out=$("$bin" run -m "$tmp/tiny.gguf" -p "hello" -n 4 -t 1 --lora "$tmp/lora.gguf:x" 2>&1)
+check "run --lora bad scale" "the scale after ':' must be a number" "$out"
+out=$("$bin" logits -m "$tmp/tiny.gguf" -p "hello" -o "$tmp/l.bin" --lora "$tmp/lora.gguf" 2>&1)
+check "logits --lora" "wrote" "$out"
+out=$("$bin" bench -m "$tmp/tiny.gguf" -p 0 -n 2 -r 1 -t 1 -b 2 --parallel-prompt 4 --lora "$tmp/lora.gguf" --lora "$tmp/lora.gguf" --lora-spread 2>&1)
+check "bench --lora-spread" "tg2 x2" "$out"
+out=$("$bin" export-lora -m "$tmp/tiny.gguf" --lora "$tmp/lora.gguf" -o "$tmp/merged.gguf" 2>&1)
+check "export-lora" "with 1 adapter(s) merged" "$out"
+check "export-lora output loads" "architecture:    qwen2" "$("$bin" info -m "$tmp/merged.gguf" 2>&1)"
 
 # Errors name the file.
 out=$("$bin" run -m "$tmp/missing.gguf" -p x 2>&1)

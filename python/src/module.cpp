@@ -88,11 +88,12 @@ py::dict info_dict(const ModelInfo& i) {
   return d;
 }
 
-py::array_t<float> logits_array(Runtime& rt, const std::vector<int32_t>& ids, bool all_positions) {
+py::array_t<float> logits_array(Runtime& rt, const std::vector<int32_t>& ids, bool all_positions,
+                                const std::string& lora) {
   Result<std::vector<float>> r = invalid_argument("");
   {
     py::gil_scoped_release unlocked;
-    r = rt.logits(ids, all_positions);
+    r = rt.logits(ids, all_positions, lora);
   }
   std::vector<float> values = value_or_raise(std::move(r));
   const py::ssize_t vocab = rt.info().n_vocab;
@@ -199,7 +200,37 @@ PYBIND11_MODULE(_core, m) {
             return d;
           },
           py::arg("messages_json"), py::arg("tools_json"), py::arg("text"), py::arg("cut_short") = false)
-      .def("logits", &logits_array, py::arg("ids"), py::arg("all_positions") = true)
+      .def("logits", &logits_array, py::arg("ids"), py::arg("all_positions") = true, py::arg("lora") = "")
+      .def(
+          "load_lora",
+          [](Runtime& rt, const std::string& name, const std::string& path, float scale) {
+            Status st = invalid_argument("");
+            {
+              py::gil_scoped_release unlocked;
+              st = rt.load_lora(name, path, scale);
+            }
+            if (!st.is_ok()) raise(st);
+          },
+          py::arg("name"), py::arg("path"), py::arg("scale") = 1.0f)
+      .def("unload_lora",
+           [](Runtime& rt, const std::string& name) {
+             const Status st = rt.unload_lora(name);
+             if (!st.is_ok()) raise(st);
+           })
+      .def("loras",
+           [](const Runtime& rt) {
+             py::list out;
+             for (const LoraInfo& i : rt.loras()) {
+               py::dict d;
+               d["name"] = i.name;
+               d["path"] = i.path;
+               d["scale"] = i.scale;
+               d["resident"] = i.resident;
+               d["in_use"] = i.in_use;
+               out.append(d);
+             }
+             return out;
+           })
       .def("info", [](const Runtime& rt) { return info_dict(rt.info()); })
       .def("stats",
            [](const Runtime& rt) {

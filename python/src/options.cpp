@@ -37,6 +37,26 @@ void apply(const py::dict& d, const Setters<Target>& setters, Target& target, co
   }
 }
 
+// "PATH", "PATH:SCALE" or (PATH, SCALE), as the CLI's --lora.
+LoraOption lora_option(const py::handle& v) {
+  if (py::isinstance<py::tuple>(v) || py::isinstance<py::list>(v)) {
+    auto t = v.cast<std::pair<std::string, float>>();
+    return {t.first, t.second};
+  }
+  const std::string s = v.cast<std::string>();
+  const size_t colon = s.rfind(':');
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      size_t used = 0;
+      const float scale = std::stof(s.substr(colon + 1), &used);
+      if (used == s.size() - colon - 1) return {s.substr(0, colon), scale};
+    } catch (const std::exception&) {
+    }
+    throw py::value_error("lora: '" + s + "': the scale after ':' must be a number (PATH or PATH:SCALE)");
+  }
+  return {s, 1.0f};
+}
+
 template <class Target, class T>
 std::function<void(Target&, const py::handle&)> field(T Target::*member) {
   return [member](Target& t, const py::handle& v) { t.*member = v.cast<T>(); };
@@ -66,6 +86,12 @@ const Setters<RuntimeOptions>& runtime_setters() {
       {"draft_p_min", field(&O::draft_p_min)},
       {"exit_layer", field(&O::exit_layer)},
       {"start_engine", field(&O::start_engine)},
+      {"max_loras", field(&O::max_loras)},
+      {"lora",
+       [](O& o, const py::handle& v) {
+         o.lora.clear();
+         for (const py::handle& item : v.cast<py::list>()) o.lora.push_back(lora_option(item));
+       }},
   };
   return setters;
 }
@@ -94,6 +120,7 @@ const Setters<Request>& request_setters() {
         {"top_logprobs", field(&Request::top_logprobs)},
         {"ignore_eos", field(&Request::ignore_eos)},
         {"speculative", field(&Request::speculative)},
+        {"lora", field(&Request::lora)},
         {"json_schema",
          [](Request& r, const py::handle& v) {
            r.constraint = {ConstraintKind::kJsonSchema, v.cast<std::string>()};

@@ -67,6 +67,7 @@ void register_create_model(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_export_lora(CLI::App& app);
 
 // Set by a subcommand's callback; main() returns it.
 int& exit_code();

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   autoglm::cli::register_create_model(app);
   autoglm::cli::register_quantize(app);
   autoglm::cli::register_convert(app);
+  autoglm::cli::register_export_lora(app);
   CLI11_PARSE(app, argc, argv);
   return autoglm::cli::exit_code();
 }

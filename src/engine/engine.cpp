@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -669,10 +670,36 @@ bool Engine::emit_next_token(Sequence& s, const float* logits) {
   return false;
 }
 
+namespace {
+
+template <class List>
+std::string lora_names(const List& sequences) {
+  std::set<std::string> names;
+  for (const auto& s : sequences)
+    if (!s->request.lora_name.empty()) names.insert(s->request.lora_name);
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ',';
+    out += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+void EngineStats::set_lora_activity(std::string running, std::string waiting) {
+  std::lock_guard<std::mutex> lock(lora_mutex);
+  if (running == lora.running && waiting == lora.waiting && lora.changed_at > 0) return;
+  lora.running = std::move(running);
+  lora.waiting = std::move(waiting);
+  lora.changed_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void Engine::update_gauges() {
   stats_.running = int64_t(running_.size());
   stats_.waiting = int64_t(waiting_.size());
   stats_.kv_blocks_used = blocks_.n_used();
+  stats_.set_lora_activity(lora_names(running_), lora_names(waiting_));
 }
 
 }  // namespace autoglm

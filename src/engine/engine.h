@@ -10,6 +10,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -47,6 +48,13 @@ struct EngineConfig {
 };
 
 // Counters and gauges, read from any thread.
+// The LoRA adapters of the running and of the waiting requests (names, sorted and
+// comma-joined; "" none) and when either last changed (unix seconds).
+struct LoraActivity {
+  std::string running, waiting;
+  double changed_at = 0;
+};
+
 struct EngineStats {
   std::atomic<int64_t> prompt_tokens{0};
   std::atomic<int64_t> generated_tokens{0};
@@ -75,6 +83,14 @@ struct EngineStats {
   // Finished requests by finish reason.
   std::array<std::atomic<int64_t>, kFinishReasonCount> finished{};
   int64_t finished_with(FinishReason r) const { return finished[size_t(r)].load(); }
+
+  LoraActivity lora_activity() const {
+    std::lock_guard<std::mutex> lock(lora_mutex);
+    return lora;
+  }
+  void set_lora_activity(std::string running, std::string waiting);  // keeps changed_at when the same
+  mutable std::mutex lora_mutex;
+  LoraActivity lora;
 };
 
 struct Sequence;

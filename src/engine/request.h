@@ -51,7 +51,10 @@ inline uint64_t prefix_cache_salt(const std::string& scope, const std::string& r
 inline uint64_t salt_with_lora(uint64_t salt, const LoraSet* lora) {
   if (!lora || lora->empty()) return salt;
   std::string material = std::to_string(salt);
-  for (const auto& a : *lora) material += "/" + std::to_string(a->id);
+  for (const auto& a : *lora) {
+    material += '/';
+    material += std::to_string(a->id);
+  }
   return std::hash<std::string>{}(material) | 1;
 }
 

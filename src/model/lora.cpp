@@ -72,7 +72,12 @@ Targets targets_of(const std::string& name, const Model& base) {
 }
 
 std::string shape_text(int64_t rows, int64_t cols) {
-  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  std::string s = "[";
+  s += std::to_string(rows);
+  s += ", ";
+  s += std::to_string(cols);
+  s += ']';
+  return s;
 }
 
 // Adds the pair (A: [rank, n_in], B: [n_out, rank]) over base tensor `weight`. `a_name` and
@@ -245,6 +250,14 @@ Status load_peft(LoraAdapter& ad, const std::string& dir, const Model& base, flo
 }
 
 }  // namespace
+
+std::vector<LoraSlot> lora_slots(const std::string& name, const Model& base) {
+  const Targets t = targets_of(name, base);
+  std::vector<LoraSlot> out;
+  if (t.layer >= 0)
+    for (const Slot& s : t.slots) out.push_back({t.layer, s.target, s.row0, s.rows});
+  return out;
+}
 
 int64_t LoraAdapter::bytes() const {
   int64_t n = 0;

@@ -47,6 +47,15 @@ using LoraSet = std::vector<std::shared_ptr<const LoraAdapter>>;
 // `path`: a PEFT folder or a GGUF adapter; `scale` multiplies the adapter's own.
 Result<std::shared_ptr<const LoraAdapter>> load_lora(const std::string& path, const Model& base, float scale = 1.0f);
 
+// The parts of base tensor `name` ("blk.3.attn_qkv.weight") an adapter may change: its layer,
+// and per target the first row and the rows it covers. Empty for any other tensor.
+struct LoraSlot {
+  int64_t layer = 0;
+  LoraTarget target = LoraTarget::kQ;
+  int64_t row0 = 0, rows = 0;
+};
+std::vector<LoraSlot> lora_slots(const std::string& name, const Model& base);
+
 // "PATH" or "PATH:SCALE" (the CLI's --lora), the scale 1 when absent.
 Result<std::pair<std::string, float>> parse_lora_arg(const std::string& arg);
 

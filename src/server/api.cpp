@@ -87,6 +87,7 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   o.draft_p_min = float(c.draft_p_min);
   o.profile = c.profile;
   o.limits = c.limits;
+  o.max_loras = int(c.max_loras);
   return o;
 }
 
@@ -161,6 +162,13 @@ Status ApiService::load(const RuntimeOptions& base) {
     s->prompts = parts.prompts.get();
     AUTOGLM_ASSIGN_OR_RETURN(s->pooling, resolve_pooling(config_.embeddings_pooling, m.config->model));
     models_.push_back(std::move(s));
+    for (const LoraAdapterConfig& a : m.config->lora_adapters) {
+      const std::string where = (served.size() == 1 ? "" : "models: '" + m.name + "': ") + "lora_adapters." + a.name;
+      if (Status taken = lora_name_free(a.name); !taken.is_ok())
+        return Status(taken.code(), where + ": " + taken.message());
+      if (Status st = models_.back()->runtime->load_lora(a.name, a.path, a.scale); !st.is_ok())
+        return Status(st.code(), where + ": " + st.message());
+    }
   }
   ModelService& first = default_model();
   AUTOGLM_ASSIGN_OR_RETURN(tools_, ToolRegistry::build(config_.tools, config_.http_allowlist));
@@ -231,6 +239,15 @@ std::optional<Reply> ApiService::resolve(const json& body, Target& target, bool 
       target.model = m.get();
       return std::nullopt;
     }
+  if (ModelService* base = adapter_base(name)) {
+    auto set = lora_for(base->runtime->parts(), name);
+    if (!set && set.status().code() == StatusCode::kResourceExhausted) return busy_reply(set.status().message());
+    if (!set) return error_reply(404, set.status().message(), "model");
+    target.model = base;
+    target.lora = name;
+    target.lora_set = std::move(set).value();
+    return std::nullopt;
+  }
   target.routes = routes();
   if (auto it = target.routes->find(name); it != target.routes->end()) {
     if (!routes_ok)
@@ -304,7 +321,9 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                                                                           {"POST", "/v1/batches"},
                                                                           {"GET", "/v1/batches"},
                                                                           {"GET", "/v1/batches/*"},
-                                                                          {"POST", "/v1/batches/*"}};
+                                                                          {"POST", "/v1/batches/*"},
+                                                                          {"POST", "/v1/load_lora_adapter"},
+                                                                          {"POST", "/v1/unload_lora_adapter"}};
   bool known = false, method_ok = false;
   for (const auto& [m, p] : routes)
     if (p == path ||
@@ -373,6 +392,8 @@ Reply ApiService::route(const HttpRequest& req) {
   if (path == "/v1/jobs") return jobs(req.target, key);
   if (path.rfind("/v1/jobs/", 0) == 0) return job(req.method, path.substr(9), key);
   if (path == "/v1/files" || path.rfind("/v1/files/", 0) == 0) return files_route(req, key);
+  if (path == "/v1/load_lora_adapter") return load_lora_adapter(req.body);
+  if (path == "/v1/unload_lora_adapter") return unload_lora_adapter(req.body);
   if (path == "/v1/batches" || path.rfind("/v1/batches/", 0) == 0) return batches_route(req, key);
   return generate(req, path == "/v1/chat/completions");
 }
@@ -422,6 +443,11 @@ Reply ApiService::model(const std::string& id) {
     r.body = route_object(it->second).dump();
     return r;
   }
+  for (const json& adapter : lora_objects())
+    if (adapter["id"] == id) {
+      r.body = adapter.dump(-1, ' ', false, json::error_handler_t::replace);
+      return r;
+    }
   return error_reply(404, "no model '" + id + "'; this server serves " + served_list(), "model");
 }
 
@@ -430,6 +456,7 @@ Reply ApiService::models() {
   json data = json::array();
   for (const auto& m : models_) data.push_back(model_object(m->name, "model"));
   for (const auto& [name, route] : *routes()) data.push_back(route_object(route));
+  for (const json& adapter : lora_objects()) data.push_back(adapter);
   Reply r;
   r.body = json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
@@ -443,6 +470,7 @@ Reply ApiService::metrics_text() {
   r.body = metrics_.render(engines, &tools_->stats());
   if (response_cache_) r.body += response_cache_->render_metrics();
   if (jobs_) jobs_metrics(r.body);
+  lora_metrics(r.body);
   return r;
 }
 

@@ -79,6 +79,8 @@ struct ModelService {
 // which a reload may replace while the request goes on).
 struct Target {
   ModelService* model = nullptr;
+  std::string lora;                         // a LoRA adapter over `model` ("" none)
+  std::shared_ptr<const LoraSet> lora_set;  // held while the request runs
   const Route* route = nullptr;
   std::shared_ptr<const RouteTable> routes;
 };
@@ -133,7 +135,9 @@ class ApiService {
     GenerationParams params;
     std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
   };
-  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key, ModelService& model);
+  // `lora`: the adapter the request names, when it names one.
+  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key, ModelService& model,
+                                        const Target* lora = nullptr);
   // One model answers (the response cache first, when `use_cache`); `route` labels its metrics.
   Reply generate_on(PreparedGeneration p, const json& body, const std::string& route, bool use_cache);
   Reply cascade(const Route& route, const json& body, bool chat, const std::string& api_key);
@@ -150,6 +154,14 @@ class ApiService {
   // naming what is served. `routes_ok`: whether a route may answer here.
   std::optional<Reply> resolve(const json& body, Target& target, bool routes_ok = false);
   ModelService& model_named(const std::string& name);
+  // The model a LoRA adapter of this name is loaded over, or null.
+  ModelService* adapter_base(const std::string& name);
+  // OK when no model, route or adapter has this name (a new adapter may take it).
+  Status lora_name_free(const std::string& name);
+  Reply load_lora_adapter(const std::string& body);
+  std::vector<json> lora_objects();  // /v1/models entries of the adapters
+  void lora_metrics(std::string& out);
+  Reply unload_lora_adapter(const std::string& body);
   ModelService& default_model() { return *models_.front(); }
   std::string served_list() const;  // "'a', 'b' and the routes 'r'"
   Reply tokenize(const std::string& body);

@@ -132,8 +132,8 @@ Reply ApiService::generate(const HttpRequest& req, bool chat) {
                         req.cache_control.find("no-store") != std::string::npos;
   const bool use_cache = response_cache_ && !no_cache && bool_param(j, "cache", true);
   if (!target.route) {
-    Reply r = generate_on(prepare_generation(j, chat, api_key, *target.model), j, "", use_cache);
-    add_route_headers(r, target.model->name, "", "");
+    Reply r = generate_on(prepare_generation(j, chat, api_key, *target.model, &target), j, "", use_cache);
+    add_route_headers(r, target.lora.empty() ? target.model->name : target.lora, "", "");
     return r;
   }
   const Route& route = *target.route;
@@ -149,12 +149,20 @@ Reply ApiService::generate(const HttpRequest& req, bool chat) {
 
 Reply ApiService::generate_on(PreparedGeneration p, const json& j, const std::string& route, bool use_cache) {
   ModelService& m = *p.model;
-  RequestMetrics& series = metrics_.requests(m.name, route);
-  feedback_.remember(p.shape.id, &series, m.name, route);
+  // An adapter's requests are counted (and cached) as its own: the name it was asked by.
+  const std::string& served = p.shape.model;
+  RequestMetrics& series = metrics_.requests(served, route);
+  feedback_.remember(p.shape.id, &series, served, route);
   auto writer = std::make_shared<ResponseWriter>(p.shape, *m.tokenizer, series);
   auto consume = [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
+  std::string cache_scope = served;  // an adapter loaded again under the name is another one
+  if (p.request.lora)
+    for (const auto& a : *p.request.lora) {
+      cache_scope += '#';
+      cache_scope += std::to_string(a->id);
+    }
   const std::optional<std::string> key =
-      use_cache ? response_cache_key(m.name, p.shape.chat, p.request.prompt, j, p.request) : std::nullopt;
+      use_cache ? response_cache_key(cache_scope, p.shape.chat, p.request.prompt, j, p.request) : std::nullopt;
   if (!key) return submit_generation(std::move(p), consume);
   if (auto hit = response_cache_->find(*key)) {
     Reply r = replay(*hit, p, consume);
@@ -248,7 +256,7 @@ Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneratio
 // A chat or completions body as the engine request and the response's shape (throws
 // ParamError naming the field).
 ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, bool chat, const std::string& api_key,
-                                                              ModelService& m) {
+                                                              ModelService& m, const Target* lora) {
   PreparedGeneration p;
   p.model = &m;
   ResponseShape& shape = p.shape;
@@ -287,6 +295,11 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
   GenerationRequest& g = p.request;
   g = engine_request(params, std::move(prompt), m.model->generation_defaults(), m.engine->config().n_ctx);
   g.cache_salt = cache_salt(api_key, params.cache_salt);
+  if (lora && lora->lora_set) {
+    g.lora = lora->lora_set;
+    g.lora_name = lora->lora;
+    shape.model = lora->lora;
+  }
   for (const auto& [token, bias] : g.sampling.logit_bias)
     if (token >= m.tokenizer->n_vocab()) {
       std::string where = "logit_bias.";

@@ -55,7 +55,7 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
   } else {
     Target target;
     if (auto other = resolve(j, target, true)) return *other;
-    if (!target.route) prepare_generation(j, endpoint == "/v1/chat/completions", api_key, *target.model);
+    if (!target.route) prepare_generation(j, endpoint == "/v1/chat/completions", api_key, *target.model, &target);
   }
   auto job = jobs_->submit(endpoint, j.dump(), api_key, metadata, callback_url);
   if (!job && job.status().code() == StatusCode::kInvalidArgument) bad("callback_url", job.status().message());

@@ -353,6 +353,35 @@ Status read_cors(const ConfigReader& r, const YAML::Node& node, ServerConfig& c)
   return Status::ok();
 }
 
+// lora_adapters: {NAME: PATH, NAME: {path: PATH, scale: 0.5}}
+Status read_lora_adapters(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  if (!node.IsMap()) return r.error(node, "lora_adapters", "must be a mapping of names to paths (or {path, scale})");
+  c.lora_adapters.clear();
+  for (const auto& kv : node) {
+    LoraAdapterConfig a;
+    a.name = kv.first.Scalar();
+    const std::string at = "lora_adapters." + a.name;
+    if (kv.second.IsScalar()) {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, a.path));
+    } else if (kv.second.IsMap()) {
+      for (const auto& field : kv.second) {
+        const std::string key = field.first.Scalar();
+        if (key == "path")
+          AUTOGLM_RETURN_IF_ERROR(r.scalar(field.second, at + ".path", a.path));
+        else if (key == "scale")
+          AUTOGLM_RETURN_IF_ERROR(r.ranged<float>(field.second, at + ".scale", a.scale, -100.0f, 100.0f));
+        else
+          return r.error(field.first, at + "." + key, "is not a known key (path, scale)");
+      }
+    } else {
+      return r.error(kv.second, at, "must be a path or {path, scale}");
+    }
+    if (a.path.empty()) return r.error(kv.second, at + ".path", "is required (a PEFT folder or a GGUF adapter)");
+    c.lora_adapters.push_back(std::move(a));
+  }
+  return Status::ok();
+}
+
 Status read_rate_limit(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (!node.IsMap()) return r.error(node, "rate_limit", "must be a mapping (requests_per_second, burst)");
   for (const auto& kv : node) {
@@ -435,6 +464,8 @@ using KeyTable = std::map<std::string, std::function<Status(const YAML::Node&)>>
 KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
   return {
       {"model", [&](const YAML::Node& n) { return r.scalar(n, "model", c.model); }},
+      {"lora_adapters", [&](const YAML::Node& n) { return read_lora_adapters(r, n, c); }},
+      {"max_loras", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_loras", c.max_loras, 1, 4096); }},
       {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
       {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", c.chat_template); }},
@@ -493,7 +524,8 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
 const std::set<std::string> kPerModelKeys = {"path",           "quantize",    "engine",      "chat_template",
                                              "context_window", "speculative", "max_running", "max_batch_tokens",
-                                             "max_queued",     "scheduler",   "kv_cache"};
+                                             "max_queued",     "scheduler",   "kv_cache",    "lora_adapters",
+                                             "max_loras"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.

@@ -28,8 +28,17 @@ struct ServedModel {
   std::shared_ptr<const ServerConfig> config;  // the top-level keys with the entry's own on top
 };
 
+// A LoRA adapter served over a model: requests name it as their `model`.
+struct LoraAdapterConfig {
+  std::string name;
+  std::string path;  // a PEFT folder or a GGUF adapter
+  float scale = 1.0f;
+};
+
 struct ServerConfig {
-  std::string model;          // GGUF file or Hugging Face folder
+  std::string model;                             // GGUF file or Hugging Face folder
+  std::vector<LoraAdapterConfig> lora_adapters;  // over `model`
+  int64_t max_loras = 8;      // adapters loaded at once; the least recently used idle one goes past it
   std::string quantize;       // weight type to re-encode the matrices to at load; empty: keep
   std::string architecture;   // overrides general.architecture when set
   std::string chat_template;  // built-in template name or a Jinja file; empty: the model's own

@@ -1,0 +1,115 @@
+// LoRA adapters served over the models: named in the configuration (lora_adapters) or loaded
+// at run time (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, as vLLM names them); a
+// request names one as its `model`; /v1/models lists them with their base as parent.
+#include "server/api.h"
+#include "server/metrics.h"
+
+namespace autoglm {
+
+ModelService* ApiService::adapter_base(const std::string& name) {
+  for (auto& m : models_)
+    for (const LoraInfo& a : m->runtime->loras())
+      if (a.name == name) return m.get();
+  return nullptr;
+}
+
+Status ApiService::lora_name_free(const std::string& name) {
+  for (const auto& m : models_)
+    if (m->name == name) return invalid_argument("'" + name + "' is the name of a model");
+  if (routes_ && routes()->count(name)) return invalid_argument("'" + name + "' is the name of a route");
+  if (adapter_base(name)) return invalid_argument("an adapter named '" + name + "' is already loaded");
+  return Status::ok();
+}
+
+std::vector<json> ApiService::lora_objects() {
+  std::vector<json> out;
+  for (const auto& m : models_)
+    for (const LoraInfo& a : m->runtime->loras())
+      out.push_back({{"id", a.name},
+                     {"object", "model"},
+                     {"created", int64_t(std::time(nullptr))},
+                     {"owned_by", "open-autoglm"},
+                     {"kind", "lora"},
+                     {"parent", m->name},
+                     {"root", a.path},
+                     {"lora", {{"scale", a.scale}, {"resident", a.resident}, {"in_use", a.in_use}}}});
+  return out;
+}
+
+namespace {
+
+std::string string_field(const json& j, const char* name, bool required) {
+  if (!j.contains(name) || j[name].is_null()) {
+    if (required) bad(name, std::string("'") + name + "' is required");
+    return "";
+  }
+  if (!j[name].is_string() || (required && j[name].get<std::string>().empty()))
+    bad(name, std::string("'") + name + "' must be a non-empty string");
+  return j[name];
+}
+
+Reply text_reply(const std::string& text) {
+  Reply r;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = text;
+  return r;
+}
+
+}  // namespace
+
+// POST /v1/load_lora_adapter {"lora_name", "lora_path", "model"?: its base (the first model),
+// "scale"?: 1}: read now; a file that does not fit the base is a 400 naming the tensor.
+Reply ApiService::load_lora_adapter(const std::string& body) {
+  const json j = parse_body(body, config_.limits);
+  const std::string name = string_field(j, "lora_name", true), path = string_field(j, "lora_path", true);
+  const std::string base = string_field(j, "model", false);
+  float scale = 1.0f;
+  if (j.contains("scale") && !j["scale"].is_null()) {
+    if (!j["scale"].is_number()) bad("scale", "'scale' must be a number");
+    scale = j["scale"].get<float>();
+  }
+  if (Status free = lora_name_free(name); !free.is_ok()) bad("lora_name", free.message());
+  ModelService* model = &default_model();
+  if (!base.empty()) {
+    model = nullptr;
+    for (auto& m : models_)
+      if (m->name == base) model = m.get();
+    if (!model) return error_reply(404, "no model '" + base + "' to load the adapter over", "model");
+  }
+  const Status st = model->runtime->load_lora(name, path, scale);
+  if (st.code() == StatusCode::kResourceExhausted) return busy_reply(st.message());
+  if (!st.is_ok()) bad("lora_path", st.message());
+  return text_reply("Success: LoRA adapter '" + name + "' added successfully.");
+}
+
+// POST /v1/unload_lora_adapter {"lora_name"}: requests running with it finish with it.
+Reply ApiService::unload_lora_adapter(const std::string& body) {
+  const json j = parse_body(body, config_.limits);
+  const std::string name = string_field(j, "lora_name", true);
+  ModelService* model = adapter_base(name);
+  if (!model) return error_reply(404, "no LoRA adapter '" + name + "'", "lora_name");
+  if (Status st = model->runtime->unload_lora(name); !st.is_ok()) return error_reply(404, st.message(), "lora_name");
+  return text_reply("Success: LoRA adapter '" + name + "' removed successfully.");
+}
+
+// The adapters in use, in the shape the Kubernetes Gateway API Inference Extension reads
+// (vLLM's lora_requests_info): labels name the bound and the adapters of running and waiting
+// requests, the value is when they last changed.
+void ApiService::lora_metrics(std::string& out) {
+  metric_header(out, "autoglm_lora_requests_info", "gauge",
+                "LoRA adapters of running and waiting requests (labels); the value: when they last changed.");
+  for (const auto& m : models_) {
+    const LoraActivity a = m->engine->stats().lora_activity();
+    out += "autoglm_lora_requests_info{model=\"" + m->name + "\",max_lora=\"" + std::to_string(m->config->max_loras) +
+           "\",running_lora_adapters=\"" + a.running + "\",waiting_lora_adapters=\"" + a.waiting + "\"} " +
+           std::to_string(a.changed_at) + "\n";
+  }
+  metric_header(out, "autoglm_lora_adapters_loaded", "gauge", "LoRA adapters loaded (resident) over each model.");
+  for (const auto& m : models_) {
+    int64_t resident = 0;
+    for (const LoraInfo& a : m->runtime->loras()) resident += a.resident;
+    out += "autoglm_lora_adapters_loaded{model=\"" + m->name + "\"} " + std::to_string(resident) + "\n";
+  }
+}
+
+}  // namespace autoglm
