@@ -3,17 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "kernels/cpu/matmul.h"
+
 namespace autoglm {
-namespace {
-
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-}  // namespace
-
 std::vector<LoraGroup> group_by_adapter(const std::vector<int32_t>& seq, const std::vector<const LoraSet*>& sets) {
   std::vector<LoraGroup> groups;
   size_t depth = 0;
@@ -40,20 +32,32 @@ void apply_loras(ThreadPool& pool, const std::vector<LoraGroup>& groups, int64_t
     const LoraDelta* d = g.adapter->delta(layer, target);
     if (!d) continue;
     const int64_t n = int64_t(g.tokens.size()), r = d->rank;
-    if (int64_t(scratch.size()) < n * r) scratch.resize(size_t(n * r));
-    float* ax = scratch.data();
-    // A x for every token of the group: each row of A read once.
-    pool.parallel_for(r, [&](int, int64_t r0, int64_t r1) {
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t t = 0; t < n; ++t)
-          ax[t * r + i] = dot(&d->a[size_t(i * d->n_in)], x + g.tokens[size_t(t)] * d->n_in, d->n_in);
-    });
+    const bool contiguous = g.tokens.back() - g.tokens.front() + 1 == n;
+    const size_t need = size_t(n * (contiguous ? 0 : d->n_in) + n * r + n * d->n_out);
+    if (scratch.size() < need) scratch.resize(need);
+    float* gathered = scratch.data();
+    float* ax = gathered + (contiguous ? 0 : n * d->n_in);
+    float* delta = ax + n * r;
+    const float* xs = x + g.tokens.front() * d->n_in;
+    if (!contiguous) {
+      for (int64_t t = 0; t < n; ++t) std::copy_n(x + g.tokens[size_t(t)] * d->n_in, d->n_in, gathered + t * d->n_in);
+      xs = gathered;
+    }
+    // The float kernels, as for F32 weights: A and B are matrices of their own.
+    const cpu::WeightMatrix a{
+        DType::F32, reinterpret_cast<const uint8_t*>(d->a.data()), r, d->n_in, d->n_in * int64_t(sizeof(float)),
+        nullptr};
+    const cpu::WeightMatrix b{
+        DType::F32, reinterpret_cast<const uint8_t*>(d->b.data()), d->n_out, r, r * int64_t(sizeof(float)), nullptr};
+    cpu::matmul(pool, a, xs, n, ax);
     const float scale = g.adapter->scale;
-    pool.parallel_for(d->n_out, [&](int, int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o)
-        for (int64_t t = 0; t < n; ++t)
-          y[g.tokens[size_t(t)] * d->n_out + o] += scale * dot(&d->b[size_t(o * r)], &ax[t * r], r);
-    });
+    for (int64_t i = 0; i < n * r; ++i) ax[i] *= scale;
+    cpu::matmul(pool, b, ax, n, delta);
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = y + g.tokens[size_t(t)] * d->n_out;
+      const float* add = delta + t * d->n_out;
+      for (int64_t o = 0; o < d->n_out; ++o) row[o] += add[o];
+    }
   }
 }
 
