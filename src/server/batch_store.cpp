@@ -37,10 +37,7 @@ StoredBatch batch_of(const SqlRow& r) {
 }
 
 Result<std::vector<StoredBatch>> batches_of(Result<std::vector<SqlRow>> rows) {
-  if (!rows) return rows.status();
-  std::vector<StoredBatch> out;
-  for (const SqlRow& r : *rows) out.push_back(batch_of(r));
-  return out;
+  return rows_as<StoredBatch>(std::move(rows), batch_of);
 }
 
 }  // namespace

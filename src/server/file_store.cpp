@@ -52,10 +52,7 @@ Result<std::vector<StoredFile>> FileStore::list(const std::string& owner, const 
   }
   sql += " ORDER BY seq DESC LIMIT ?";
   params.emplace_back(limit);
-  AUTOGLM_ASSIGN_OR_RETURN(auto rows, db_.query(sql, params));
-  std::vector<StoredFile> files;
-  for (const SqlRow& r : rows) files.push_back(file_of(r));
-  return files;
+  return rows_as<StoredFile>(db_.query(sql, params), file_of);
 }
 
 Result<bool> FileStore::remove(const std::string& id) {

@@ -29,10 +29,7 @@ Job job_of(const SqlRow& r) {
 }
 
 Result<std::vector<Job>> jobs_of(Result<std::vector<SqlRow>> rows) {
-  if (!rows) return rows.status();
-  std::vector<Job> jobs;
-  for (const SqlRow& r : *rows) jobs.push_back(job_of(r));
-  return jobs;
+  return rows_as<Job>(std::move(rows), job_of);
 }
 
 }  // namespace

@@ -52,6 +52,15 @@ class SqliteDb {
   std::string role_;
 };
 
+// The rows of a query as T, each through `of` (the query's error as it is).
+template <class T, class Of>
+Result<std::vector<T>> rows_as(Result<std::vector<SqlRow>> rows, Of of) {
+  if (!rows) return rows.status();
+  std::vector<T> out;
+  for (const SqlRow& r : *rows) out.push_back(of(r));
+  return out;
+}
+
 // A column as text / number ("" or 0 for NULL and other types).
 std::string sql_text(const SqlValue& v);
 double sql_number(const SqlValue& v);
