@@ -34,13 +34,7 @@ Reply ApiService::files_route(const HttpRequest& req, const std::string& key) {
     const std::string purpose = q.other.count("purpose") ? q.other.at("purpose") : "";
     auto page = batches_->files(key, purpose, q.after, q.limit + 1);
     if (!page) return store_error_reply("the files could not be read", page.status());
-    json data = json::array();
-    std::vector<std::string> ids;
-    for (const StoredFile& f : *page) {
-      data.push_back(file_json(f));
-      ids.push_back(f.id);
-    }
-    return json_reply(200, page_json(std::move(data), ids, q.limit));
+    return json_reply(200, page_json(*page, q.limit, file_json));
   }
   std::string id = path.substr(std::string("/v1/files/").size());
   const bool content = id.size() > 8 && id.compare(id.size() - 8, 8, "/content") == 0;
@@ -90,13 +84,7 @@ Reply ApiService::batches_route(const HttpRequest& req, const std::string& key) 
     const PageQuery q = page_query(req.target);
     auto page = batches_->list(key, q.after, q.limit + 1);
     if (!page) return store_error_reply("the batches could not be read", page.status());
-    json data = json::array();
-    std::vector<std::string> ids;
-    for (const StoredBatch& b : *page) {
-      data.push_back(batch_json(b));
-      ids.push_back(b.id);
-    }
-    return json_reply(200, page_json(std::move(data), ids, q.limit));
+    return json_reply(200, page_json(*page, q.limit, batch_json));
   }
   std::string id = path.substr(std::string("/v1/batches/").size());
   const bool cancel = id.size() > 7 && id.compare(id.size() - 7, 7, "/cancel") == 0;

@@ -82,13 +82,8 @@ Reply ApiService::jobs(const std::string& target, const std::string& api_key) {
   }
   auto page = jobs_->list(api_key, status, q.after, q.limit + 1);
   if (!page) return error_reply(503, page.status().message(), "", "service_unavailable");
-  json data = json::array();
-  std::vector<std::string> ids;
-  for (const Job& job : *page) {
-    data.push_back(job_json(job, jobs_->callback(job.id)));
-    ids.push_back(job.id);
-  }
-  return json_reply(200, page_json(std::move(data), ids, q.limit));
+  return json_reply(200,
+                    page_json(*page, q.limit, [&](const Job& job) { return job_json(job, jobs_->callback(job.id)); }));
 }
 
 // A job through its synchronous route, as a non-streamed request at the jobs' priority; waits

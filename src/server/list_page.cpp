@@ -26,15 +26,4 @@ PageQuery page_query(const std::string& target) {
   return q;
 }
 
-json page_json(json items, const std::vector<std::string>& ids, int64_t limit) {
-  const bool more = int64_t(items.size()) > limit;
-  if (more) items.erase(items.end() - 1);
-  const size_t n = items.size();
-  return {{"object", "list"},
-          {"data", std::move(items)},
-          {"first_id", n ? json(ids.front()) : json(nullptr)},
-          {"last_id", n ? json(ids[n - 1]) : json(nullptr)},
-          {"has_more", more}};
-}
-
 }  // namespace autoglm
