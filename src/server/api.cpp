@@ -195,6 +195,9 @@ Status ApiService::reload_routes(const ServerConfig& fresh) {
     return invalid_argument("the models changed (" + std::to_string(wanted.size()) +
                             " named now); models load at start only: restart the server to change them");
   AUTOGLM_RETURN_IF_ERROR(check_routes(fresh.routes, names, "routes"));
+  for (const auto& [name, route] : fresh.routes)
+    if (adapter_base(name))
+      return invalid_argument("routes." + name + ": '" + name + "' is the name of a LoRA adapter");
   auto table = std::make_shared<const RouteTable>(fresh.routes);
   std::lock_guard<std::mutex> lock(routes_mutex_);
   routes_ = std::move(table);

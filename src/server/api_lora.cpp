@@ -16,7 +16,8 @@ ModelService* ApiService::adapter_base(const std::string& name) {
 Status ApiService::lora_name_free(const std::string& name) {
   for (const auto& m : models_)
     if (m->name == name) return invalid_argument("'" + name + "' is the name of a model");
-  if (routes_ && routes()->count(name)) return invalid_argument("'" + name + "' is the name of a route");
+  if (const auto table = routes(); table && table->count(name))
+    return invalid_argument("'" + name + "' is the name of a route");
   if (adapter_base(name)) return invalid_argument("an adapter named '" + name + "' is already loaded");
   return Status::ok();
 }
