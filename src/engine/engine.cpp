@@ -699,7 +699,11 @@ void Engine::update_gauges() {
   stats_.running = int64_t(running_.size());
   stats_.waiting = int64_t(waiting_.size());
   stats_.kv_blocks_used = blocks_.n_used();
-  stats_.set_lora_activity(lora_names(running_), lora_names(waiting_));
+  std::string running = lora_names(running_), waiting = lora_names(waiting_);
+  const bool listed = !running.empty() || !waiting.empty();
+  // Without adapters in use the step takes no lock: only a change is recorded.
+  if (listed || lora_listed_) stats_.set_lora_activity(std::move(running), std::move(waiting));
+  lora_listed_ = listed;
 }
 
 }  // namespace autoglm

@@ -137,6 +137,7 @@ class Engine {
   void publish_full_blocks(Sequence& seq);
   void release_out_of_window(Sequence& seq);
   void update_gauges();
+  bool lora_listed_ = false;  // the last update_gauges saw adapters in use
 
   const Model& model_;
   const Tokenizer& tokenizer_;

@@ -139,10 +139,6 @@ Result<Matrix> gguf_matrix(const GgufTensorInfo& t, const std::string& where) {
   return m;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A GGUF adapter: general.type "adapter", adapter.type "lora", adapter.lora.alpha, and
 // tensor pairs NAME.lora_a ([n_in, rank] in GGUF order) and NAME.lora_b ([rank, n_out]).
 Status load_gguf(LoraAdapter& ad, const std::string& path, const Model& base, float& alpha) {
@@ -156,12 +152,12 @@ Status load_gguf(LoraAdapter& ad, const std::string& path, const Model& base, fl
                             base.spec().arch + "'");
   alpha = float(file->get_float("adapter.lora.alpha").value_or(0));
   for (const GgufTensorInfo& t : file->tensors()) {
-    if (ends_with(t.name, ".lora_b")) {
+    if (t.name.ends_with(".lora_b")) {
       if (!file->find_tensor(t.name.substr(0, t.name.size() - 1) + "a"))
         return invalid_argument(path + ": tensor '" + t.name + "' has no lora_a");
       continue;
     }
-    if (!ends_with(t.name, ".lora_a"))
+    if (!t.name.ends_with(".lora_a"))
       return unsupported(path + ": tensor '" + t.name + "' is not a LoRA matrix (NAME.lora_a / NAME.lora_b)");
     const std::string weight = t.name.substr(0, t.name.size() - 7), b_name = weight + ".lora_b";
     const GgufTensorInfo* b = file->find_tensor(b_name);
@@ -224,8 +220,8 @@ Status load_peft(LoraAdapter& ad, const std::string& dir, const Model& base, flo
   AUTOGLM_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(weights));
   const std::string prefix = "base_model.model.";
   for (const SafetensorsTensor& t : file->tensors()) {
-    if (ends_with(t.name, ".lora_B.weight")) continue;  // read with its lora_A
-    if (!ends_with(t.name, ".lora_A.weight") || t.name.rfind(prefix, 0) != 0)
+    if (t.name.ends_with(".lora_B.weight")) continue;  // read with its lora_A
+    if (!t.name.ends_with(".lora_A.weight") || t.name.rfind(prefix, 0) != 0)
       return unsupported(weights + ": tensor '" + t.name + "' is not a LoRA matrix of the base model (" + prefix +
                          "MODULE.lora_A.weight / .lora_B.weight)");
     const std::string module = t.name.substr(prefix.size(), t.name.size() - prefix.size() - 14);
@@ -238,7 +234,7 @@ Status load_peft(LoraAdapter& ad, const std::string& dir, const Model& base, flo
                          ", which the base model does not have or an adapter cannot change here");
     AUTOGLM_ASSIGN_OR_RETURN(Matrix a_m, peft_matrix(t, weights));
     AUTOGLM_ASSIGN_OR_RETURN(Matrix b_m, peft_matrix(*b, weights));
-    const bool qk = ends_with(weight, "attn_q.weight") || ends_with(weight, "attn_k.weight");
+    const bool qk = weight.ends_with("attn_q.weight") || weight.ends_with("attn_k.weight");
     if (arch->permute_qk && qk && b_m.rows % base.spec().head_dim == 0) {
       const auto permuted = permute_rows_for_rope(reinterpret_cast<const uint8_t*>(b_m.v.data()), b_m.rows,
                                                   b_m.cols * int64_t(sizeof(float)), base.spec().head_dim);

@@ -10,6 +10,11 @@ bool idle(const std::shared_ptr<const LoraSet>& set) {
 
 }  // namespace
 
+Status LoraRegistry::all_in_use() const {
+  return resource_exhausted("max_loras (" + std::to_string(max_resident_) +
+                            ") adapters are resident and all in use; try again when one is idle");
+}
+
 int64_t LoraRegistry::resident_count() const {
   int64_t n = 0;
   for (const auto& [name, e] : entries_) n += e.set != nullptr;
@@ -33,9 +38,7 @@ Status LoraRegistry::add(const std::string& name, const std::string& path, float
   AUTOGLM_ASSIGN_OR_RETURN(auto adapter, load_lora(path, base_, scale));  // outside the lock: it reads files
   std::lock_guard<std::mutex> lock(mutex_);
   if (entries_.count(name)) return invalid_argument("lora_name: an adapter named '" + name + "' is already loaded");
-  if (!make_room(1, name))
-    return resource_exhausted("max_loras (" + std::to_string(max_resident_) +
-                              ") adapters are resident and all in use; try again when one is idle");
+  if (!make_room(1, name)) return all_in_use();
   entries_[name] = {path, scale, std::make_shared<const LoraSet>(LoraSet{adapter}), ++clock_};
   return Status::ok();
 }
@@ -63,9 +66,7 @@ Result<std::shared_ptr<const LoraSet>> LoraRegistry::acquire(const std::string& 
   auto it = entries_.find(name);
   if (it == entries_.end()) return not_found("no LoRA adapter '" + name + "' (unloaded meanwhile)");
   if (it->second.set) return it->second.set;  // another request read it first
-  if (!make_room(1, name))
-    return resource_exhausted("max_loras (" + std::to_string(max_resident_) +
-                              ") adapters are resident and all in use; try again when one is idle");
+  if (!make_room(1, name)) return all_in_use();
   it->second.set = std::make_shared<const LoraSet>(LoraSet{adapter});
   return it->second.set;
 }

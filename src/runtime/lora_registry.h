@@ -49,6 +49,7 @@ class LoraRegistry {
   // Unloads idle adapters, least recently used first, until `room` more fit; false if they do not.
   bool make_room(int64_t room, const std::string& keep);
   int64_t resident_count() const;
+  Status all_in_use() const;
 
   const Model& base_;
   const int64_t max_resident_;

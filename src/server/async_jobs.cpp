@@ -20,11 +20,11 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-double now_seconds() {
+}  // namespace
+
+double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
 
 json job_json(const Job& job, const std::optional<CallbackState>& callback) {
   json j = {{"id", job.id},
@@ -75,7 +75,7 @@ Result<std::unique_ptr<AsyncJobs>> AsyncJobs::start(const JobsConfig& config, st
   AUTOGLM_ASSIGN_OR_RETURN(const std::vector<Job> left, store->unfinished());
   std::unique_ptr<AsyncJobs> jobs(new AsyncJobs(config, std::move(keys), std::move(run), std::move(store)));
   for (const Job& j : left) jobs->queue_.push_back(j.id);  // oldest first, as they came
-  AUTOGLM_RETURN_IF_ERROR(jobs->store_->schedule_callbacks(now_seconds()));
+  AUTOGLM_RETURN_IF_ERROR(jobs->store_->schedule_callbacks(unix_seconds()));
   AUTOGLM_ASSIGN_OR_RETURN(const auto pending, jobs->store_->pending_callbacks());
   for (const auto& [id, at] : pending) jobs->callbacks_due_.emplace(at, id);
   if (!left.empty())
@@ -124,7 +124,7 @@ Result<Job> AsyncJobs::submit(const std::string& endpoint, const std::string& bo
   job.body = body;
   job.owner = owner_of(api_key);
   job.metadata = metadata;
-  job.created_at = now_seconds();
+  job.created_at = unix_seconds();
   AUTOGLM_RETURN_IF_ERROR(store_->add(job));  // durable before the client hears of it
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -154,7 +154,7 @@ void AsyncJobs::set_on_finished(std::function<void(const Job&)> hook) {
 }
 
 Status AsyncJobs::cancel_batch(const std::string& batch_id) {
-  AUTOGLM_ASSIGN_OR_RETURN(const auto running, store_->cancel_batch(batch_id, now_seconds()));
+  AUTOGLM_ASSIGN_OR_RETURN(const auto running, store_->cancel_batch(batch_id, unix_seconds()));
   std::lock_guard<std::mutex> lock(mutex_);
   for (const std::string& id : running)
     if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
@@ -170,13 +170,13 @@ std::optional<Job> AsyncJobs::cancel(const std::string& id, const std::string& a
   auto job = get(id, api_key);
   if (!job) return std::nullopt;
   if (!job_finished(job->status)) {
-    auto ended = store_->finish(id, JobStatus::kCancelled, 499, "", now_seconds());
+    auto ended = store_->finish(id, JobStatus::kCancelled, 499, "", unix_seconds());
     if (!ended) log_line(LogLevel::kWarning, "async jobs: " + ended.status().message());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
     }
-    if (ended && *ended && !job->callback_url.empty()) callback_due(id, now_seconds());
+    if (ended && *ended && !job->callback_url.empty()) callback_due(id, unix_seconds());
   }
   return store_->get(id);
 }
@@ -194,7 +194,7 @@ void AsyncJobs::runner() {
       std::unique_lock<std::mutex> lock(mutex_);
       if (!ready_.wait_for(lock, std::chrono::seconds(60), [&] { return stopping_ || !queue_.empty(); })) {
         lock.unlock();  // an idle minute: finished jobs past their retention go
-        auto removed = store_->remove_finished_before(now_seconds() - config_.retention_s);
+        auto removed = store_->remove_finished_before(unix_seconds() - config_.retention_s);
         if (!removed) log_line(LogLevel::kWarning, "async jobs: " + removed.status().message());
         continue;
       }
@@ -205,7 +205,7 @@ void AsyncJobs::runner() {
     run_guarded(
         "async job", [&] { run_one(id); },
         [&](const std::string& what) {
-          auto finished = store_->finish(id, JobStatus::kFailed, 500, "", now_seconds());
+          auto finished = store_->finish(id, JobStatus::kFailed, 500, "", unix_seconds());
           log_line(LogLevel::kError, "async job " + id + ": internal error: " + what +
                                          (finished ? "" : " (and " + finished.status().message() + ")"));
           if (finished && *finished)
@@ -217,7 +217,7 @@ void AsyncJobs::runner() {
 void AsyncJobs::run_one(const std::string& id) {
   auto job = store_->get(id);
   if (!job || job_finished(job->status)) return;  // cancelled while it waited
-  if (Status st = store_->start(id, now_seconds()); !st.is_ok())
+  if (Status st = store_->start(id, unix_seconds()); !st.is_ok())
     return log_line(LogLevel::kWarning, "async jobs: " + st.message());
   auto run = std::make_shared<JobRun>();
   {
@@ -233,14 +233,14 @@ void AsyncJobs::run_one(const std::string& id) {
   }
   if (stopping || status == kJobInterrupted) return;  // still in progress: run again at the next start
   auto finished =
-      store_->finish(id, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, now_seconds());
+      store_->finish(id, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, unix_seconds());
   if (!finished) log_line(LogLevel::kWarning, "async jobs: " + finished.status().message());
   if (finished && *finished) ended(*job);
 }
 
 // After a runner ended a job: its callback is due, and whoever waits on it is told.
 void AsyncJobs::ended(const Job& job) {
-  if (!job.callback_url.empty()) callback_due(job.id, now_seconds());
+  if (!job.callback_url.empty()) callback_due(job.id, unix_seconds());
   std::function<void(const Job&)> hook;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -268,7 +268,7 @@ void AsyncJobs::deliverer() {
       callback_ready_.wait(lock);
       continue;
     }
-    const double wait = callbacks_due_.begin()->first - now_seconds();
+    const double wait = callbacks_due_.begin()->first - unix_seconds();
     if (wait > 0) {
       callback_ready_.wait_for(lock, std::chrono::duration<double>(std::min(wait, 60.0)));
       continue;
@@ -301,7 +301,7 @@ void AsyncJobs::deliver(const std::string& id) {
     outcome = post_callback(*url, body, headers, config_.callback_timeout_s);
   else
     outcome.error = url.status().message();  // the allowlist changed since the job was accepted
-  CallbackAttempt attempt{state->attempts + 1, now_seconds(), outcome.http_status, outcome.error};
+  CallbackAttempt attempt{state->attempts + 1, unix_seconds(), outcome.http_status, outcome.error};
   const bool last = attempt.attempt >= config_.callback_attempts;
   const std::string next_state = outcome.delivered() ? "delivered" : last ? "failed" : "pending";
   thread_local std::mt19937_64 rng{std::random_device{}()};

@@ -67,6 +67,9 @@ class JobRun {
 inline constexpr int kJobInterrupted = -1;
 using RunJob = std::function<std::pair<int, std::string>(const Job& job, const std::string& api_key, JobRun& run)>;
 
+// Now, in unix seconds (what jobs and batches record).
+double unix_seconds();
+
 // A job as the API shows it (GET /v1/jobs/{id}, and the body of its callback).
 nlohmann::ordered_json job_json(const Job& job, const std::optional<CallbackState>& callback);
 

@@ -11,10 +11,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 json time_or_null(double t) {
   return t > 0 ? json(int64_t(t)) : json(nullptr);
 }
@@ -106,7 +102,7 @@ Result<StoredFile> Batches::upload(const std::string& api_key, const std::string
                                    const std::string& content) {
   AUTOGLM_RETURN_IF_ERROR(parse_batch_input(content).status());
   StoredFile f{random_id("file-"), AsyncJobs::owner_of(api_key), "batch",
-               filename,           int64_t(content.size()),      now_seconds()};
+               filename,           int64_t(content.size()),      unix_seconds()};
   AUTOGLM_RETURN_IF_ERROR(files_->add(f, content));
   return f;
 }
@@ -149,7 +145,7 @@ Result<StoredBatch> Batches::create(const std::string& api_key, const std::strin
   batch.input_file_id = input_file_id;
   batch.completion_window = completion_window;
   batch.metadata = metadata;
-  batch.created_at = batch.in_progress_at = now_seconds();
+  batch.created_at = batch.in_progress_at = unix_seconds();
   batch.expires_at = batch.created_at + 24 * 3600;
   batch.total = int64_t(lines.size());
   std::vector<std::string> ids;
@@ -195,7 +191,7 @@ Result<std::vector<StoredBatch>> Batches::list(const std::string& api_key, const
 
 Result<std::optional<StoredBatch>> Batches::cancel(const std::string& id, const std::string& api_key) {
   if (!get(id, api_key)) return std::optional<StoredBatch>();
-  AUTOGLM_ASSIGN_OR_RETURN(const bool cancelling, batches_->mark_cancelling(id, now_seconds()));
+  AUTOGLM_ASSIGN_OR_RETURN(const bool cancelling, batches_->mark_cancelling(id, unix_seconds()));
   if (cancelling) {
     AUTOGLM_RETURN_IF_ERROR(jobs_.cancel_batch(id));
     AUTOGLM_RETURN_IF_ERROR(finish(id, BatchStatus::kCancelled));
@@ -232,7 +228,7 @@ Status Batches::finish(const std::string& batch_id, BatchStatus final_status) {
       (answered ? output : errors) +=
           output_line(job, final_status).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     }
-    const double now = now_seconds();
+    const double now = unix_seconds();
     for (auto [text, id, suffix] :
          {std::tuple{&output, &batch->output_file_id, "output"}, std::tuple{&errors, &batch->error_file_id, "error"}}) {
       if (text->empty()) continue;
@@ -257,7 +253,7 @@ Status Batches::finish(const std::string& batch_id, BatchStatus final_status) {
 void Batches::sweep() {
   auto open = batches_->open_batches();
   if (!open) return log_line(LogLevel::kWarning, "batches: " + open.status().message());
-  const double now = now_seconds();
+  const double now = unix_seconds();
   std::vector<std::string> inputs_in_use;
   for (const StoredBatch& b : *open) {
     inputs_in_use.push_back(b.input_file_id);
