@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (idempotent).
+# `--build-only`: what building the server and the Python package needs, nothing for the tests
+# (the container image's build stage).
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
-          libxxhash-dev libsqlite3-dev libssl-dev libboost-dev libyaml-cpp-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
-          clang libclang-rt-dev  # clang and its libFuzzer runtime: scripts/fuzz.sh
-          chromium               # a real page calling the API (tests/clients, CORS)
-          python3-dev pybind11-dev python3-numpy python3-pytest python3-pytest-asyncio)  # the Python package
+          libxxhash-dev libsqlite3-dev libssl-dev libboost-dev libyaml-cpp-dev libspdlog-dev
+          python3-dev pybind11-dev python3-numpy)  # the Python package
+if [ "${1:-}" != "--build-only" ]; then
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang-format
+             clang libclang-rt-dev  # clang and its libFuzzer runtime: scripts/fuzz.sh
+             chromium               # real pages: CORS, the web UI (tests/clients)
+             prometheus haproxy     # promtool and a Prometheus server, a load balancer (tests/deploy)
+             python3-pytest python3-pytest-asyncio)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js and npm run the end-to-end tests; a Node.js that is already there (any vendor) is kept.
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
+if [ "${1:-}" != "--build-only" ]; then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=""

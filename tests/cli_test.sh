@@ -127,13 +127,16 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "SIGHUP: logged as a reload" "SIGHUP: routes reloaded" "$(cat "$tmp/serve.log")"
   kill -TERM "$spid"
   sleep 0.2
-  health=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
+  ready=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
+           head -c 12 <&4)
+  health=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
            head -c 12 <&4)
   cat <&3 >>"$tmp/stream.txt"
   exec 3<&-
   wait "$spid"
   code=$?
   check "drain: new requests get 503" "HTTP/1.1 503" "$health"
+  check "drain: not ready" "HTTP/1.1 503" "$ready"
   check "drain: the stream in flight ends with [DONE]" "data: [DONE]" "$(tail -c 200 "$tmp/stream.txt")"
   check "drain: exit code 0" "exit 0" "exit $code"
   echo '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}' >"$tmp/schema.json"

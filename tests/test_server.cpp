@@ -1469,7 +1469,7 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   std::thread drain([&] { server->drain_and_stop(30); });
   Response refused;
   for (int i = 0; i < 200 && refused.status != 503; ++i) {
-    refused = request(port, "GET", "/health");
+    refused = request(port, "GET", "/v1/models");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(refused.status, 503);

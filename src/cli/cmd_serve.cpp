@@ -21,7 +21,7 @@ struct ServeArgs {
   std::string kv_type, quantize, spec, draft, draft_quantize;
   int32_t draft_max = 0, draft_min = -1, exit_layer = -1;
   double draft_p_min = -1;
-  bool no_prefix_cache = false;
+  bool no_prefix_cache = false, no_webui = false;
   std::vector<std::string> api_keys;
 };
 
@@ -60,6 +60,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   text("kv_cache.dtype", a.kv_type);
   text("quantize", a.quantize);
   if (a.no_prefix_cache) o.emplace_back("prefix_cache", "false");
+  if (a.no_webui) o.emplace_back("web_ui", "false");
   text("speculative.method", a.spec);
   text("speculative.draft", a.draft);
   text("speculative.draft_quantize", a.draft_quantize);
@@ -129,6 +130,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
+  cmd->add_flag("--no-webui", a->no_webui, "Serve no chat playground or dashboard at / (web_ui: false)");
   cmd->add_option("--spec", a->spec,
                   "Speculative decoding: none, draft, ngram or early-exit (overrides speculative.method)");
   cmd->add_option("--draft", a->draft, "Draft model file or folder for --spec draft (speculative.draft)");

@@ -159,6 +159,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
     auto turn = turn_seat_.take();
     calibrate_step_cost();
   }
+  stats_.loop_alive = true;  // from here until the loop ends (set before the thread runs: no gap)
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -276,10 +277,12 @@ void Engine::loop() {
     else
       turn.emplace(turn_seat_.take());
     bool progressed = true;
+    stats_.step_began_ms = steady_milliseconds();
     run_one_embedding();
     run_guarded(
         "engine", [&] { progressed = step(); },
         [this](const std::string& what) { fail_running("internal error: " + what); });
+    stats_.step_began_ms = 0;
     if (!progressed) {
       // Nothing could run (e.g. waiting for blocks): avoid spinning, and let the others run.
       turn.reset();
@@ -288,6 +291,7 @@ void Engine::loop() {
     }
   }
   turn.reset();
+  stats_.loop_alive = false;
   for (auto* list : {&running_, &waiting_})
     while (!list->empty()) {
       finish(*list->front(), FinishReason::kCancelled, "the engine stopped");

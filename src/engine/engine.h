@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <future>
 #include <list>
@@ -47,6 +48,12 @@ struct EngineConfig {
   SpecConfig spec;
 };
 
+// Milliseconds on the steady clock (EngineStats::step_began_ms).
+inline int64_t steady_milliseconds() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
 // Counters and gauges, read from any thread.
 // The LoRA adapters of the running and of the waiting requests (names, sorted and
 // comma-joined; "" none) and when either last changed (unix seconds).
@@ -66,6 +73,10 @@ struct EngineStats {
   std::atomic<int64_t> waiting{0};
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
+  // Liveness: the engine thread is in its loop, and when its current step began (steady clock,
+  // milliseconds; 0 between steps). What /health reports.
+  std::atomic<bool> loop_alive{false};
+  std::atomic<int64_t> step_began_ms{0};
   // The step time target in use (microseconds; 0: planning by tokens only), and the prefill
   // chunks the scheduler chose: counts by upper bound 8, 16, ..., 512, more; their sum.
   std::atomic<int64_t> step_target_us{0};

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "server/openai_request.h"
 #include "server/routing_config.h"
+#include "server/web_assets.h"
 #include "tasks/subprocess.h"
 #include "tasks/task_pipeline.h"
 
@@ -292,7 +293,8 @@ std::string bearer_key(const std::string& authorization) {
 
 std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   const std::string path = path_of(req.target);
-  if (draining_ && path != "/metrics") {  // shutting down: clients go elsewhere
+  const bool probe = path == "/health" || path == "/ready";  // open to all: no key, no rate limit
+  if (draining_ && path != "/metrics" && !probe) {           // shutting down: clients go elsewhere
     Reply r = error_reply(503, "the server is shutting down", "", "service_unavailable");
     r.headers.emplace_back("Retry-After", "1");
     return r;
@@ -305,6 +307,10 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                                                                           {"POST", "/v1/tasks"},
                                                                           {"GET", "/metrics"},
                                                                           {"GET", "/health"},
+                                                                          {"GET", "/ready"},
+                                                                          {"GET", "/"},
+                                                                          {"GET", "/dashboard"},
+                                                                          {"GET", "/ui/*"},
                                                                           {"POST", "/v1/embeddings"},
                                                                           {"GET", "/v1/models/*"},
                                                                           {"POST", "/v1/responses"},
@@ -347,7 +353,8 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
     return r;
   }
   if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
-  if (path == "/health") return std::nullopt;
+  // The probes, and the web UI's files (they hold no data: the pages ask for a key themselves).
+  if (probe || web_ui_path(path)) return std::nullopt;
   const std::string key = bearer_key(req.authorization);
   const bool open_route = path == "/metrics" && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
@@ -373,12 +380,9 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
 // An admitted request (see admit) to its route.
 Reply ApiService::route(const HttpRequest& req) {
   const std::string path = path_of(req.target);
-  if (path == "/health") {
-    if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
-    Reply r;
-    r.body = R"({"status":"ok"})";
-    return r;
-  }
+  if (path == "/health") return health();
+  if (path == "/ready") return readiness();
+  if (web_ui_path(path)) return web_page(path);
   if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
   const std::string key = bearer_key(req.authorization);
   if (path == "/metrics") return metrics_text();

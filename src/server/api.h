@@ -102,8 +102,9 @@ class ApiService {
   bool ready() const { return ready_.load(); }
   // Shutdown has begun: chat template renders in progress stop at their next step.
   void begin_stop();
-  // Graceful drain: every new request (health checks too) gets 503 with Retry-After, while
-  // those in flight go on. in_flight() counts generations whose reply is not done, and tasks.
+  // Graceful drain: every new request gets 503 with Retry-After (/ready too; /health and
+  // /metrics still answer), while those in flight go on. in_flight() counts generations whose
+  // reply is not done, and tasks.
   void begin_drain();
   int64_t in_flight();
   // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
@@ -180,6 +181,9 @@ class ApiService {
   Reply create_batch(const std::string& body, const std::string& api_key);
   Reply models();
   Reply model(const std::string& id);
+  Reply health();     // liveness (api_health.cpp)
+  Reply readiness();  // GET /ready
+  Reply web_page(const std::string& path);
   Reply metrics_text();
   void jobs_metrics(std::string& out);
   Reply run_task(const std::string& body, const std::string& api_key);

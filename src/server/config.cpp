@@ -511,6 +511,7 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"response_cache", [&](const YAML::Node& n) { return read_response_cache(r, n, c.response_cache); }},
       {"metrics_require_key",
        [&](const YAML::Node& n) { return r.scalar(n, "metrics_require_key", c.metrics_require_key); }},
+      {"web_ui", [&](const YAML::Node& n) { return r.scalar(n, "web_ui", c.web_ui); }},
       {"tools", [&](const YAML::Node& n) { return read_tools(r, n, c.tools); }},
       {"task", [&](const YAML::Node& n) { return read_task(r, n, c.task); }},
       {"http_allowlist", [&](const YAML::Node& n) { return r.strings(n, "http_allowlist", c.http_allowlist); }},

@@ -74,6 +74,7 @@ struct ServerConfig {
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
   bool metrics_require_key = false;
+  bool web_ui = true;  // the chat playground at / and the live dashboard at /dashboard
   // CORS (off while allow_origins is empty): "*" or exact origins ("https://app.example.com").
   std::vector<std::string> cors_allow_origins;
   std::vector<std::string> cors_allow_headers = {"Authorization", "Content-Type"};

@@ -173,6 +173,12 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
          [](const EngineStats& e) { return e.kv_blocks_used.load(); });
   family("autoglm_kv_blocks_total", "gauge", "KV cache blocks in the pool.",
          [](const EngineStats& e) { return e.kv_blocks_total.load(); });
+  // The Model Server Protocol's KVCacheUtilization (vLLM's kv_cache_usage_perc): 0 to 1.
+  family("autoglm_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks referenced by sequences (0 to 1).",
+         [](const EngineStats& e) {
+           const int64_t total = e.kv_blocks_total.load();
+           return total > 0 ? double(e.kv_blocks_used.load()) / double(total) : 0.0;
+         });
   family("autoglm_scheduler_step_target_ms", "gauge", "The last step's time target (0: planned by tokens only).",
          [](const EngineStats& e) { return double(e.step_target_us.load()) / 1000.0; });
   metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");

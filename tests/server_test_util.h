@@ -1,0 +1,43 @@
+// A server on a free loopback port over stories260K, for the tests of its HTTP surface.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "http_test_util.h"
+#include "server/api.h"
+#include "server/http_server.h"
+#include "test_util.h"
+
+namespace autoglm::test {
+
+class ServerTest : public ::testing::Test {
+ protected:
+  // `load` false: the server answers while the model is not loaded yet (api->load() later).
+  void start(ServerConfig cfg, bool load = true) {
+    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+    cfg.model = shared_path("models/stories260K.gguf");
+    cfg.threads = 2;
+    api = std::make_unique<ApiService>(cfg);
+    server = std::make_unique<HttpServer>(*api, 2);
+    ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
+    port = server->port();
+    if (load) {
+      ASSERT_TRUE(api->load().is_ok());
+    }
+  }
+  void TearDown() override {
+    if (server) server->stop();
+  }
+  HttpResult get(const std::string& path, const std::string& key = "") {
+    if (key.empty()) return http_call(port, "GET", path);
+    return http_call(port, "GET", path, "", {{"Authorization", "Bearer " + key}});
+  }
+  std::unique_ptr<ApiService> api;
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+};
+
+}  // namespace autoglm::test

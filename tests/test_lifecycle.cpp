@@ -1,0 +1,193 @@
+// The server's lifecycle as a load balancer or Kubernetes sees it: /health (liveness) and
+// /ready (readiness) while loading, serving and draining; a graceful drain with eight streams
+// in flight; past the grace period, streams end with a finish reason, not a cut connection.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server_test_util.h"
+
+namespace autoglm {
+namespace {
+
+using json = nlohmann::json;
+
+class Lifecycle : public test::ServerTest {
+ protected:
+  // A streamed completion of exactly `tokens` tokens (ignore_eos), with usage in its last chunk.
+  test::HttpResult stream(int tokens) {
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", tokens},
+                       {"ignore_eos", true},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    return test::http_call(port, "POST", "/v1/completions", body.dump());
+  }
+  void wait_in_flight(int64_t n) {
+    for (int i = 0; i < 4000 && api->in_flight() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_GE(api->in_flight(), n);
+  }
+};
+
+// What a stream's events say: its finish reason, its completion tokens, whether [DONE] closed it.
+struct StreamEnd {
+  std::string finish_reason;
+  int64_t completion_tokens = -1;
+  bool done = false;
+};
+
+StreamEnd stream_end(const std::string& sse) {
+  StreamEnd end;
+  size_t at = 0;
+  while ((at = sse.find("data: ", at)) != std::string::npos) {
+    const size_t eol = sse.find('\n', at);
+    const std::string data = sse.substr(at + 6, eol - at - 6);
+    at = eol;
+    if (data == "[DONE]") {
+      end.done = true;
+      continue;
+    }
+    const json j = json::parse(data, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (j.contains("usage") && j["usage"].is_object()) end.completion_tokens = j["usage"]["completion_tokens"];
+    if (j.contains("choices") && !j["choices"].empty() && j["choices"][0]["finish_reason"].is_string())
+      end.finish_reason = j["choices"][0]["finish_reason"];
+  }
+  return end;
+}
+
+TEST(StreamEnd, ReadsTheFinishReasonUsageAndDone) {
+  const StreamEnd end = stream_end(
+      "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\n"
+      "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"completion_tokens\":7}}\n\ndata: [DONE]\n\n");
+  EXPECT_EQ(end.finish_reason, "length");
+  EXPECT_EQ(end.completion_tokens, 7);
+  EXPECT_TRUE(end.done);
+  EXPECT_FALSE(stream_end("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\n").done);
+}
+
+// While loading: not alive yet (no engine: a startup probe waits) and not ready. Loaded: both,
+// and /health names each engine's thread as alive. Neither needs an API key.
+TEST_F(Lifecycle, ProbesWhileLoadingAndServing) {
+  ServerConfig cfg;
+  cfg.api_keys = {"secret"};
+  start(cfg, /*load=*/false);
+  EXPECT_EQ(get("/health").status, 503);
+  const test::HttpResult loading = get("/ready");
+  EXPECT_EQ(loading.status, 503);
+  EXPECT_EQ(loading.header("Retry-After"), "1");
+  EXPECT_NE(loading.body.find("loading"), std::string::npos) << loading.body;
+  ASSERT_TRUE(api->load().is_ok());
+  const test::HttpResult health = get("/health");
+  ASSERT_EQ(health.status, 200) << health.body;
+  const json h = json::parse(health.body);
+  EXPECT_EQ(h["status"], "ok");
+  ASSERT_EQ(h["engines"].size(), 1u);
+  EXPECT_EQ(h["engines"][0]["alive"], true);
+  EXPECT_EQ(h["engines"][0]["model"], "stories260K.gguf");
+  EXPECT_EQ(get("/ready").status, 200);
+  EXPECT_EQ(get("/v1/models").status, 401) << "the API itself still needs the key";
+}
+
+// Eight streams in flight at the drain all finish whole (every token, finish_reason "length",
+// [DONE]); meanwhile new requests get 503 with Retry-After, /ready is 503 and /health stays 200
+// (alive: Kubernetes must not restart a draining pod).
+TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
+  ServerConfig cfg;
+  cfg.context_window = 4096;
+  cfg.max_running = 8;
+  start(cfg);
+  constexpr int kStreams = 8, kTokens = 1500;
+  std::vector<test::HttpResult> replies(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) clients.emplace_back([&, i] { replies[size_t(i)] = stream(kTokens); });
+  wait_in_flight(kStreams);
+  std::atomic<bool> drained{false};
+  std::thread drain([&] {
+    server->drain_and_stop(60);
+    drained = true;
+  });
+  test::HttpResult refused, ready, health;
+  for (int i = 0; i < 400 && refused.status != 503; ++i) {
+    refused = test::http_call(port, "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
+    if (refused.status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ready = get("/ready");
+  health = get("/health");
+  const bool answered_while_draining = !drained.load();
+  for (auto& c : clients) c.join();
+  drain.join();
+  ASSERT_TRUE(answered_while_draining) << "the streams ended before the probes were asked";
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.header("Retry-After"), "1");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("shutting down"), std::string::npos) << ready.body;
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(json::parse(health.body, nullptr, false).value("status", ""), "draining") << health.body;
+  for (const auto& reply : replies) {
+    EXPECT_EQ(reply.status, 200);
+    const StreamEnd end = stream_end(reply.body);
+    EXPECT_EQ(end.finish_reason, "length");
+    EXPECT_EQ(end.completion_tokens, kTokens);
+    EXPECT_TRUE(end.done) << "a stream was cut short";
+  }
+  EXPECT_EQ(api->in_flight(), 0);
+}
+
+// Past the grace period the streams still running are cancelled: each ends with a finish
+// reason and [DONE], so a client can tell a drained answer from a dropped connection.
+TEST_F(Lifecycle, PastTheGraceStreamsEndWithAFinishReason) {
+  ServerConfig cfg;
+  cfg.context_window = 4096;
+  cfg.max_running = 8;
+  start(cfg);
+  constexpr int kStreams = 8, kTokens = 4000;
+  std::vector<test::HttpResult> replies(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) clients.emplace_back([&, i] { replies[size_t(i)] = stream(kTokens); });
+  wait_in_flight(kStreams);
+  server->drain_and_stop(0.05);
+  for (auto& c : clients) c.join();
+  int cancelled = 0;
+  for (const auto& reply : replies) {
+    EXPECT_EQ(reply.status, 200);
+    const StreamEnd end = stream_end(reply.body);
+    EXPECT_TRUE(end.finish_reason == "cancelled" || end.finish_reason == "length") << end.finish_reason;
+    EXPECT_TRUE(end.done) << "a stream was cut without its end";
+    if (end.finish_reason == "cancelled") {
+      ++cancelled;
+      EXPECT_LT(end.completion_tokens, kTokens);
+    }
+  }
+  EXPECT_GT(cancelled, 0) << "every stream finished inside 50 ms: the test no longer tests the grace";
+}
+
+// The Model Server Protocol's KV-cache utilisation: a 0..1 gauge that rises while a long
+// sequence holds blocks and falls back once it is done.
+TEST_F(Lifecycle, KvCacheUsageGaugeFollowsTheBlocksInUse) {
+  ServerConfig cfg;
+  cfg.context_window = 4096;
+  start(cfg);
+  auto usage = [&] { return test::metric_in(get("/metrics").body, "autoglm_kv_cache_usage_perc"); };
+  EXPECT_EQ(usage(), 0);
+  std::thread client([&] { stream(3000); });
+  double seen = 0;
+  for (int i = 0; i < 2000 && seen <= 0; ++i) {
+    seen = usage();
+    if (seen <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  client.join();
+  EXPECT_GT(seen, 0);
+  EXPECT_LE(seen, 1);
+  EXPECT_EQ(usage(), 0);
+}
+
+}  // namespace
+}  // namespace autoglm
