@@ -1,14 +1,18 @@
 #include "server/metrics.h"
 
-#include <cstdio>
+#include <charconv>
+#include <cmath>
 
 namespace autoglm {
 namespace {
 
+// The shortest text that reads back as the same double ("0.005", not "0.0050000000000000001").
 std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
+  const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+  return std::string(buf, end);
 }
 
 const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -171,7 +175,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
          [](const EngineStats& e) { return e.waiting.load(); });
   family("autoglm_kv_blocks_used", "gauge", "KV cache blocks referenced by sequences.",
          [](const EngineStats& e) { return e.kv_blocks_used.load(); });
-  family("autoglm_kv_blocks_total", "gauge", "KV cache blocks in the pool.",
+  family("autoglm_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.",
          [](const EngineStats& e) { return e.kv_blocks_total.load(); });
   // The Model Server Protocol's KVCacheUtilization (vLLM's kv_cache_usage_perc): 0 to 1.
   family("autoglm_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks referenced by sequences (0 to 1).",
@@ -179,8 +183,8 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
            const int64_t total = e.kv_blocks_total.load();
            return total > 0 ? double(e.kv_blocks_used.load()) / double(total) : 0.0;
          });
-  family("autoglm_scheduler_step_target_ms", "gauge", "The last step's time target (0: planned by tokens only).",
-         [](const EngineStats& e) { return double(e.step_target_us.load()) / 1000.0; });
+  family("autoglm_scheduler_step_target_seconds", "gauge", "The last step's time target (0: planned by tokens only).",
+         [](const EngineStats& e) { return double(e.step_target_us.load()) / 1e6; });
   metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
   for (const EngineView& v : engines) {
     const EngineStats& e = *v.stats;

@@ -68,7 +68,10 @@ function requestBody() {
   const schema = parsed('schema', 'JSON schema');
   if (schema) body.response_format = { type: 'json_schema', json_schema: { name: 'playground', schema } };
   const tools = parsed('tools', 'tools');
-  if (tools) body.tools = tools;
+  if (tools) {
+    body.tools = tools;
+    body.tool_choice = $('tool-choice').value;
+  }
   return body;
 }
 

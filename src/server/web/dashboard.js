@@ -55,7 +55,7 @@ function canvasContext(id) {
 // Lines over time: series is [{label, points: [y...]}].
 function drawLines(id, series, fixedMax) {
   const { ctx, w, h } = canvasContext(id);
-  const max = fixedMax ?? Math.max(1e-9, ...series.flatMap((s) => s.points));
+  const max = fixedMax ?? (Math.max(0, ...series.flatMap((s) => s.points)) || 1);
   const plotH = h - 18;
   ctx.fillStyle = '#667085';
   ctx.fillText(max.toPrecision(3), 2, 10);
@@ -63,7 +63,7 @@ function drawLines(id, series, fixedMax) {
     ctx.strokeStyle = colors[k % colors.length];
     ctx.beginPath();
     s.points.forEach((y, i) => {
-      const x = 40 + (i / (keep - 1)) * (w - 44);
+      const x = 40 + (i / Math.max(1, s.points.length - 1)) * (w - 44);
       const py = plotH - (y / max) * (plotH - 12);
       if (i) ctx.lineTo(x, py);
       else ctx.moveTo(x, py);
@@ -85,12 +85,13 @@ function drawBars(id, bars, empty) {
   }
   const plotH = h - 18;
   const bw = w / bars.length;
+  const labelEvery = Math.ceil(48 / bw);  // labels that would overlap are skipped
   bars.forEach(([label, v], i) => {
     const bh = (v / max) * (plotH - 12);
     ctx.fillStyle = colors[0];
     ctx.fillRect(i * bw + 2, plotH - bh, bw - 4, bh);
     ctx.fillStyle = '#667085';
-    ctx.fillText(String(label).slice(0, 8), i * bw + 2, h - 3);
+    if (i % labelEvery === 0) ctx.fillText(String(label).slice(0, 8), i * bw + 2, h - 3);
   });
 }
 
@@ -106,7 +107,7 @@ function tile(label, value) {
 function render() {
   const now = history.at(-1).samples;
   const kvUsed = sum(now, 'autoglm_kv_blocks_used');
-  const kvTotal = sum(now, 'autoglm_kv_blocks_total');
+  const kvTotal = sum(now, 'autoglm_kv_blocks_capacity');
   const queried = sum(now, 'autoglm_prefix_cache_queried_tokens_total');
   $('tiles').replaceChildren(
     tile('requests running', sum(now, 'autoglm_requests_running')),
@@ -137,7 +138,7 @@ async function scrape() {
     const last = history.at(-1);
     last.generation = rate('autoglm_generation_tokens_total');
     last.prompt = rate('autoglm_prompt_tokens_total');
-    const total = sum(samples, 'autoglm_kv_blocks_total');
+    const total = sum(samples, 'autoglm_kv_blocks_capacity');
     last.kv = total ? sum(samples, 'autoglm_kv_blocks_used') / total : 0;
     if (history.length > keep) history.shift();
     render();
