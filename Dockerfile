@@ -28,9 +28,11 @@ USER autoglm
 WORKDIR /var/lib/autoglm
 EXPOSE 8080
 VOLUME ["/models"]
-# Liveness (/health: the engine threads run). Orchestrators use /ready to route traffic.
+# Liveness (/health: the engine threads run). Orchestrators use /ready to route traffic. Serving
+# on another port (--port): set AUTOGLM_PORT to it too.
+ENV AUTOGLM_PORT=8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=300s --retries=3 \
-  CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=2)"]
+  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ['AUTOGLM_PORT'], timeout=2)"]
 # SIGTERM drains: new requests get 503, those in flight finish within shutdown_grace_s.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["autoglm", "serve", "--config", "/etc/autoglm/config.yaml"]

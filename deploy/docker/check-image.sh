@@ -9,9 +9,11 @@ model=$(realpath "${1:-../shared/models/stories260K.gguf}")
 image=open-autoglm:check
 name=open-autoglm-check
 port=18080
-$engine build --network host -t "$image" .
+format=()
+[ "$engine" = podman ] && format=(--format docker)  # OCI images drop HEALTHCHECK
+$engine build "${format[@]}" --network host -t "$image" .
 $engine rm -f "$name" >/dev/null 2>&1 || true
-$engine run -d --name "$name" --network host -v "$(dirname "$model"):/models:ro" "$image" \
+$engine run -d --name "$name" --network host -e AUTOGLM_PORT="$port" -v "$(dirname "$model"):/models:ro" "$image" \
   -m "/models/$(basename "$model")" --port "$port"
 trap '$engine rm -f "$name" >/dev/null 2>&1 || true' EXIT
 for _ in $(seq 1 120); do
@@ -25,7 +27,13 @@ curl -fs "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: applicat
   -d '{"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 16, "temperature": 0}'
 echo
 $engine exec "$name" python3 -c "import openautoglm; print('python package', openautoglm.__version__)"
-$engine healthcheck run "$name" && echo "healthcheck: healthy"
+if [ "$engine" = podman ]; then
+  $engine healthcheck run "$name"
+  echo "healthcheck: healthy"
+fi
+docker_health=$($engine inspect "$name" --format '{{json .Config.Healthcheck}}')
+echo "healthcheck: $docker_health"
+case "$docker_health" in *"/health"*) ;; *) echo "the image has no HEALTHCHECK on /health"; exit 1 ;; esac
 $engine stop -t 35 "$name" >/dev/null
 code=$($engine inspect "$name" --format '{{.State.ExitCode}}')
 echo "exit code after stop: $code"
