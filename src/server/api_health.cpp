@@ -4,10 +4,11 @@
 namespace autoglm {
 
 // Liveness: the process answers and every engine's thread is in its loop. While the model
-// loads there is no engine yet (503, as llama-server answers: a startup probe waits on it);
-// while draining the engines still run, so the server is alive (200) but not ready.
+// loads there is no engine yet (503, as llama-server answers: a startup probe waits on it; the
+// models are read only once loaded); while draining the engines still run, so the server is
+// alive (200) but not ready.
 Reply ApiService::health() {
-  if (!ready() && !draining_) return error_reply(503, "the model is loading", "", "service_unavailable");
+  if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
   json engines = json::array();
   bool alive = true;
   const int64_t now_ms = steady_milliseconds();

@@ -119,6 +119,7 @@ async function send(text) {
       throw new Error(err.error?.message || `HTTP ${res.status}`);
     }
     await readEvents(res, (chunk) => {
+      if (chunk.error) throw new Error(chunk.error.message);
       if (chunk.usage) usage = chunk.usage;
       const choice = chunk.choices?.[0];
       if (!choice) return;
