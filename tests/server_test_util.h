@@ -16,9 +16,10 @@ namespace autoglm::test {
 class ServerTest : public ::testing::Test {
  protected:
   // `load` false: the server answers while the model is not loaded yet (api->load() later).
+  // Without a model in `cfg`, stories260K.
   void start(ServerConfig cfg, bool load = true) {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-    cfg.model = shared_path("models/stories260K.gguf");
+    if (cfg.model.empty()) cfg.model = shared_path("models/stories260K.gguf");
     cfg.threads = 2;
     api = std::make_unique<ApiService>(cfg);
     server = std::make_unique<HttpServer>(*api, 2);

@@ -29,10 +29,29 @@ class Lifecycle : public test::ServerTest {
                        {"stream_options", {{"include_usage", true}}}};
     return test::http_call(port, "POST", "/v1/completions", body.dump());
   }
-  void wait_in_flight(int64_t n) {
-    for (int i = 0; i < 4000 && api->in_flight() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_GE(api->in_flight(), n);
+  // A server for eight streams of `tokens` each, started and all in flight; join() the clients.
+  void start_eight_streams(int tokens) {
+    ServerConfig cfg;
+    cfg.context_window = 4096;
+    cfg.max_running = kStreams;
+    start(cfg);
+    replies.resize(kStreams);
+    for (int i = 0; i < kStreams; ++i) clients.emplace_back([this, i, tokens] { replies[size_t(i)] = stream(tokens); });
+    for (int i = 0; i < 4000 && api->in_flight() < kStreams; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_GE(api->in_flight(), kStreams);
   }
+  void join() {
+    for (auto& c : clients) c.join();
+    clients.clear();
+  }
+  void TearDown() override {
+    join();
+    test::ServerTest::TearDown();
+  }
+  static constexpr int kStreams = 8;
+  std::vector<test::HttpResult> replies;
+  std::vector<std::thread> clients;
 };
 
 // What a stream's events say: its finish reason, its completion tokens, whether [DONE] closed it.
@@ -100,15 +119,8 @@ TEST_F(Lifecycle, ProbesWhileLoadingAndServing) {
 // [DONE]); meanwhile new requests get 503 with Retry-After, /ready is 503 and /health stays 200
 // (alive: Kubernetes must not restart a draining pod).
 TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
-  ServerConfig cfg;
-  cfg.context_window = 4096;
-  cfg.max_running = 8;
-  start(cfg);
-  constexpr int kStreams = 8, kTokens = 1500;
-  std::vector<test::HttpResult> replies(kStreams);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kStreams; ++i) clients.emplace_back([&, i] { replies[size_t(i)] = stream(kTokens); });
-  wait_in_flight(kStreams);
+  constexpr int kTokens = 1500;
+  start_eight_streams(kTokens);
   std::atomic<bool> drained{false};
   std::thread drain([&] {
     server->drain_and_stop(60);
@@ -122,7 +134,7 @@ TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
   ready = get("/ready");
   health = get("/health");
   const bool answered_while_draining = !drained.load();
-  for (auto& c : clients) c.join();
+  join();
   drain.join();
   ASSERT_TRUE(answered_while_draining) << "the streams ended before the probes were asked";
   EXPECT_EQ(refused.status, 503) << refused.body;
@@ -144,17 +156,10 @@ TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
 // Past the grace period the streams still running are cancelled: each ends with a finish
 // reason and [DONE], so a client can tell a drained answer from a dropped connection.
 TEST_F(Lifecycle, PastTheGraceStreamsEndWithAFinishReason) {
-  ServerConfig cfg;
-  cfg.context_window = 4096;
-  cfg.max_running = 8;
-  start(cfg);
-  constexpr int kStreams = 8, kTokens = 4000;
-  std::vector<test::HttpResult> replies(kStreams);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kStreams; ++i) clients.emplace_back([&, i] { replies[size_t(i)] = stream(kTokens); });
-  wait_in_flight(kStreams);
+  constexpr int kTokens = 4000;
+  start_eight_streams(kTokens);
   server->drain_and_stop(0.05);
-  for (auto& c : clients) c.join();
+  join();
   int cancelled = 0;
   for (const auto& reply : replies) {
     EXPECT_EQ(reply.status, 200);

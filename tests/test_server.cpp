@@ -20,6 +20,7 @@
 #include "server/access_log.h"
 #include "server/api.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -57,29 +58,15 @@ double metric(int port, const std::string& selector) {
   return test::metric_in(request(port, "GET", "/metrics").body, selector);
 }
 
-class Server : public ::testing::Test {
+class Server : public test::ServerTest {
  protected:
+  using test::ServerTest::start;
   // The defaults. (A temporary ServerConfig{} passed by value trips GCC 12's
   // -Wmaybe-uninitialized at -O3, a false positive that -Werror in CI turns into an error.)
   void start() { start(default_config()); }
   static const ServerConfig& default_config() {
     static const ServerConfig defaults;
     return defaults;
-  }
-  void start(ServerConfig cfg, bool load = true) {
-    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-    if (cfg.model.empty()) cfg.model = test::shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
-    api = std::make_unique<ApiService>(cfg);
-    server = std::make_unique<HttpServer>(*api, 2);
-    ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
-    port = server->port();
-    if (load) {
-      ASSERT_TRUE(api->load().is_ok());
-    }
-  }
-  void TearDown() override {
-    if (server) server->stop();
   }
   std::string chat(const std::string& content, int max_tokens, bool stream = false) {
     return json{{"messages", {{{"role", "user"}, {"content", content}}}},
@@ -88,9 +75,6 @@ class Server : public ::testing::Test {
                 {"stream", stream}}
         .dump();
   }
-  std::unique_ptr<ApiService> api;
-  std::unique_ptr<HttpServer> server;
-  int port = 0;
 };
 
 void expect_error(const Response& r, int status, const std::string& param) {

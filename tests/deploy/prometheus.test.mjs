@@ -6,12 +6,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { startServer, skipUnlessShared } from '../e2e/serve.mjs';
+import { freePort, until } from './util.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const shared = process.env.AUTOGLM_SHARED ?? join(root, '../shared');
@@ -19,25 +19,6 @@ const model = join(shared, 'models/stories260K.gguf');
 const skip = skipUnlessShared(existsSync(model), 'stories260K.gguf');
 const dir = mkdtempSync(join(tmpdir(), 'autoglm-prometheus-'));
 let server, base, prometheus, promUrl;
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(what, check, seconds = 60) {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 async function promQuery(expr) {
   const res = await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);

@@ -6,11 +6,11 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, skipUnlessShared } from '../e2e/serve.mjs';
+import { freePort, until } from './util.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const shared = process.env.AUTOGLM_SHARED ?? join(root, '../shared');
@@ -19,24 +19,6 @@ const skip = skipUnlessShared(existsSync(model), 'stories260K.gguf');
 const dir = mkdtempSync(join(tmpdir(), 'autoglm-replicas-'));
 const replicas = [];
 let haproxy, base;
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(what, check, seconds = 30) {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function haproxyConfig(port, backends) {
   return `global
