@@ -4,6 +4,8 @@
 //   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -106,6 +108,12 @@ void register_all() {
 }  // namespace autoglm
 
 int main(int argc, char** argv) {
+  // AUTOGLM_CPU_ISA=avx2 (etc.) measures a narrower kernel set, as the CLI does.
+  if (const char* isa = std::getenv("AUTOGLM_CPU_ISA"); isa && !autoglm::cpu::select_kernel_isa(isa)) {
+    std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
+    return 1;
+  }
+  std::fprintf(stderr, "kernels: %s\n", autoglm::cpu::kernel_isa());
   benchmark::Initialize(&argc, argv);
   autoglm::register_all();
   benchmark::RunSpecifiedBenchmarks();
