@@ -18,6 +18,12 @@
 
 namespace autoglm::test {
 
+// A file name in the test temp folder owned by the running test: ctest runs the tests of one
+// executable as parallel processes, and a shared name races (one reads another's half-written file).
+inline std::string test_temp(const std::string& name) {
+  return ::testing::TempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + name;
+}
+
 // One LoRA pair over a base tensor (GGUF name), in the base's GGUF row order.
 struct Pair {
   std::string weight;

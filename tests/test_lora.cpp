@@ -130,7 +130,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "/lora-" + name;
+  return test::test_temp("lora-" + name);
 }
 
 // Runs one adapter file against its merged model, and checks that the adapter changes the

@@ -23,7 +23,7 @@ class LoraRuntime : public ::testing::Test {
     auto base = Model::load(path);
     ASSERT_TRUE(base.is_ok());
     for (int i = 0; i < 3; ++i) {
-      adapters.push_back(::testing::TempDir() + "/rt-lora-" + std::to_string(i) + ".gguf");
+      adapters.push_back(test::test_temp("rt-lora-" + std::to_string(i) + ".gguf"));
       test::write_gguf_adapter(adapters.back(), "llama", test::random_pairs(**base, test::kLoraAll, 4, 10 + i), 16.0f);
     }
   }
@@ -113,7 +113,7 @@ TEST_F(LoraRuntime, AdaptersLoadAndUnloadWhileRequestsRun) {
   ASSERT_EQ(rt->loras().size(), 1u);
   EXPECT_EQ(rt->loras()[0].name, "b");
   auto base = Model::load(path);
-  const std::string wrong = ::testing::TempDir() + "/rt-lora-wrong.gguf";
+  const std::string wrong = test::test_temp("rt-lora-wrong.gguf");
   auto pairs = test::random_pairs(**base, {"attn_q.weight"}, 4, 3);
   pairs[0].n_in *= 2;
   pairs[0].a.resize(size_t(pairs[0].rank * pairs[0].n_in));

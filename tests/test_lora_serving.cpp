@@ -27,10 +27,10 @@ class LoraServing : public ::testing::Test {
     auto base = Model::load(test::shared_path("models/stories260K.gguf"));
     ASSERT_TRUE(base.is_ok());
     for (int i = 0; i < 2; ++i) {
-      adapters.push_back(::testing::TempDir() + "/serve-lora-" + std::to_string(i) + ".gguf");
+      adapters.push_back(test::test_temp("serve-lora-" + std::to_string(i) + ".gguf"));
       test::write_gguf_adapter(adapters.back(), "llama", test::random_pairs(**base, test::kLoraAll, 4, 20 + i), 16.0f);
     }
-    wrong = ::testing::TempDir() + "/serve-lora-wrong.gguf";
+    wrong = test::test_temp("serve-lora-wrong.gguf");
     auto pairs = test::random_pairs(**base, {"ffn_down.weight"}, 4, 3);
     pairs[0].n_out += 1;
     pairs[0].b.resize(size_t(pairs[0].n_out * pairs[0].rank));
