@@ -123,14 +123,15 @@ void expect_matmul_matches_reference(DType t, int64_t rows, int64_t tokens) {
   cpu::select_kernel_isa("avx2");
 }
 
-// 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows; 29 rows, one
-// thread: four groups in one register block (AVX-512 float kernels), the last of 5 rows. 69 and 70
-// tokens: more than one token tile of 64, then 5 (4 + 1) and 6 (4 + 2): every register block
-// size of 12, 4, 2 and 1 tokens is reached.
+// 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows; 61 rows, one
+// thread: eight groups in one register block (AVX-512 float kernels), the last of 5 rows. 69 and
+// 70 tokens: more than one token tile of 64, then 5 (4 + 1) and 6 (4 + 2); 72 and 13 tokens over
+// 61 rows: blocks of 6, 4, 2 and 1. Every register block size is reached.
 TEST_P(EveryType, MatmulMatchesReferenceDot) {
   expect_matmul_matches_reference(GetParam(), 37, 69);
   expect_matmul_matches_reference(GetParam(), 41, 70);
-  expect_matmul_matches_reference(GetParam(), 29, 13);
+  expect_matmul_matches_reference(GetParam(), 61, 72);
+  expect_matmul_matches_reference(GetParam(), 61, 13);
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
