@@ -4,6 +4,9 @@
 // name the field, the file or the tensor.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
+
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -111,6 +114,39 @@ TEST_F(LoraServing, AdaptersFromTheConfigAreChosenByModelListedAndCounted) {
   EXPECT_GT(test::metric_in(metrics, "autoglm_served_tokens_total{model=\"sql\",kind=\"completion\"}"), 0);
   EXPECT_NE(metrics.find("autoglm_lora_requests_info{model=\"stories260K.gguf\",max_lora=\"8\""), std::string::npos);
   EXPECT_EQ(test::metric_in(metrics, "autoglm_lora_adapters_loaded"), 2);
+}
+
+// Every sample line of the exposition text is well formed: name, escaped labels, value.
+bool exposition_parses(const std::string& text, std::string& bad_line) {
+  static const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? \S+$)");
+  std::stringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#' && !std::regex_match(line, sample)) {
+      bad_line = line;
+      return false;
+    }
+  return true;
+}
+
+// An adapter's name is the client's choice: in /metrics its quote, backslash and newline are
+// escaped, so the scrape (which Prometheus rejects whole for one bad line) still parses.
+TEST_F(LoraServing, AnAdapterNameThatNeedsEscapingKeepsMetricsParseable) {
+  const ServerConfig defaults;
+  start(defaults);
+  const std::string name = "we\"ird\\na\nme";
+  ASSERT_EQ(post("/v1/load_lora_adapter", {{"lora_name", name}, {"lora_path", adapters[0]}}).status, 200);
+  std::thread client([&] { post("/v1/completions", completion(name, 3000)); });
+  const std::string escaped = "running_lora_adapters=\"we\\\"ird\\\\na\\nme\"";
+  std::string metrics;
+  for (int i = 0; i < 2000 && metrics.find(escaped) == std::string::npos; ++i) {
+    metrics = get("/metrics").body;
+    if (metrics.find(escaped) == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  client.join();
+  EXPECT_NE(metrics.find(escaped), std::string::npos) << "the running adapter never showed in /metrics";
+  std::string bad;
+  EXPECT_TRUE(exposition_parses(metrics, bad)) << bad;
+  EXPECT_FALSE(exposition_parses("autoglm_x{a=\"b\"c\"} 1", bad)) << "the check is live";
 }
 
 TEST_F(LoraServing, AdaptersLoadAndUnloadAtRunTimeBehindTheKey) {

@@ -101,15 +101,16 @@ void ApiService::lora_metrics(std::string& out) {
                 "LoRA adapters of running and waiting requests (labels); the value: when they last changed.");
   for (const auto& m : models_) {
     const LoraActivity a = m->engine->stats().lora_activity();
-    out += "autoglm_lora_requests_info{model=\"" + m->name + "\",max_lora=\"" + std::to_string(m->config->max_loras) +
-           "\",running_lora_adapters=\"" + a.running + "\",waiting_lora_adapters=\"" + a.waiting + "\"} " +
-           std::to_string(a.changed_at) + "\n";
+    out += "autoglm_lora_requests_info{" + metric_label("model", m->name) + "," +
+           metric_label("max_lora", std::to_string(m->config->max_loras)) + "," +
+           metric_label("running_lora_adapters", a.running) + "," + metric_label("waiting_lora_adapters", a.waiting) +
+           "} " + std::to_string(a.changed_at) + "\n";
   }
   metric_header(out, "autoglm_lora_adapters_loaded", "gauge", "LoRA adapters loaded (resident) over each model.");
   for (const auto& m : models_) {
     int64_t resident = 0;
     for (const LoraInfo& a : m->runtime->loras()) resident += a.resident;
-    out += "autoglm_lora_adapters_loaded{model=\"" + m->name + "\"} " + std::to_string(resident) + "\n";
+    out += "autoglm_lora_adapters_loaded{" + metric_label("model", m->name) + "} " + std::to_string(resident) + "\n";
   }
 }
 

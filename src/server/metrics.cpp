@@ -83,10 +83,7 @@ void ServerMetrics::count_route(const std::string& route, const std::string& mod
   ++route_decisions_[{route, model, decision}];
 }
 
-namespace {
-
-// name="value", the value escaped as the exposition format wants.
-std::string label(const std::string& name, const std::string& value) {
+std::string metric_label(const std::string& name, const std::string& value) {
   std::string v;
   for (char c : value) {
     if (c == '\\' || c == '"') v += '\\';
@@ -97,6 +94,12 @@ std::string label(const std::string& name, const std::string& value) {
     v += c;
   }
   return name + "=\"" + v + "\"";
+}
+
+namespace {
+
+std::string label(const std::string& name, const std::string& value) {
+  return metric_label(name, value);
 }
 
 void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
@@ -264,16 +267,17 @@ std::string ServerMetrics::render(const std::vector<EngineView>& engines, const 
     const auto counts = tools->snapshot();
     metric_header(out, "autoglm_tool_calls_total", "counter", "Tool executions by tool and outcome.");
     for (const auto& [tool, c] : counts)
-      out += "autoglm_tool_calls_total{tool=\"" + tool + "\",status=\"ok\"} " + std::to_string(c.ok) +
-             "\nautoglm_tool_calls_total{tool=\"" + tool + "\",status=\"error\"} " + std::to_string(c.error) + "\n";
+      out += "autoglm_tool_calls_total{" + label("tool", tool) + ",status=\"ok\"} " + std::to_string(c.ok) +
+             "\nautoglm_tool_calls_total{" + label("tool", tool) + ",status=\"error\"} " + std::to_string(c.error) +
+             "\n";
     metric_header(out, "autoglm_tool_call_seconds_total", "counter", "Time spent running each tool.");
     for (const auto& [tool, c] : counts)
-      out += "autoglm_tool_call_seconds_total{tool=\"" + tool + "\"} " + number(c.seconds) + "\n";
+      out += "autoglm_tool_call_seconds_total{" + label("tool", tool) + "} " + number(c.seconds) + "\n";
   }
   std::lock_guard<std::mutex> lock(mutex_);
   metric_header(out, "autoglm_tasks_total", "counter", "Finished /v1/tasks requests by status.");
   for (const auto& [status, n] : tasks_by_status_)
-    out += "autoglm_tasks_total{status=\"" + status + "\"} " + std::to_string(n) + "\n";
+    out += "autoglm_tasks_total{" + label("status", status) + "} " + std::to_string(n) + "\n";
   metric_header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)
     out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";

@@ -17,6 +17,9 @@
 
 namespace autoglm {
 
+// name="value", the value escaped as the exposition format wants (backslash, quote, newline):
+// every label whose value a client or a configuration chooses goes through it.
+std::string metric_label(const std::string& name, const std::string& value);
 // One metric's "# HELP"/"# TYPE" lines, and one sample line.
 void metric_header(std::string& out, const std::string& name, const char* type, const std::string& help);
 void metric_sample(std::string& out, const std::string& name, double v);
