@@ -26,7 +26,8 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
     port = server->port();
     if (load) {
-      ASSERT_TRUE(api->load().is_ok());
+      const Status loaded = api->load();
+      ASSERT_TRUE(loaded.is_ok()) << loaded.message();
     }
   }
   void TearDown() override {

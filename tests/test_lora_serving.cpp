@@ -16,6 +16,7 @@
 #include "server/api.h"
 #include "server/config.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -23,7 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 
-class LoraServing : public ::testing::Test {
+class LoraServing : public test::ServerTest {
  protected:
   void SetUp() override {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
@@ -39,28 +40,17 @@ class LoraServing : public ::testing::Test {
     pairs[0].b.resize(size_t(pairs[0].n_out * pairs[0].rank));
     test::write_gguf_adapter(wrong, "llama", pairs, 4.0f);
   }
+  // stories260K behind the key sk-lora.
   void start(ServerConfig cfg) {
-    cfg.model = test::shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
     cfg.api_keys = {"sk-lora"};
-    api = std::make_unique<ApiService>(cfg);
-    server = std::make_unique<HttpServer>(*api, 2);
-    ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
-    port = server->port();
-    const Status loaded = api->load();
-    ASSERT_TRUE(loaded.is_ok()) << loaded.message();
-  }
-  void TearDown() override {
-    if (server) server->stop();
+    test::ServerTest::start(cfg);
   }
   test::HttpResult post(const std::string& path, const json& body, bool with_key = true) {
     std::vector<std::pair<std::string, std::string>> h;
     if (with_key) h.emplace_back("Authorization", "Bearer sk-lora");
     return test::http_call(port, "POST", path, body.dump(), h);
   }
-  test::HttpResult get(const std::string& path) {
-    return test::http_call(port, "GET", path, "", {{"Authorization", "Bearer sk-lora"}});
-  }
+  test::HttpResult get(const std::string& path) { return test::ServerTest::get(path, "sk-lora"); }
   static json completion(const std::string& model, int max_tokens = 24) {
     json j = {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
     if (!model.empty()) j["model"] = model;
@@ -69,9 +59,6 @@ class LoraServing : public ::testing::Test {
   std::string text_of(const test::HttpResult& r) { return r.j()["choices"][0]["text"]; }
   std::vector<std::string> adapters;
   std::string wrong;
-  std::unique_ptr<ApiService> api;
-  std::unique_ptr<HttpServer> server;
-  int port = 0;
 };
 
 TEST_F(LoraServing, AdaptersFromTheConfigAreChosenByModelListedAndCounted) {

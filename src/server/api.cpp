@@ -413,8 +413,6 @@ std::vector<std::pair<std::string, std::string>> ApiService::cors_headers(const 
   return {{"Access-Control-Allow-Origin", any ? "*" : origin}, {"Vary", "Origin"}};
 }
 
-namespace {
-
 json model_object(const std::string& id, const char* kind) {
   return json{{"id", id},
               {"object", "model"},
@@ -422,6 +420,8 @@ json model_object(const std::string& id, const char* kind) {
               {"owned_by", "open-autoglm"},
               {"kind", kind}};
 }
+
+namespace {
 
 json route_object(const Route& route) {
   static const char* const kKinds[] = {"rules", "cascade", "split"};

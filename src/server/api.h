@@ -62,6 +62,8 @@ struct Reply {
 std::string bearer_key(const std::string& authorization);
 // A request target without its query.
 std::string path_of(const std::string& target);
+// A /v1/models entry: id, object, created, owned_by, and its kind ("model", "route", "lora").
+json model_object(const std::string& id, const char* kind);
 
 // One served model once loaded: the runtime's parts and how the API names it.
 struct ModelService {

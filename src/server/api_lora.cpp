@@ -25,15 +25,13 @@ Status ApiService::lora_name_free(const std::string& name) {
 std::vector<json> ApiService::lora_objects() {
   std::vector<json> out;
   for (const auto& m : models_)
-    for (const LoraInfo& a : m->runtime->loras())
-      out.push_back({{"id", a.name},
-                     {"object", "model"},
-                     {"created", int64_t(std::time(nullptr))},
-                     {"owned_by", "open-autoglm"},
-                     {"kind", "lora"},
-                     {"parent", m->name},
-                     {"root", a.path},
-                     {"lora", {{"scale", a.scale}, {"resident", a.resident}, {"in_use", a.in_use}}}});
+    for (const LoraInfo& a : m->runtime->loras()) {
+      json o = model_object(a.name, "lora");
+      o["parent"] = m->name;
+      o["root"] = a.path;
+      o["lora"] = {{"scale", a.scale}, {"resident", a.resident}, {"in_use", a.in_use}};
+      out.push_back(std::move(o));
+    }
   return out;
 }
 

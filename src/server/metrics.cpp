@@ -98,10 +98,6 @@ std::string metric_label(const std::string& name, const std::string& value) {
 
 namespace {
 
-std::string label(const std::string& name, const std::string& value) {
-  return metric_label(name, value);
-}
-
 void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
   out += name + "{" + labels + "} " + number(v) + "\n";
 }
@@ -125,7 +121,7 @@ void render_request_series(
        &RequestMetrics::prefill_time},
   };
   auto labels_of = [](const std::pair<std::string, std::string>& key) {
-    return label("model", key.first) + "," + label("route", key.second);
+    return metric_label("model", key.first) + "," + metric_label("route", key.second);
   };
   for (const Family& f : families) {
     metric_header(out, f.name, "histogram", f.help);
@@ -158,7 +154,7 @@ void render_request_series(
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
     metric_header(out, name, type, help);
-    for (const EngineView& v : engines) sample(out, name, label("model", v.model), double(value_of(*v.stats)));
+    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(*v.stats)));
   };
   family("autoglm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
          [](const EngineStats& e) { return e.prompt_tokens.load(); });
@@ -191,7 +187,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
   for (const EngineView& v : engines) {
     const EngineStats& e = *v.stats;
-    const std::string m = label("model", v.model);
+    const std::string m = metric_label("model", v.model);
     int64_t cumulative = 0;
     for (int b = 0; b < EngineStats::kChunkBuckets; ++b) {
       cumulative += e.prefill_chunks[size_t(b)].load();
@@ -212,7 +208,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   metric_header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
   for (const EngineView& v : engines) {
     const EngineStats& e = *v.stats;
-    const std::string m = label("model", v.model);
+    const std::string m = metric_label("model", v.model);
     int64_t drafted_requests = 0;
     for (int b = 0; b < EngineStats::kAcceptanceBuckets; ++b) {
       drafted_requests += e.spec_acceptance[size_t(b)].load();
@@ -229,7 +225,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
     for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kTimeout,
                            FinishReason::kError})
       sample(out, "autoglm_requests_total",
-             label("model", v.model) + "," + label("finish_reason", finish_reason_name(r)),
+             metric_label("model", v.model) + "," + metric_label("finish_reason", finish_reason_name(r)),
              double(v.stats->finished_with(r)));
   bool profiled = false;
   for (const EngineView& v : engines) profiled = profiled || (v.profile && v.profile->enabled());
@@ -238,12 +234,12 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   for (const EngineView& v : engines)
     if (v.profile && v.profile->enabled())
       for (int i = 0; i < int(Op::kCount); ++i)
-        sample(out, "autoglm_op_seconds_total", label("model", v.model) + "," + label("op", op_key(Op(i))),
-               v.profile->seconds(Op(i)));
+        sample(out, "autoglm_op_seconds_total",
+               metric_label("model", v.model) + "," + metric_label("op", op_key(Op(i))), v.profile->seconds(Op(i)));
   metric_header(out, "autoglm_op_profiled_tokens_total", "counter", "Tokens through the profiled forward passes.");
   for (const EngineView& v : engines)
     if (v.profile && v.profile->enabled())
-      sample(out, "autoglm_op_profiled_tokens_total", label("model", v.model), double(v.profile->tokens()));
+      sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.profile->tokens()));
 }
 
 }  // namespace
@@ -258,8 +254,8 @@ std::string ServerMetrics::render(const std::vector<EngineView>& engines, const 
                   "escalated).");
     for (const auto& [key, n] : route_decisions_)
       sample(out, "autoglm_route_decisions_total",
-             label("route", std::get<0>(key)) + "," + label("model", std::get<1>(key)) + "," +
-                 label("decision", std::get<2>(key)),
+             metric_label("route", std::get<0>(key)) + "," + metric_label("model", std::get<1>(key)) + "," +
+                 metric_label("decision", std::get<2>(key)),
              double(n));
   }
   render_engine(out, engines);
@@ -267,17 +263,17 @@ std::string ServerMetrics::render(const std::vector<EngineView>& engines, const 
     const auto counts = tools->snapshot();
     metric_header(out, "autoglm_tool_calls_total", "counter", "Tool executions by tool and outcome.");
     for (const auto& [tool, c] : counts)
-      out += "autoglm_tool_calls_total{" + label("tool", tool) + ",status=\"ok\"} " + std::to_string(c.ok) +
-             "\nautoglm_tool_calls_total{" + label("tool", tool) + ",status=\"error\"} " + std::to_string(c.error) +
-             "\n";
+      out += "autoglm_tool_calls_total{" + metric_label("tool", tool) + ",status=\"ok\"} " + std::to_string(c.ok) +
+             "\nautoglm_tool_calls_total{" + metric_label("tool", tool) + ",status=\"error\"} " +
+             std::to_string(c.error) + "\n";
     metric_header(out, "autoglm_tool_call_seconds_total", "counter", "Time spent running each tool.");
     for (const auto& [tool, c] : counts)
-      out += "autoglm_tool_call_seconds_total{" + label("tool", tool) + "} " + number(c.seconds) + "\n";
+      out += "autoglm_tool_call_seconds_total{" + metric_label("tool", tool) + "} " + number(c.seconds) + "\n";
   }
   std::lock_guard<std::mutex> lock(mutex_);
   metric_header(out, "autoglm_tasks_total", "counter", "Finished /v1/tasks requests by status.");
   for (const auto& [status, n] : tasks_by_status_)
-    out += "autoglm_tasks_total{" + label("status", status) + "} " + std::to_string(n) + "\n";
+    out += "autoglm_tasks_total{" + metric_label("status", status) + "} " + std::to_string(n) + "\n";
   metric_header(out, "autoglm_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : by_status_)
     out += "autoglm_http_responses_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
