@@ -184,6 +184,18 @@ TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
   EXPECT_FALSE(parse_server_config("scheduler: {max_step_ms: -3}\n", "t.yaml").is_ok());
 }
 
+TEST(ServerConfigDevice, CpuByDefaultCudaWithAnOrdinal) {
+  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->device, "cpu");
+  auto gpu = parse_server_config("device: cuda:1\n", "t.yaml");
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
+  EXPECT_EQ(gpu->device, "cuda:1");
+  expect_error("port: 1\ndevice: gpu\n", "cfg.yaml:2: 'device' must be cpu, cuda or cuda:N, not 'gpu'");
+  expect_error("device: cuda:x\n", "'device' must be cpu, cuda or cuda:N, not 'cuda:x'");
+  auto per_model = parse_server_config("models:\n  - {name: a, path: a.gguf, device: cuda:0}\n", "t.yaml");
+  ASSERT_TRUE(per_model.is_ok()) << per_model.status().message();
+  EXPECT_EQ(per_model->models.at(0).config->device, "cuda:0");
+}
+
 TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
   auto c =
       parse_server_config("speculative: {method: ngram, draft_max: 5, draft_min: 2, draft_p_min: 0.5}\n", "t.yaml");

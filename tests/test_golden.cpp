@@ -7,6 +7,7 @@
 #include "golden_util.h"
 #include "model/model.h"
 #include "model/runner.h"
+#include "model_test_util.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +30,8 @@ class GoldenCase : public ::testing::TestWithParam<std::string> {};
 TEST_P(GoldenCase, LogitsAndGreedyMatchReference) {
   AUTOGLM_REQUIRE_SHARED("golden/index.json");
   const json c = json::parse(test::read_file(test::shared_path("golden/" + GetParam() + "/case.json")));
-  auto model = Model::load(test::shared_path(c["model"]));
+  auto model = test::load_on_test_device(test::shared_path(c["model"]));
+  if (!model && model.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << model.status().message();
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const int64_t n_vocab = c["n_vocab"];
   ASSERT_EQ((*model)->spec().n_vocab, n_vocab);
@@ -38,7 +40,7 @@ TEST_P(GoldenCase, LogitsAndGreedyMatchReference) {
 
   // 1. All input tokens in one batch, logits at every position.
   const std::vector<int32_t> input = c["input_tokens"];
-  ContiguousKvCache cache((*model)->spec(), 256);
+  ContiguousKvCache cache((*model)->spec(), 256, DType::F16, (*model)->device());
   Batch batch;
   batch.caches = {&cache};
   batch.add_sequence_tokens(0, input.data(), int64_t(input.size()), 0, false, true);
@@ -89,7 +91,8 @@ TEST_P(GoldenCase, LogitsAndGreedyMatchReference) {
 TEST_P(GoldenCase, Q8KvCacheStaysCloseToF16) {
   AUTOGLM_REQUIRE_SHARED("golden/index.json");
   const json c = json::parse(test::read_file(test::shared_path("golden/" + GetParam() + "/case.json")));
-  auto model = Model::load(test::shared_path(c["model"]));
+  auto model = test::load_on_test_device(test::shared_path(c["model"]));
+  if (!model && model.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << model.status().message();
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   if (!kv_format((*model)->spec(), DType::Q8_0)) GTEST_SKIP() << "head size not a multiple of 32: no q8_0 KV";
   const int64_t n_vocab = c["n_vocab"];
@@ -99,7 +102,7 @@ TEST_P(GoldenCase, Q8KvCacheStaysCloseToF16) {
   ModelRunner runner(**model, pool);
   Comparison by_type[2];
   for (int i = 0; i < 2; ++i) {
-    ContiguousKvCache cache((*model)->spec(), 256, i == 0 ? DType::F16 : DType::Q8_0);
+    ContiguousKvCache cache((*model)->spec(), 256, i == 0 ? DType::F16 : DType::Q8_0, (*model)->device());
     Batch batch;
     batch.caches = {&cache};
     batch.add_sequence_tokens(0, input.data(), int64_t(input.size()), 0, false, true);

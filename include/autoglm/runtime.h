@@ -31,6 +31,12 @@ namespace autoglm {
 // The library's version ("0.1.0").
 const char* version();
 
+// True in a build with the CUDA backend (whether or not this machine has a GPU).
+bool cuda_built();
+// The devices a model can run on here: "cpu", then "cuda:0", "cuda:1", ... for each GPU the
+// driver sees (none without the CUDA backend, a driver or a GPU).
+std::vector<std::string> available_devices();
+
 // A LoRA adapter: a PEFT folder (adapter_config.json + adapter_model.safetensors) or a GGUF
 // adapter, and a factor on its own scale (alpha / rank).
 struct LoraOption {
@@ -39,6 +45,9 @@ struct LoraOption {
 };
 
 struct RuntimeOptions {
+  // Where the forward pass runs: "cpu", or "cuda" / "cuda:N" in a build with the CUDA
+  // backend (a missing GPU or a build without CUDA is an error naming the device).
+  std::string device = "cpu";
   int threads = 0;                // 0: the physical cores
   bool pin_threads = false;       // worker i on the i-th allowed CPU
   std::string quantize;           // re-encode the weights at load: "q8_0", "q4_0", "q4_k", ... ("" keeps them)
@@ -47,7 +56,7 @@ struct RuntimeOptions {
   int64_t context_window = 4096;  // capped by the model's trained context when that is larger
   std::string kv_type = "f16";    // f16, q8_0 or f32
   double kv_memory_mib = 1024;    // KV pool budget...
-  double kv_memory_fraction = 0;  // ...or this share of the available memory, when > 0
+  double kv_memory_fraction = 0;  // ...or this share of the available memory (a GPU's free memory), when > 0
   int64_t kv_block_size = 16;
   bool prefix_cache = true;
   std::string chat_template;       // "" the model's own; a built-in name (chatml, llama2, llama3, glm4) or a file
@@ -134,6 +143,9 @@ struct RuntimeStats {
 
 struct ModelInfo {
   std::string path, architecture;
+  std::string device;               // "cpu" or "cuda:N"
+  int64_t device_weight_bytes = 0;  // the weights' copy in GPU memory (0 on the cpu: the mapped file)
+  int64_t kv_bytes = 0;             // the KV pool
   int64_t n_params = 0, n_vocab = 0, n_ctx_train = 0, n_ctx = 0;
   int32_t n_layer = 0, n_embd = 0;
   bool has_chat_template = false;

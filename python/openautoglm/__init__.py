@@ -15,6 +15,12 @@ from .tokenizer import AutoTokenizer, BatchEncoding, Tokenizer
 
 __version__ = _core.version()
 
-__all__ = ["AutoGLMService", "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "BusyError", "CausalLM",
+
+def available_devices():
+    """The devices a model can run on here: ["cpu"], then "cuda:0", ... for each GPU of a CUDA build."""
+    return _core.available_devices()
+
+
+__all__ = ["available_devices", "AutoGLMService", "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "BusyError", "CausalLM",
            "CausalLMOutput", "GenerationFuture", "GenerationResult", "ModelFormatError", "OpenAutoGLMError",
            "TextIteratorStreamer", "TextStreamer", "Tokenizer"]

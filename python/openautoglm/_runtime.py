@@ -3,15 +3,6 @@ import os
 
 from . import _core
 
-# Devices this build runs on.
-BUILT_DEVICES = ("cpu",)
-
-
-def check_device(device):
-    if device not in BUILT_DEVICES:
-        raise ValueError(f"device: '{device}' is not built into this package (built: {', '.join(BUILT_DEVICES)})")
-
-
 def open_runtime(path, options, tokenizer_only=False):
     path = os.fspath(path)
     if not os.path.exists(path):

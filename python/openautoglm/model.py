@@ -9,7 +9,7 @@ import threading
 
 from . import _core
 from ._params import request_fields
-from ._runtime import check_device, open_runtime
+from ._runtime import open_runtime
 from .errors import OpenAutoGLMError
 from .tokenizer import BatchEncoding, Tokenizer, _id_list, _text
 
@@ -274,7 +274,6 @@ class AutoModelForCausalLM:
                         **options):
         """Options beyond these are the runtime's (max_running, kv_memory_mib, chat_template,
         speculative, draft_model, draft_quantize, ...); an unknown one is a ValueError."""
-        check_device(device)
         opts = dict(options)
-        opts.update(quantize=quantize, threads=threads, context_window=context_length, kv_type=kv_cache_dtype)
+        opts.update(device=device, quantize=quantize, threads=threads, context_window=context_length, kv_type=kv_cache_dtype)
         return CausalLM(open_runtime(path, opts), os.fspath(path))

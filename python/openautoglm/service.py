@@ -5,7 +5,6 @@ import signal
 import threading
 
 from . import _core
-from ._runtime import check_device
 
 
 class AutoGLMService:
@@ -15,13 +14,13 @@ class AutoGLMService:
     **{"speculative.method": "ngram"}); they win over the file's."""
 
     def __init__(self, model_path=None, device="cpu", config=None, **overrides):
-        check_device(device)
         if config is not None and not os.path.exists(config):
             raise FileNotFoundError(f"{config}: no such configuration file")
         if model_path is not None:
             if not os.path.exists(model_path):
                 raise FileNotFoundError(f"{model_path}: no such model file or folder")
             overrides["model"] = os.fspath(model_path)
+        overrides["device"] = device
         self.config = config
         self._overrides = overrides
         self._server = None

@@ -135,6 +135,8 @@ PYBIND11_MODULE(_core, m) {
   using namespace autoglm::python;
   m.doc() = "openautoglm's bindings of the public C++ API (use the classes of the openautoglm package)";
   m.def("version", [] { return std::string(autoglm::version()); });
+  m.def("cuda_built", &autoglm::cuda_built);
+  m.def("available_devices", &autoglm::available_devices);
 
   py::class_<Stream>(m, "Stream").def("next", &Stream::next, py::arg("timeout") = 0.1).def("cancel", &Stream::cancel);
 

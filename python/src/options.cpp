@@ -65,6 +65,7 @@ std::function<void(Target&, const py::handle&)> field(T Target::*member) {
 const Setters<RuntimeOptions>& runtime_setters() {
   using O = RuntimeOptions;
   static const Setters<O> setters = {
+      {"device", field(&O::device)},
       {"threads", field(&O::threads)},
       {"quantize", field(&O::quantize)},
       {"architecture", field(&O::architecture)},

@@ -68,8 +68,13 @@ def test_main_py_serves_with_the_config(tmp_path):
 def test_errors_are_named_exceptions(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         AutoModelForCausalLM.from_pretrained(str(tmp_path / "nope.gguf"))
-    with pytest.raises(ValueError, match="device: 'cuda'"):
-        AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), device="cuda")
+    with pytest.raises(ValueError, match="device: 'gpu' is not a device"):
+        AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), device="gpu")
+    if not openautoglm._core.cuda_built():  # a CUDA build without a GPU says no device instead
+        with pytest.raises(ValueError, match="device: cuda:0: this build has no CUDA backend"):
+            AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), device="cuda")
+    with pytest.raises(ValueError, match="device: cuda:7"):
+        AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), device="cuda:7")
     with pytest.raises(ValueError, match="unknown option 'max_runing'"):
         AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), max_runing=4)
     with pytest.raises(ValueError, match="quantize"):

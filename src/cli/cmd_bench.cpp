@@ -12,6 +12,7 @@
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/compute_peak.h"
+#include "kernels/cuda/cuda_api.h"
 #include "model/runner.h"
 #include "sample/sampler.h"
 
@@ -19,6 +20,7 @@ namespace autoglm::cli {
 namespace {
 
 struct BenchArgs {
+  std::string device = "cpu";
   std::string model, kv_type = "f16", quantize, schema_file;
   int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
   int32_t depth = 0;  // tokens already in the cache before each test (-d, as llama-bench)
@@ -140,7 +142,7 @@ Result<double> run_once(const Model& model, ModelRunner& runner, const Test& t, 
   std::vector<ContiguousKvCache> caches;
   caches.reserve(size_t(t.sequences));
   for (int32_t s = 0; s < t.sequences; ++s)
-    caches.emplace_back(model.spec(), t.depth + t.prompt + t.generate + 1, kv_type);
+    caches.emplace_back(model.spec(), t.depth + t.prompt + t.generate + 1, kv_type, model.device());
   std::vector<float> logits;
   // Tokens [from, from + n) of each sequence, in chunks of ubatch.
   auto prefill = [&](int32_t from, int32_t n) -> Status {
@@ -203,6 +205,19 @@ struct Machine {
   double bandwidth = 0, fma_peak = 0, int8_peak = 0;
 };
 
+// The CPU's, from the probes on `pool`; a GPU's nominal memory bandwidth (its memory clock and
+// bus width: what the decode rows are held to), with no compute peaks probed ("-" below).
+Machine measure_machine(const Device& device, ThreadPool& pool) {
+  if (device.kind == DeviceKind::kCpu)
+    return {cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool), cpu::measure_int8_peak(pool)};
+  auto info = cuda::device_info(device.index);
+  if (info)
+    std::printf("%s: %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f GiB free)\n", device_name(device).c_str(),
+                info->name.c_str(), info->compute_major, info->compute_minor, info->multiprocessors,
+                double(info->total_bytes) / double(1 << 30), double(info->free_bytes) / double(1 << 30));
+  return {info ? info->memory_bandwidth_gbs * 1e9 : 0.0, 0, 0};
+}
+
 // The peak a model's prefill is held to: the int8 one where its layer matrices meet int8
 // activations (the quantized types), the float one otherwise.
 double compute_peak_for(const Model& m, const Machine& machine) {
@@ -222,7 +237,8 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
   } else {
     const double flops_per_second = prefill_flops(m, t.prompt, t.depth, ubatch) * mean / double(t.prompt);
     std::snprintf(gflops, sizeof(gflops), "%.1f", flops_per_second / 1e9);
-    std::snprintf(peak, sizeof(peak), "%.0f%%", 100.0 * flops_per_second / compute_peak_for(m, machine));
+    if (const double peak_ops = compute_peak_for(m, machine); peak_ops > 0)
+      std::snprintf(peak, sizeof(peak), "%.0f%%", 100.0 * flops_per_second / peak_ops);
   }
   std::printf("| %-22s | %10s | %-22s | %7d | %-18s | %16s | %9s | %7s | %8s | %9s |\n",
               m.spec().name.substr(0, 22).c_str(), size, m.weight_type_summary().substr(0, 22).c_str(), threads,
@@ -244,6 +260,7 @@ void print_per_token_times(const char* what, std::vector<double> ms, double step
 int bench(const BenchArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  options.device = a.device;
   options.threads = 1;  // each row of the table runs on its own pool
   options.start_engine = false;
   auto lora = lora_options(a.lora);
@@ -273,7 +290,7 @@ int bench(const BenchArgs& a) {
   }
   for (int threads : a.threads) {
     ThreadPool pool(threads, pin_threads_from_environment());
-    const Machine machine{cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool), cpu::measure_int8_peak(pool)};
+    const Machine machine = measure_machine(m.device(), pool);
     const double bw = machine.bandwidth;
     std::printf(
         "threads %d: measured read bandwidth %.1f GB/s; weights streamed per step %.1f MiB -> decode bound "
@@ -347,6 +364,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "Thread counts to test (repeatable; default: physical cores)")
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(*cmd, a->kv_type);
+  add_device_option(*cmd, a->device);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--lora-spread", a->lora_spread,

@@ -11,6 +11,7 @@ namespace autoglm::cli {
 namespace {
 
 struct LogitsArgs {
+  std::string device = "cpu";
   std::string model, tokens, prompt, out, positions = "all", kv_type = "f16", quantize;
   int threads = 1;
   std::vector<std::string> lora;
@@ -35,6 +36,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab)
 int logits(const LogitsArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  options.device = a.device;
   options.threads = a.threads;
   options.kv_type = a.kv_type;
   options.start_engine = false;
@@ -83,6 +85,7 @@ void register_logits(CLI::App& app) {
   auto a = std::make_shared<LogitsArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   add_kv_type_option(*cmd, a->kv_type);
+  add_device_option(*cmd, a->device);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");

@@ -9,6 +9,7 @@ namespace autoglm::cli {
 namespace {
 
 struct RunArgs {
+  std::string device = "cpu";
   std::string model, prompt;
   int32_t n_predict = 128;
   int threads = 1;
@@ -27,6 +28,7 @@ struct RunArgs {
 int run(const RunArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  options.device = a.device;
   options.threads = a.threads;
   options.start_engine = false;
   auto lora = lora_options(a.lora);
@@ -88,6 +90,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   add_kv_type_option(*cmd, a->kv_type);
+  add_device_option(*cmd, a->device);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");

@@ -18,7 +18,7 @@ struct ServeArgs {
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
-  std::string kv_type, quantize, spec, draft, draft_quantize;
+  std::string kv_type, quantize, spec, draft, draft_quantize, device;
   int32_t draft_max = 0, draft_min = -1, exit_layer = -1;
   double draft_p_min = -1;
   bool no_prefix_cache = false, no_webui = false;
@@ -59,6 +59,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   number("kv_cache.memory_mib", a.kv_mib, a.kv_mib > 0);
   text("kv_cache.dtype", a.kv_type);
   text("quantize", a.quantize);
+  text("device", a.device);
   if (a.no_prefix_cache) o.emplace_back("prefix_cache", "false");
   if (a.no_webui) o.emplace_back("web_ui", "false");
   text("speculative.method", a.spec);
@@ -117,6 +118,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--config", a->config_path, "YAML configuration file (flags override it)");
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder");
   add_quantize_option(*cmd, a->quantize);
+  cmd->add_option("--device", a->device, "Where the model runs: cpu, cuda or cuda:N (overrides device)");
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, 1024));

@@ -116,6 +116,11 @@ int fail(const Status& status) {
   return exit_code() = 1;
 }
 
+void add_device_option(CLI::App& cmd, std::string& device) {
+  cmd.add_option("--device", device, "Where the model runs: cpu, cuda or cuda:N (a build with the CUDA backend)")
+      ->capture_default_str();
+}
+
 void add_kv_type_option(CLI::App& cmd, std::string& kv_type) {
   cmd.add_option("--kv-type", kv_type, "KV cache type: f16, q8_0 (half the memory) or f32")->capture_default_str();
 }

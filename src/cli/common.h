@@ -49,6 +49,8 @@ int fail(const Status& status);
 void add_threads_option(CLI::App& cmd, int& threads);
 // Adds --kv-type (f16 default, q8_0, f32).
 void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
+// --device cpu|cuda|cuda:N (RuntimeOptions::device; serve's maps to the config key `device`).
+void add_device_option(CLI::App& cmd, std::string& device);
 // The KV type named on the command line, checked against the model.
 Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
 

@@ -29,7 +29,8 @@ Result<std::vector<std::vector<float>>> compute_embeddings(ModelRunner& runner, 
       group_tokens += int64_t(job.inputs[last++].size());
     std::vector<std::unique_ptr<ContiguousKvCache>> caches;
     for (size_t i = first; i < last; ++i)
-      caches.push_back(std::make_unique<ContiguousKvCache>(spec, int64_t(job.inputs[i].size()) + 1, kv_type));
+      caches.push_back(
+          std::make_unique<ContiguousKvCache>(spec, int64_t(job.inputs[i].size()) + 1, kv_type, runner.device()));
     std::vector<int64_t> done(last - first, 0);
     for (bool more = true; more;) {
       Batch batch;

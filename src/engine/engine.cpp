@@ -146,7 +146,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       tokenizer_(tokenizer),
       trie_(tokenizer),
       config_(config),
-      blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type)),
+      blocks_(model.spec(), config.kv_blocks, config.block_size, *kv_format(model.spec(), config.kv_type),
+              model.device()),
       runner_(model, pool),
       turn_seat_(pool.turns()) {
   blocks_.set_prefix_caching(config.prefix_cache);
@@ -535,7 +536,7 @@ void Engine::record_prefill_chunk(int64_t n) {
 // pages the weights in) to start the step cost model; every step refines it.
 void Engine::calibrate_step_cost() {
   if (config_.max_step_ms == 0) return;
-  ContiguousKvCache scratch(model_.spec(), 64, DType::F32);
+  ContiguousKvCache scratch(model_.spec(), 64, DType::F32, model_.device());
   std::vector<int32_t> ids(32, 1);
   std::vector<float> out;
   Batch warm;  // the first forward pages the weights in: not a step's time

@@ -25,7 +25,7 @@ Generator::Generator(const Model& model, const Tokenizer& tokenizer, ThreadPool&
       trie_(tokenizer),
       pool_(pool),
       runner_(model, pool),
-      cache_(model.spec(), n_ctx, kv_type) {}
+      cache_(model.spec(), n_ctx, kv_type, model.device()) {}
 
 Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std::vector<float>& last_logits) {
   if (chunk <= 0) return invalid_argument("prefill chunk must be positive");

@@ -31,7 +31,8 @@ ModelDrafter::ModelDrafter(const Model& draft, ThreadPool& pool, int64_t n_block
                            float p_min)
     : spec_(draft.spec()),
       runner_(draft, pool),
-      pool_(std::make_unique<BlockPool>(draft.spec(), n_blocks, block_size, *kv_format(draft.spec(), kv_type))),
+      pool_(std::make_unique<BlockPool>(draft.spec(), n_blocks, block_size, *kv_format(draft.spec(), kv_type),
+                                        draft.device())),
       p_min_(p_min) {
   pool_->set_prefix_caching(false);
 }

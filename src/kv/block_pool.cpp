@@ -6,13 +6,16 @@
 
 namespace autoglm {
 
-BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format)
+BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format,
+                     const Device& device)
     : n_blocks_(n_blocks),
       block_size_(block_size),
       n_layer_(spec.n_layer),
       format_(format),
-      keys_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * format.k_row_bytes)),
-      values_(static_cast<size_t>(n_blocks * spec.n_layer * block_size * format.v_row_bytes)),
+      keys_(DeviceMemory::allocate_or_die(device, n_blocks * spec.n_layer * block_size * format.k_row_bytes,
+                                          "KV pool keys")),
+      values_(DeviceMemory::allocate_or_die(device, n_blocks * spec.n_layer * block_size * format.v_row_bytes,
+                                            "KV pool values")),
       refs_(static_cast<size_t>(n_blocks), 0),
       lru_pos_(static_cast<size_t>(n_blocks)),
       in_lru_(static_cast<size_t>(n_blocks), false),

@@ -17,7 +17,9 @@ namespace autoglm {
 
 class BlockPool {
  public:
-  BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format);
+  // The blocks live in the memory of `device` (the one whose backend runs the model).
+  BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size, const KvFormat& format,
+            const Device& device = {});
 
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -53,7 +55,7 @@ class BlockPool {
 
   int64_t n_blocks_, block_size_, n_layer_;
   KvFormat format_;
-  std::vector<uint8_t> keys_, values_;
+  DeviceMemory keys_, values_;
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;                          // never published or forgotten, unreferenced
   std::list<int32_t> lru_;                             // published and unreferenced, oldest first

@@ -36,10 +36,10 @@ KvFormat checked_format(const ModelSpec& spec, DType type) {
 
 }  // namespace
 
-ContiguousKvCache::ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type)
+ContiguousKvCache::ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type, const Device& device)
     : KvCache(checked_format(spec, type)),
       n_ctx_(n_ctx),
-      keys_(size_t(spec.n_layer * n_ctx * format().k_row_bytes)),
-      values_(size_t(spec.n_layer * n_ctx * format().v_row_bytes)) {}
+      keys_(DeviceMemory::allocate_or_die(device, spec.n_layer * n_ctx * format().k_row_bytes, "KV cache keys")),
+      values_(DeviceMemory::allocate_or_die(device, spec.n_layer * n_ctx * format().v_row_bytes, "KV cache values")) {}
 
 }  // namespace autoglm

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "core/device.h"
 #include "core/dtype.h"
+#include "model/device_memory.h"
 #include "model/model_spec.h"
 
 namespace autoglm {
@@ -53,11 +55,12 @@ class KvCache {
   KvFormat format_;
 };
 
-// One sequence's KV in a single preallocated buffer of n_ctx positions.
+// One sequence's KV in a single preallocated buffer of n_ctx positions, in the memory of
+// the device whose backend runs the model.
 class ContiguousKvCache final : public KvCache {
  public:
   // type must have passed kv_format for this spec.
-  ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type = DType::F16);
+  ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType type = DType::F16, const Device& device = {});
   int64_t capacity() const override { return n_ctx_; }
   int64_t span() const override { return n_ctx_; }
   uint8_t* key_span(int64_t layer, int64_t first_pos) override {
@@ -69,8 +72,8 @@ class ContiguousKvCache final : public KvCache {
 
  private:
   int64_t n_ctx_;
-  std::vector<uint8_t> keys_;
-  std::vector<uint8_t> values_;
+  DeviceMemory keys_;
+  DeviceMemory values_;
 };
 
 }  // namespace autoglm

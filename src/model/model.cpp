@@ -45,7 +45,11 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, 
   model->file_ = std::move(file);
   AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, options.arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
-  if (options.repack) AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress));
+  model->device_ = options.device;
+  // The interleaved layouts are the CPU kernels'; a GPU reads the file's blocks.
+  if (options.repack && options.device.kind == DeviceKind::kCpu)
+    AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress));
+  AUTOGLM_ASSIGN_OR_RETURN(model->placed_, place_weights(options.device, model->weights_));
   return model;
 }
 

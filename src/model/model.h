@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "core/device.h"
 #include "formats/gguf.h"
 #include "kernels/cpu/packed.h"
+#include "model/backend.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_spec.h"
 #include "model/weights.h"
@@ -27,6 +29,7 @@ struct ModelLoadOptions {
   std::optional<DType> quantize;  // re-encode the matrices at load (a BF16 folder at Q8_0 speed)
   bool repack = true;             // false: keep the file's layout (the per-row kernels run)
   LoadProgress progress;          // null: silent
+  Device device;                  // where the forward pass runs (the weights are placed there)
 };
 
 class Model {
@@ -51,6 +54,9 @@ class Model {
   const GgufFile& file() const { return *file_; }
   const ModelSpec& spec() const { return spec_; }
   const ModelWeights& weights() const { return weights_; }
+  const Device& device() const { return device_; }
+  // The weights' copies on the device (null for the CPU).
+  const PlacedWeights* placed_weights() const { return placed_.get(); }
 
   int64_t n_params() const;                 // elements of all tensors
   int64_t weight_bytes() const;             // bytes of all tensors
@@ -66,6 +72,8 @@ class Model {
   ModelSpec spec_;
   ModelWeights weights_;
   std::vector<cpu::PackedBuffer> packed_;
+  Device device_;
+  std::unique_ptr<PlacedWeights> placed_;
 };
 
 }  // namespace autoglm

@@ -2,25 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/kv_rows.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/ops.h"
-
 namespace autoglm {
-namespace {
-
-void add_bias(float* y, const Vec& bias, int64_t n_tokens) {
-  if (bias.empty()) return;
-  const int64_t n = int64_t(bias.size());
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t i = 0; i < n; ++i) y[t * n + i] += bias[size_t(i)];
-}
-
-void grow(std::vector<float>& v, int64_t n) {
-  if (int64_t(v.size()) < n) v.resize(size_t(n));
-}
-
-}  // namespace
 
 void Batch::add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos,
                                 bool logits_for_last, bool logits_for_all) {
@@ -36,7 +18,7 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)
     : model_(model),
       spec_(model.spec()),
       pool_(pool),
-      attn_scratch_(size_t(pool.size() * attention_scratch_floats(attention_shape()))),
+      backend_(make_backend(model, pool)),
       rope_inv_freq_(spec_.rope_inv_freq()) {}
 
 // Runs of consecutive positions of one sequence, at most kAttentionTileTokens long; their
@@ -52,12 +34,6 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
   }
   tile_start_[size_t(n)] = int32_t(T);
   return n;
-}
-
-// The tiles of a prompt attend to ever more positions; the threads take equal runs of work
-// units, so the tiles go first, last, second, second to last, ... to even out their costs.
-static int64_t balanced_tile_order(int64_t i, int64_t n_tiles) {
-  return i % 2 == 0 ? i / 2 : n_tiles - 1 - i / 2;
 }
 
 AttentionShape ModelRunner::attention_shape() const {
@@ -86,113 +62,90 @@ Status ModelRunner::validate(const Batch& b) const {
   if (!b.loras.empty() && b.loras.size() != b.caches.size())
     return invalid_argument("batch: loras must hold one set per sequence (" + std::to_string(b.caches.size()) +
                             "), not " + std::to_string(b.loras.size()));
+  if (!b.loras.empty() && device().kind != DeviceKind::kCpu)
+    return unsupported("batch: LoRA adapters run on the cpu only, not on " + device_name(device()));
   if (b.exit_layer < 0 || b.exit_layer > spec_.n_layer)
     return invalid_argument("batch: exit_layer " + std::to_string(b.exit_layer) + " is outside [0, " +
                             std::to_string(spec_.n_layer) + "]");
   return Status::ok();
 }
 
-void ModelRunner::ensure_buffers(int64_t T) {
-  if (T <= capacity_) return;
+// Grows the activations to T tokens (never shrinks them: a pass allocates nothing once the
+// largest step has run).
+Status ModelRunner::ensure_buffers(int64_t T) {
+  if (T <= capacity_) return Status::ok();
   const ModelSpec& s = spec_;
-  grow(x_, T * s.n_embd);
-  grow(xn_, T * s.n_embd);
-  grow(q_, T * s.q_dim());
-  grow(k_, T * s.kv_dim());
-  grow(v_, T * s.v_dim());
-  grow(attn_, T * s.n_head * s.head_dim_v);
-  grow(proj_, T * s.n_embd);
-  grow(gate_, T * s.n_ff);
-  grow(up_, T * s.n_ff);
-  grow(out_in_, T * s.n_embd);
+  const Device device = backend().device();
+  const auto make = [&](DeviceMemory& m, int64_t floats) -> Status {
+    AUTOGLM_ASSIGN_OR_RETURN(m, DeviceMemory::allocate(device, floats * int64_t(sizeof(float))));
+    return Status::ok();
+  };
+  AUTOGLM_RETURN_IF_ERROR(make(x_, T * s.n_embd));
+  AUTOGLM_RETURN_IF_ERROR(make(xn_, T * s.n_embd));
+  AUTOGLM_RETURN_IF_ERROR(make(q_, T * s.q_dim()));
+  AUTOGLM_RETURN_IF_ERROR(make(k_, T * s.kv_dim()));
+  AUTOGLM_RETURN_IF_ERROR(make(v_, T * s.v_dim()));
+  AUTOGLM_RETURN_IF_ERROR(make(attn_, T * s.n_head * s.head_dim_v));
+  AUTOGLM_RETURN_IF_ERROR(make(proj_, T * s.n_embd));
+  AUTOGLM_RETURN_IF_ERROR(make(gate_, T * s.n_ff));
+  AUTOGLM_RETURN_IF_ERROR(make(up_, T * s.n_ff));
+  AUTOGLM_RETURN_IF_ERROR(make(out_in_, T * s.n_embd));
+  // The CPU writes logits straight into the caller's vector; a device needs its own rows.
+  if (device.kind != DeviceKind::kCpu) AUTOGLM_RETURN_IF_ERROR(make(logits_, T * s.n_vocab));
   if (int64_t(tile_start_.size()) < T + 1) tile_start_.resize(size_t(T + 1));
   capacity_ = T;
+  return Status::ok();
 }
 
 void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   const ModelSpec& s = spec_;
   const LayerWeights& lw = model_.weights().layers[size_t(il)];
   const int64_t T = int64_t(b.tokens.size());
+  Backend& be = backend();
+  float *q = q_.floats(), *k = k_.floats(), *v = v_.floats(), *xn = xn_.floats();
 
   timer.mark(Op::kQkvProjection);
   const cpu::WeightMatrix* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
-  float* qkv_out[] = {q_.data(), k_.data(), v_.data()};
-  cpu::matmul_multi(pool_, qkv, qkv_out, 3, xn_.data(), T);
-  add_loras(il, LoraTarget::kQ, xn_.data(), q_.data());
-  add_loras(il, LoraTarget::kK, xn_.data(), k_.data());
-  add_loras(il, LoraTarget::kV, xn_.data(), v_.data());
-  add_bias(q_.data(), lw.bq, T);
-  add_bias(k_.data(), lw.bk, T);
-  add_bias(v_.data(), lw.bv, T);
-
-  for (int64_t t = 0; t < T; ++t) {
-    float* q = &q_[t * s.q_dim()];
-    float* k = &k_[t * s.kv_dim()];
-    if (s.qk_norm) {
-      for (int64_t h = 0; h < s.n_head; ++h)
-        cpu::rmsnorm(q + h * s.head_dim, lw.q_norm.data(), s.rms_eps, s.head_dim, q + h * s.head_dim);
-      for (int64_t h = 0; h < s.n_head_kv; ++h)
-        cpu::rmsnorm(k + h * s.head_dim, lw.k_norm.data(), s.rms_eps, s.head_dim, k + h * s.head_dim);
-    }
-    const float pos = float(b.positions[size_t(t)]);
-    cpu::rope(q, int(s.n_head), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
-    cpu::rope(k, int(s.n_head_kv), int(s.head_dim), int(s.n_rot), pos, rope_inv_freq_.data(), s.rope_style);
+  float* qkv_out[] = {q, k, v};
+  be.matmul_multi(qkv, qkv_out, 3, xn, T);
+  add_loras(il, LoraTarget::kQ, xn, q);
+  add_loras(il, LoraTarget::kK, xn, k);
+  add_loras(il, LoraTarget::kV, xn, v);
+  if (!lw.bq.empty()) be.add_bias(q, lw.bq, T);
+  if (!lw.bk.empty()) be.add_bias(k, lw.bk, T);
+  if (!lw.bv.empty()) be.add_bias(v, lw.bv, T);
+  if (s.qk_norm) {
+    be.rmsnorm(q, lw.q_norm, s.rms_eps, s.head_dim, T * s.n_head, q);
+    be.rmsnorm(k, lw.k_norm, s.rms_eps, s.head_dim, T * s.n_head_kv, k);
   }
+  const RopeTable rope{rope_inv_freq_.data(), s.head_dim, s.n_rot, s.rope_style};
+  be.rope(q, s.n_head, rope);
+  be.rope(k, s.n_head_kv, rope);
+
   timer.mark(Op::kAttentionCore);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* k = &k_[t * s.kv_dim()];
-    KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
-    const DType kv_type = cache->format().type;
-    cpu::encode_kv_row(kv_type, k, cache->key_row(il, b.positions[size_t(t)]), s.kv_dim());
-    cpu::encode_kv_row(kv_type, &v_[t * s.v_dim()], cache->value_row(il, b.positions[size_t(t)]), s.v_dim());
-  }
-
-  const AttentionShape shape = attention_shape();
-  const int64_t scratch_floats = attention_scratch_floats(shape);
-  const int64_t n_tiles = plan_attention_tiles(b);
-  pool_.parallel_for(n_tiles * s.n_head_kv, [&](int thread, int64_t w0, int64_t w1) {
-    float* scratch = attn_scratch_.data() + thread * scratch_floats;
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t tile = balanced_tile_order(w / s.n_head_kv, n_tiles), g = w % s.n_head_kv;
-      const int64_t t = tile_start_[size_t(tile)];
-      KvCache* cache = b.caches[size_t(b.seq[size_t(t)])];
-      const AttentionTile at{&q_[t * s.q_dim() + g * shape.group * s.head_dim],
-                             s.q_dim(),
-                             &attn_[t * s.n_head * s.head_dim_v + g * shape.group * s.head_dim_v],
-                             s.n_head * s.head_dim_v,
-                             tile_start_[size_t(tile + 1)] - t,
-                             b.positions[size_t(t)] + 1};
-      attend_tile(*cache, il, g, at, shape, cpu::kv_row_ops(cache->format().type), scratch);
-    }
-  });
+  be.store_kv(il, k, s.kv_dim(), v, s.v_dim());
+  be.attention(il, q, s.q_dim(), attn_.floats(), s.n_head * s.head_dim_v, attention_shape());
 
   timer.mark(Op::kOutputProjection);
-  cpu::matmul(pool_, lw.wo, attn_.data(), T, proj_.data());
-  add_loras(il, LoraTarget::kO, attn_.data(), proj_.data());
+  be.matmul(lw.wo, attn_.floats(), T, proj_.floats());
+  add_loras(il, LoraTarget::kO, attn_.floats(), proj_.floats());
   norm_branch_output(T, lw.attn_post_norm);
 }
 
 // Architectures with post norms (glm4) normalize a branch's output before the residual add.
 void ModelRunner::norm_branch_output(int64_t T, const Vec& norm) {
   if (norm.empty()) return;
-  for (int64_t t = 0; t < T; ++t)
-    cpu::rmsnorm(&proj_[t * spec_.n_embd], norm.data(), spec_.rms_eps, spec_.n_embd, &proj_[t * spec_.n_embd]);
+  backend().rmsnorm(proj_.floats(), norm, spec_.rms_eps, spec_.n_embd, T, proj_.floats());
 }
 
 // x += proj (the residual), and xn = rmsnorm(x) * norm in the same pass over each row
 // (norm null: only the residual add).
 void ModelRunner::add_residual_and_norm(int64_t T, const Vec* norm) {
-  const ModelSpec& s = spec_;
-  for (int64_t t = 0; t < T; ++t) {
-    float* x = &x_[t * s.n_embd];
-    if (norm)
-      cpu::add_rmsnorm(x, &proj_[t * s.n_embd], norm->data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
-    else
-      for (int64_t i = 0; i < s.n_embd; ++i) x[i] += proj_[t * s.n_embd + i];
-  }
+  backend().add_rmsnorm(x_.floats(), proj_.floats(), norm, spec_.rms_eps, spec_.n_embd, T, xn_.floats());
 }
 
 Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
+  if (!backend_) return backend_.status();
   AUTOGLM_RETURN_IF_ERROR(validate(b));
   const ModelSpec& s = spec_;
   const ModelWeights& w = model_.weights();
@@ -201,15 +154,15 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     logits.clear();
     return Status::ok();
   }
-  ensure_buffers(T);
+  AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
+  Backend& be = backend();
+  AUTOGLM_RETURN_IF_ERROR(be.begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
   lora_groups_ = b.loras.empty() ? std::vector<LoraGroup>{} : group_by_adapter(b.seq, b.loras);
   profile_.add_tokens(T);
   OpTimer timer(profile_, Op::kEmbedding);
 
-  for (int64_t t = 0; t < T; ++t) {
-    cpu::dequantize_row(w.token_embd, b.tokens[size_t(t)], &x_[t * s.n_embd]);
-    cpu::rmsnorm(&x_[t * s.n_embd], w.layers[0].attn_norm.data(), s.rms_eps, s.n_embd, &xn_[t * s.n_embd]);
-  }
+  be.embed(w.token_embd, x_.floats());
+  be.rmsnorm(x_.floats(), w.layers[0].attn_norm, s.rms_eps, s.n_embd, T, xn_.floats());
 
   const int64_t n_run = b.exit_layer > 0 ? b.exit_layer : s.n_layer;
   for (int64_t il = 0; il < n_run; ++il) {
@@ -217,30 +170,30 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     attention_layer(b, il, timer);
     add_residual_and_norm(T, &lw.ffn_norm);
     timer.mark(Op::kFfn);
+    float *gate = gate_.floats(), *up = up_.floats(), *xn = xn_.floats();
     const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
-    float* gate_up_out[] = {gate_.data(), up_.data()};
-    cpu::matmul_multi(pool_, gate_up, gate_up_out, 2, xn_.data(), T);
-    add_loras(il, LoraTarget::kGate, xn_.data(), gate_.data());
-    add_loras(il, LoraTarget::kUp, xn_.data(), up_.data());
-    cpu::silu_mul(gate_.data(), up_.data(), T * s.n_ff);
-    cpu::matmul(pool_, lw.down, gate_.data(), T, proj_.data());
-    add_loras(il, LoraTarget::kDown, gate_.data(), proj_.data());
+    float* gate_up_out[] = {gate, up};
+    be.matmul_multi(gate_up, gate_up_out, 2, xn, T);
+    add_loras(il, LoraTarget::kGate, xn, gate);
+    add_loras(il, LoraTarget::kUp, xn, up);
+    be.silu_mul(gate, up, T * s.n_ff);
+    be.matmul(lw.down, gate, T, proj_.floats());
+    add_loras(il, LoraTarget::kDown, gate, proj_.floats());
     norm_branch_output(T, lw.ffn_post_norm);
     add_residual_and_norm(T, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }
 
   timer.mark(Op::kLogits);
   const int64_t n_out = int64_t(b.logit_tokens.size());
-  for (int64_t o = 0; o < n_out; ++o)
-    cpu::rmsnorm(&x_[b.logit_tokens[size_t(o)] * s.n_embd], w.output_norm.data(), s.rms_eps, s.n_embd,
-                 &out_in_[o * s.n_embd]);
+  be.rmsnorm_logit_rows(x_.floats(), w.output_norm, s.rms_eps, s.n_embd, out_in_.floats());
   if (b.hidden_states) {
-    logits.assign(out_in_.begin(), out_in_.begin() + n_out * s.n_embd);
-    return Status::ok();
+    logits.resize(size_t(n_out * s.n_embd));
+    return be.read_back(out_in_.floats(), n_out * s.n_embd, logits.data());
   }
   logits.resize(size_t(n_out * s.n_vocab));
-  cpu::matmul(pool_, w.output, out_in_.data(), n_out, logits.data());
-  return Status::ok();
+  float* out = be.device().kind == DeviceKind::kCpu ? logits.data() : logits_.floats();
+  be.matmul(w.output, out_in_.floats(), n_out, out);
+  return be.read_back(out, n_out * s.n_vocab, logits.data());
 }
 
 }  // namespace autoglm

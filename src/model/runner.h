@@ -9,6 +9,9 @@
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
 #include "model/attention.h"
+#include "model/backend.h"
+#include "model/batch.h"
+#include "model/device_memory.h"
 #include "model/kv_cache.h"
 #include "model/lora_apply.h"
 #include "model/model.h"
@@ -16,33 +19,18 @@
 
 namespace autoglm {
 
-struct Batch {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> positions;
-  std::vector<int32_t> seq;           // per token: index into caches
-  std::vector<KvCache*> caches;       // one per sequence in the batch
-  std::vector<int32_t> logit_tokens;  // indices of the tokens whose logits are wanted, ascending
-  // Instead of logits, the final normed hidden state (n_embd floats) of each logit token:
-  // what embeddings pool.
-  bool hidden_states = false;
-  // > 0: only layers [0, exit_layer), then the final norm and output head: the early-exit
-  // drafts of speculative decoding (they write those layers' KV rows).
-  int32_t exit_layer = 0;
-  // LoRA adapters per sequence (indexed like caches; absent, null or empty: the base alone).
-  std::vector<const LoraSet*> loras;
-
-  // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
-  void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,
-                           bool logits_for_all = false);
-};
-
 class ModelRunner {
  public:
+  // On the model's device (the CPU's ops on `pool`). A device that cannot run (no CUDA in
+  // this build) makes every forward return the error.
   ModelRunner(const Model& model, ThreadPool& pool);
 
   // Runs the batch; logits gets one row of n_vocab floats per entry of batch.logit_tokens
   // (of n_embd floats, the normed hidden states, with batch.hidden_states).
   Status forward(const Batch& batch, std::vector<float>& logits);
+
+  // Where the passes run (the model's device).
+  const Device& device() const { return model_.device(); }
 
   // Per-op time of the forward passes, while profile().set_enabled(true).
   OpProfile& profile() { return profile_; }
@@ -50,7 +38,8 @@ class ModelRunner {
 
  private:
   Status validate(const Batch& batch) const;
-  void ensure_buffers(int64_t n_tokens);
+  Status ensure_buffers(int64_t n_tokens);
+  Backend& backend() { return **backend_; }
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   AttentionShape attention_shape() const;
   int64_t plan_attention_tiles(const Batch& batch);
@@ -63,22 +52,23 @@ class ModelRunner {
   const Model& model_;
   const ModelSpec& spec_;
   ThreadPool& pool_;
+  Result<std::unique_ptr<Backend>> backend_;
   int64_t capacity_ = 0;
-  // Activations, [T, width] row-major.
-  std::vector<float> x_;       // residual stream [T, n_embd]
-  std::vector<float> xn_;      // normed input [T, n_embd]
-  std::vector<float> q_;       // [T, q_dim]
-  std::vector<float> k_;       // [T, kv_dim]
-  std::vector<float> v_;       // [T, v_dim]
-  std::vector<float> attn_;    // [T, n_head * head_dim_v]
-  std::vector<float> proj_;    // [T, n_embd]
-  std::vector<float> gate_;    // [T, n_ff]
-  std::vector<float> up_;      // [T, n_ff]
-  std::vector<float> out_in_;  // normed rows that need logits [n_out, n_embd]
-  std::vector<float> attn_scratch_;
+  // Activations, [T, width] row-major, in the device's memory.
+  DeviceMemory x_;                   // residual stream [T, n_embd]
+  DeviceMemory xn_;                  // normed input [T, n_embd]
+  DeviceMemory q_;                   // [T, q_dim]
+  DeviceMemory k_;                   // [T, kv_dim]
+  DeviceMemory v_;                   // [T, v_dim]
+  DeviceMemory attn_;                // [T, n_head * head_dim_v]
+  DeviceMemory proj_;                // [T, n_embd]
+  DeviceMemory gate_;                // [T, n_ff]
+  DeviceMemory up_;                  // [T, n_ff]
+  DeviceMemory out_in_;              // normed rows that need logits [T, n_embd]
+  DeviceMemory logits_;              // [T, n_vocab]
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
   std::vector<double> rope_inv_freq_;
-  OpProfile profile_;                   // per pool thread: attention_scratch_floats
+  OpProfile profile_;
   std::vector<LoraGroup> lora_groups_;  // of the current batch
   std::vector<float> lora_scratch_;
 };

@@ -9,6 +9,7 @@
 #include "engine/generator.h"
 #include "engine/speculative.h"
 #include "formats/json_request.h"
+#include "kernels/cuda/cuda_api.h"
 #include "model/kv_cache.h"
 #include "runtime/runtime_parts.h"
 #include "sample/json_schema.h"
@@ -30,6 +31,7 @@ double available_memory_bytes() {
 
 Result<ModelLoadOptions> load_options(const RuntimeOptions& o) {
   ModelLoadOptions m;
+  AUTOGLM_ASSIGN_OR_RETURN(m.device, parse_device(o.device));
   m.arch_override = o.architecture;
   m.repack = o.repack_weights;
   m.progress = o.progress;
@@ -144,7 +146,20 @@ Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint
 
 }  // namespace
 
-Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& o) {
+// The memory a KV budget given as a fraction shares: the host's available memory, or the
+// GPU's free memory once the weights are on it.
+double available_bytes(const Device& device) {
+  if (device.kind == DeviceKind::kCpu) return available_memory_bytes();
+  auto info = cuda::device_info(device.index);
+  return info ? double(info->free_bytes) : 0.0;
+}
+
+int64_t kv_pool_bytes(const ModelSpec& spec, const EngineConfig& c) {
+  const auto format = kv_format(spec, c.kv_type);
+  return format ? c.kv_blocks * spec.n_layer * c.block_size * (format->k_row_bytes + format->v_row_bytes) : 0;
+}
+
+Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& o, double available_bytes) {
   EngineConfig ec;
   ec.n_ctx = spec.n_ctx_train > 0
                  ? std::min<int64_t>(o.context_window, std::max<int64_t>(spec.n_ctx_train, o.context_window))
@@ -156,8 +171,7 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
   ec.kv_type = *kv_type;
   const double bytes_per_block = double(spec.n_layer * o.kv_block_size * (format->k_row_bytes + format->v_row_bytes));
-  const double budget =
-      o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_memory_bytes() : o.kv_memory_mib * 1048576.0;
+  const double budget = o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_bytes : o.kv_memory_mib * 1048576.0;
   ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
   ec.max_batch_tokens = o.max_batch_tokens;
   ec.max_running = o.max_running;
@@ -199,6 +213,20 @@ Status load_default_loras(Runtime::Parts& p) {
   return Status::ok();
 }
 
+// Where the memory of a GPU went, once at start-up (the cpu's is the mapped file and the KV pool).
+void log_device_memory(const Runtime::Parts& p) {
+  const Device& device = p.model->device();
+  if (device.kind == DeviceKind::kCpu) return;
+  const auto gib = [](double bytes) { return std::to_string(bytes / double(1 << 30)).substr(0, 5) + " GiB"; };
+  const auto info = cuda::device_info(device.index);
+  log_line(LogLevel::kInfo, device_name(device) +
+                                (info ? " (" + info->name + ", " + gib(double(info->total_bytes)) + ")" : "") +
+                                ": weights " + gib(double(p.model->placed_weights()->bytes())) + ", KV pool " +
+                                gib(double(kv_pool_bytes(p.model->spec(), p.engine_config))) + " (" +
+                                std::to_string(p.engine_config.kv_blocks) + " blocks), free " +
+                                (info ? gib(double(info->free_bytes)) : std::string("unknown")));
+}
+
 // Loads the model into `rt`, on its pool when it has one (a runtime opened beside another).
 Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const std::string& model_path,
                                            const RuntimeOptions& options) {
@@ -213,7 +241,8 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
     return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
-  AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options));
+  AUTOGLM_ASSIGN_OR_RETURN(p.engine_config,
+                           engine_config_for(p.model->spec(), options, available_bytes(p.model->device())));
   AUTOGLM_RETURN_IF_ERROR(load_default_loras(p));
   p.loras = std::make_unique<LoraRegistry>(*p.model, options.max_loras);
   if (!p.pool)
@@ -222,6 +251,7 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
   if (!options.start_engine) return rt;
   AUTOGLM_RETURN_IF_ERROR(load_draft(p));
   p.engine = std::make_unique<Engine>(*p.model, *p.tokenizer, *p.pool, p.engine_config, p.draft.get());
+  log_device_memory(p);
   return rt;
 }
 
@@ -407,6 +437,18 @@ Result<std::vector<float>> Runtime::logits(const std::vector<int32_t>& tokens, b
   return generator.evaluate(tokens, all_positions);
 }
 
+bool cuda_built() {
+  return cuda::built();
+}
+
+std::vector<std::string> available_devices() {
+  std::vector<std::string> devices = {"cpu"};
+  auto count = cuda::device_count();
+  const int n = count ? *count : 0;
+  for (int i = 0; i < n; ++i) devices.push_back(device_name(Device{DeviceKind::kCuda, i}));
+  return devices;
+}
+
 ModelInfo Runtime::info() const {
   ModelInfo i;
   i.path = parts_->model_path;
@@ -421,6 +463,9 @@ ModelInfo Runtime::info() const {
   i.n_ctx = parts_->engine_config.n_ctx;
   i.n_layer = int32_t(s.n_layer);
   i.n_embd = int32_t(s.n_embd);
+  i.device = device_name(parts_->model->device());
+  if (const PlacedWeights* placed = parts_->model->placed_weights()) i.device_weight_bytes = placed->bytes();
+  if (parts_->engine) i.kv_bytes = kv_pool_bytes(s, parts_->engine_config);
   return i;
 }
 

@@ -40,6 +40,9 @@ Result<std::shared_ptr<const LoraSet>> lora_for(Runtime::Parts& parts, const std
 // The engine configuration for a model under these options: the context (the window, capped
 // by the trained context when that is larger), the KV type checked against the model, and
 // the number of KV blocks the memory budget holds.
-Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& options);
+// Bytes of the engine's KV pool.
+int64_t kv_pool_bytes(const ModelSpec& spec, const EngineConfig& config);
+// available_bytes: what options.kv_memory_fraction shares (available_bytes(device) in runtime.cpp).
+Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& options, double available_bytes);
 
 }  // namespace autoglm

@@ -66,6 +66,7 @@ namespace {
 RuntimeOptions runtime_options(const ServerConfig& c) {
   RuntimeOptions o;
   o.threads = c.threads;
+  o.device = c.device;
   o.quantize = c.quantize;
   o.architecture = c.architecture;
   o.context_window = c.context_window;

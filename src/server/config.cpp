@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/device.h"
 #include "core/read_file.h"
 
 #include <yaml-cpp/yaml.h>
@@ -460,6 +461,13 @@ std::string replace_first(std::string text, const std::string& what, const std::
 
 using KeyTable = std::map<std::string, std::function<Status(const YAML::Node&)>>;
 
+// device: cpu | cuda | cuda:N (whether the GPU exists is checked when the model loads).
+Status read_device(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+  AUTOGLM_RETURN_IF_ERROR(r.scalar(node, "device", c.device));
+  if (!parse_device(c.device)) return r.error(node, "device", "must be cpu, cuda or cuda:N, not '" + c.device + "'");
+  return Status::ok();
+}
+
 // The top-level keys, each read into `c`.
 KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
   return {
@@ -468,6 +476,7 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"max_loras", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_loras", c.max_loras, 1, 4096); }},
       {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
       {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
+      {"device", [&](const YAML::Node& n) { return read_device(r, n, c); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", c.chat_template); }},
       {"context_window",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", c.context_window, 16, 1 << 20); }},
@@ -523,10 +532,9 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 }
 
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
-const std::set<std::string> kPerModelKeys = {"path",           "quantize",    "engine",      "chat_template",
-                                             "context_window", "speculative", "max_running", "max_batch_tokens",
-                                             "max_queued",     "scheduler",   "kv_cache",    "lora_adapters",
-                                             "max_loras"};
+const std::set<std::string> kPerModelKeys = {
+    "path",        "quantize",         "device",     "engine",    "chat_template", "context_window", "speculative",
+    "max_running", "max_batch_tokens", "max_queued", "scheduler", "kv_cache",      "lora_adapters",  "max_loras"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.

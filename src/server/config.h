@@ -38,10 +38,11 @@ struct LoraAdapterConfig {
 struct ServerConfig {
   std::string model;                             // GGUF file or Hugging Face folder
   std::vector<LoraAdapterConfig> lora_adapters;  // over `model`
-  int64_t max_loras = 8;      // adapters loaded at once; the least recently used idle one goes past it
-  std::string quantize;       // weight type to re-encode the matrices to at load; empty: keep
-  std::string architecture;   // overrides general.architecture when set
-  std::string chat_template;  // built-in template name or a Jinja file; empty: the model's own
+  int64_t max_loras = 8;       // adapters loaded at once; the least recently used idle one goes past it
+  std::string quantize;        // weight type to re-encode the matrices to at load; empty: keep
+  std::string device = "cpu";  // where the model runs: cpu, cuda or cuda:N
+  std::string architecture;    // overrides general.architecture when set
+  std::string chat_template;   // built-in template name or a Jinja file; empty: the model's own
   int64_t context_window = 4096;
   std::string host = "127.0.0.1";
   int port = 8080;

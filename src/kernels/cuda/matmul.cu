@@ -1,0 +1,202 @@
+// y = x W^T on the GPU for the weight types of cuda_ops.h: one warp per weight row and a tile
+// of tokens per warp (the row's blocks are read once for the tile). Quantized rows meet
+// activations quantized to int8 blocks (Q8_0 layout for Q4_0/Q8_0, blocks of 256 with sums
+// per 32 for Q4_K), as the CPU kernels do; F16/BF16 prompts run as one cuBLAS GEMM with the
+// activations rounded to the weights' type.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/blocks.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace autoglm::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kTokenTile = 8;
+constexpr int64_t kBlasMinTokens = 16;  // fewer: the warp kernels (a GEMV does not pay cuBLAS's setup)
+
+cudaStream_t stream_of(Queue& q) {
+  return static_cast<cudaStream_t>(q.stream());
+}
+
+// Activations as int8 codes [T][cols], a scale per block of `block` (32 or 256) and, for 256,
+// the sum of the codes of each 32.
+struct QuantizedActivations {
+  int8_t* codes;
+  float* scales;
+  int32_t* sums32;
+  int64_t cols;
+  int block;
+};
+
+// One warp per block of the activations (symmetric int8, d = amax/127, codes rounded to even:
+// kernels/ref/q8_activations.cpp).
+__global__ void quantize_activations_kernel(const float* x, int64_t n_blocks, QuantizedActivations a) {
+  const int64_t b = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (b >= n_blocks) return;
+  const int lane = threadIdx.x % 32, per_lane = a.block / 32;
+  const float* src = x + b * a.block;
+  float amax = 0;
+  for (int k = 0; k < per_lane; ++k) amax = fmaxf(amax, fabsf(src[lane + 32 * k]));
+  const float d = warp_max(amax) / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+  for (int k = 0; k < per_lane; ++k) {
+    const int code = int(fminf(fmaxf(rintf(src[lane + 32 * k] * id), -127.0f), 127.0f));
+    a.codes[b * a.block + lane + 32 * k] = int8_t(code);
+  }
+  if (lane == 0) a.scales[b] = d;
+  if (a.block == 256) {
+    __syncwarp();
+    for (int s = 0; s < 8; ++s) {
+      const int32_t sum = int32_t(warp_sum(float(a.codes[b * 256 + 32 * s + lane])));
+      if (lane == 0) a.sums32[b * 8 + s] = sum;
+    }
+  }
+}
+
+// The contribution of sub-block s (32 weights) of a row to the dot with token t's codes.
+__device__ inline float sub_block_dot(DType type, const uint8_t* row, int64_t s, const QuantizedActivations& a,
+                                      int64_t t) {
+  const int8_t* x = a.codes + t * a.cols + s * 32;
+  if (type == DType::Q8_0) {
+    const uint8_t* b = row + s * 34;
+    const int8_t* w = reinterpret_cast<const int8_t*>(b + 2);
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += int32_t(w[i]) * int32_t(x[i]);
+    return load_half(b) * a.scales[t * (a.cols / 32) + s] * float(sum);
+  }
+  if (type == DType::Q4_0) {
+    const uint8_t* b = row + s * 18;
+    int32_t sum = 0;
+    for (int i = 0; i < 16; ++i) {
+      sum += ((b[2 + i] & 0x0f) - 8) * int32_t(x[i]);
+      sum += ((b[2 + i] >> 4) - 8) * int32_t(x[i + 16]);
+    }
+    return load_half(b) * a.scales[t * (a.cols / 32) + s] * float(sum);
+  }
+  // Q4_K: sub-block j of super-block s / 8: nibbles of group j / 2, low or high.
+  const uint8_t* b = row + (s / 8) * 144;
+  const int j = int(s % 8);
+  int sc, m;
+  k_scale_min(j, b + 4, sc, m);
+  const uint8_t* q = b + 16 + 32 * (j / 2);
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) sum += int32_t(j % 2 ? q[i] >> 4 : q[i] & 0x0f) * int32_t(x[i]);
+  const int64_t super = t * (a.cols / 256) + s / 8;
+  const float ad = a.scales[super];
+  return load_half(b) * float(sc) * ad * float(sum) - load_half(b + 2) * float(m) * ad * float(a.sums32[super * 8 + j]);
+}
+
+__global__ void matmul_quantized_kernel(DType type, const uint8_t* w, int64_t rows, int64_t row_bytes,
+                                        QuantizedActivations a, int64_t n_tokens, float* y) {
+  const int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  const int64_t t0 = blockIdx.y * int64_t(kTokenTile);
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t n_tile = min(int64_t(kTokenTile), n_tokens - t0);
+  const uint8_t* row = w + r * row_bytes;
+  float acc[kTokenTile] = {};
+  for (int64_t s = lane; s < a.cols / 32; s += 32)
+    for (int64_t t = 0; t < n_tile; ++t) acc[t] += sub_block_dot(type, row, s, a, t0 + t);
+  for (int64_t t = 0; t < n_tile; ++t) {
+    const float sum = warp_sum(acc[t]);
+    if (lane == 0) y[(t0 + t) * rows + r] = sum;
+  }
+}
+
+__global__ void matmul_float_kernel(DType type, const uint8_t* w, int64_t rows, int64_t cols, int64_t row_bytes,
+                                    const float* x, int64_t n_tokens, float* y) {
+  const int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  const int64_t t0 = blockIdx.y * int64_t(kTokenTile);
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t n_tile = min(int64_t(kTokenTile), n_tokens - t0);
+  const uint8_t* row = w + r * row_bytes;
+  float acc[kTokenTile] = {};
+  for (int64_t i = lane; i < cols; i += 32) {
+    const float wi = decode_element(type, row, i);
+    for (int64_t t = 0; t < n_tile; ++t) acc[t] += wi * x[(t0 + t) * cols + i];
+  }
+  for (int64_t t = 0; t < n_tile; ++t) {
+    const float sum = warp_sum(acc[t]);
+    if (lane == 0) y[(t0 + t) * rows + r] = sum;
+  }
+}
+
+__global__ void round_activations_kernel(const float* x, int64_t n, bool bf16, void* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  if (bf16)
+    static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
+  else
+    static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
+}
+
+dim3 matmul_grid(int64_t rows, int64_t n_tokens) {
+  return dim3(unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+              unsigned((n_tokens + kTokenTile - 1) / kTokenTile));
+}
+
+void matmul_blas(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
+                 float* y) {
+  void* rounded = q.scratch(n_tokens * cols * 2);
+  if (!rounded) return;  // finish reports the allocation failure
+  const int64_t n = n_tokens * cols;
+  const bool bf16 = type == DType::BF16;
+  round_activations_kernel<<<unsigned((n + 255) / 256), 256, 0, stream_of(q)>>>(x, n, bf16, rounded);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  // Column-major: Y^T [rows, T] = W [rows, cols] (the row-major W read transposed) x X^T [cols, T].
+  cublasGemmEx(static_cast<cublasHandle_t>(q.blas()), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(n_tokens), int(cols),
+               &alpha, w, t, int(cols), rounded, t, int(cols), &beta, y, CUDA_R_32F, int(rows), CUBLAS_COMPUTE_32F,
+               CUBLAS_GEMM_DEFAULT);
+}
+
+}  // namespace
+
+bool weight_type_supported(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+// The types whose rows meet int8 activations here; the others' rows are decoded to floats.
+bool int8_path(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+}
+
+void matmul(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, int64_t row_bytes, const float* x,
+            int64_t n_tokens, float* y) {
+  if (n_tokens == 0) return;
+  const dim3 grid = matmul_grid(rows, n_tokens);
+  const unsigned threads = 32 * kWarpsPerBlock;
+  if (!int8_path(type)) {
+    if ((type == DType::F16 || type == DType::BF16) && n_tokens >= kBlasMinTokens)
+      return matmul_blas(q, type, w, rows, cols, x, n_tokens, y);
+    matmul_float_kernel<<<grid, threads, 0, stream_of(q)>>>(type, w, rows, cols, row_bytes, x, n_tokens, y);
+    return;
+  }
+  const int block = type == DType::Q4_K ? 256 : 32;
+  const int64_t n_blocks = n_tokens * cols / block;
+  uint8_t* scratch = static_cast<uint8_t*>(q.scratch(n_tokens * cols + n_blocks * 4 + n_blocks * 8 * 4));
+  if (!scratch) return;
+  QuantizedActivations a{reinterpret_cast<int8_t*>(scratch), reinterpret_cast<float*>(scratch + n_tokens * cols),
+                         reinterpret_cast<int32_t*>(scratch + n_tokens * cols + n_blocks * 4), cols, block};
+  const int warps = 8;
+  quantize_activations_kernel<<<unsigned((n_blocks + warps - 1) / warps), 32 * warps, 0, stream_of(q)>>>(x, n_blocks,
+                                                                                                         a);
+  matmul_quantized_kernel<<<grid, threads, 0, stream_of(q)>>>(type, w, rows, row_bytes, a, n_tokens, y);
+}
+
+}  // namespace autoglm::cuda

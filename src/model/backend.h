@@ -1,0 +1,91 @@
+// The seam between the forward pass and a device. ModelRunner reads like llama2.c over
+// these calls; the CPU backend runs the kernels of kernels/cpu on the thread pool, the CUDA
+// backend (CUDA builds) those of kernels/cuda on one stream of a GPU.
+//
+// Activations are pointers into DeviceMemory of the backend's device. Weights and
+// per-channel vectors are named by the host objects of ModelWeights: the CPU reads them
+// where they are (the mapped file), CUDA looks up the copies placed on the device at load.
+// Ops are queued, not awaited: read_back ends a pass and reports an op's failure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "autoglm/status.h"
+#include "core/device.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "model/attention.h"
+#include "model/batch.h"
+#include "model/weights.h"
+
+namespace autoglm {
+
+class Model;
+
+// The rotary embedding of one model: n_rot/2 angles per position (inv_freq), over the first
+// n_rot dims of each head of head_dim.
+struct RopeTable {
+  const double* inv_freq;
+  int64_t head_dim, n_rot;
+  cpu::RopeStyle style;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // Once per pass, before its ops: the batch (its tokens, positions, caches and logit rows)
+  // and its attention tiles, runs of consecutive positions of one sequence (tile i holds the
+  // tokens [tile_start[i], tile_start[i + 1])). Both stay alive until read_back. An error:
+  // the batch cannot run here (a cache outside this device's memory).
+  virtual Status begin_step(const Batch& batch, const int32_t* tile_start, int64_t n_tiles) = 0;
+
+  // x[t] = the table's row for token t of the step.
+  virtual void embed(const cpu::WeightMatrix& table, float* x) = 0;
+  // y = x W^T for n_rows rows of x (matmul.h); matmul_multi: several matrices, one input.
+  virtual void matmul(const cpu::WeightMatrix& w, const float* x, int64_t n_rows, float* y) = 0;
+  virtual void matmul_multi(const cpu::WeightMatrix* const* ws, float* const* ys, int n, const float* x,
+                            int64_t n_rows) = 0;
+  // y[r] += bias for n_rows rows of bias.size() floats.
+  virtual void add_bias(float* y, const Vec& bias, int64_t n_rows) = 0;
+  // y[r] = rmsnorm(x[r]) * w for n_rows rows of `width` floats (y may be x).
+  virtual void rmsnorm(const float* x, const Vec& w, float eps, int64_t width, int64_t n_rows, float* y) = 0;
+  // x[r] += delta[r]; then, when w is not null, y[r] = rmsnorm(x[r]) * w.
+  virtual void add_rmsnorm(float* x, const float* delta, const Vec* w, float eps, int64_t width, int64_t n_rows,
+                           float* y) = 0;
+  // y[i] = rmsnorm(x[batch.logit_tokens[i]]) * w: the rows whose logits the step wants.
+  virtual void rmsnorm_logit_rows(const float* x, const Vec& w, float eps, int64_t width, float* y) = 0;
+  // Rotates n_heads heads of every token of the step at its position; x is [T, n_heads * head_dim].
+  virtual void rope(float* x, int64_t n_heads, const RopeTable& rope) = 0;
+  // gate[i] = silu(gate[i]) * up[i].
+  virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
+  // Writes the step's keys [T, kv_dim] and values [T, v_dim] into their caches' rows of `layer`.
+  virtual void store_kv(int64_t layer, const float* k, int64_t kv_dim, const float* v, int64_t v_dim) = 0;
+  // For every tile and KV head: its query heads (q, rows of q_stride) attend over their
+  // sequence's cache at `layer`; results to out (rows of out_stride).
+  virtual void attention(int64_t layer, const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                         const AttentionShape& shape) = 0;
+
+  // Ends the pass: n floats from src to host memory, after every queued op; an error of any op.
+  virtual Status read_back(const float* src, int64_t n, float* dst) = 0;
+};
+
+// The model's weights where a device's kernels read them (CUDA: copies in device memory).
+// The CPU reads the mapped file and places nothing.
+class PlacedWeights {
+ public:
+  virtual ~PlacedWeights() = default;
+  virtual int64_t bytes() const = 0;
+};
+
+// Checks the device (a missing one is an error naming it and what exists) and places the
+// weights there; null for the CPU. Errors name the tensor a device cannot run.
+Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights);
+
+// The ops of the model's device (Model::device); the CPU's run on `pool`.
+Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool);
+
+}  // namespace autoglm

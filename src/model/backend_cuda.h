@@ -1,0 +1,17 @@
+// The forward pass's ops on one CUDA GPU (CUDA builds only): the kernels of kernels/cuda on
+// one stream, the weights placed in device memory at load, the KV caches in device memory.
+#pragma once
+
+#include <memory>
+
+#include "model/backend.h"
+
+namespace autoglm {
+
+// Copies the matrices and vectors to device `index` (one allocation); an error names a
+// matrix whose weight type has no CUDA kernel, or the memory that is missing.
+Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights);
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model);
+
+}  // namespace autoglm
