@@ -200,5 +200,17 @@ TEST_F(Lifecycle, KvCacheUsageGaugeFollowsTheBlocksInUse) {
   EXPECT_EQ(after, 0);
 }
 
+// Where each model runs and the memory it holds there: the KV pool (and on a GPU the weights).
+TEST_F(Lifecycle, DeviceMemoryGaugeNamesTheDeviceAndTheKvPool) {
+  ServerConfig cfg;
+  cfg.kv_cache_mib = 8;
+  start(cfg);
+  const std::string text = get("/metrics").body;
+  const double kv = test::metric_in(text, "autoglm_device_memory_bytes{device=\"cpu\",use=\"kv\"}");
+  EXPECT_GT(kv, 0);
+  EXPECT_LE(kv, 8 << 20);
+  EXPECT_EQ(text.find("use=\"weights\""), std::string::npos) << "the cpu reads the mapped file: no copy";
+}
+
 }  // namespace
 }  // namespace autoglm

@@ -474,7 +474,11 @@ Reply ApiService::metrics_text() {
   Reply r;
   r.content_type = "text/plain; version=0.0.4";
   std::vector<EngineView> engines;
-  for (const auto& m : models_) engines.push_back({m->name, &m->engine->stats(), &m->engine->op_profile()});
+  for (const auto& m : models_) {
+    const ModelInfo info = m->runtime->info();
+    engines.push_back(
+        {m->name, &m->engine->stats(), &m->engine->op_profile(), info.device, info.device_weight_bytes, info.kv_bytes});
+  }
   r.body = metrics_.render(engines, &tools_->stats());
   if (response_cache_) r.body += response_cache_->render_metrics();
   if (jobs_) jobs_metrics(r.body);

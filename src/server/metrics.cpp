@@ -182,6 +182,14 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
            const int64_t total = e.kv_blocks_total.load();
            return total > 0 ? double(e.kv_blocks_used.load()) / double(total) : 0.0;
          });
+  metric_header(out, "autoglm_device_memory_bytes", "gauge",
+                "Memory a model holds on its device: the KV pool, and on a GPU the weights' copy.");
+  for (const EngineView& v : engines) {
+    const std::string labels = metric_label("model", v.model) + "," + metric_label("device", v.device);
+    sample(out, "autoglm_device_memory_bytes", labels + ",use=\"kv\"", double(v.kv_bytes));
+    if (v.device != "cpu")
+      sample(out, "autoglm_device_memory_bytes", labels + ",use=\"weights\"", double(v.device_weight_bytes));
+  }
   family("autoglm_scheduler_step_target_seconds", "gauge", "The last step's time target (0: planned by tokens only).",
          [](const EngineStats& e) { return double(e.step_target_us.load()) / 1e6; });
   metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");

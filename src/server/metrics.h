@@ -56,6 +56,9 @@ struct EngineView {
   std::string model;
   const EngineStats* stats = nullptr;
   const OpProfile* profile = nullptr;  // exported when profiling is on
+  std::string device;                  // where it runs: "cpu", "cuda:N"
+  int64_t device_weight_bytes = 0;     // the weights' copy on a GPU (0 on the cpu: the mapped file)
+  int64_t kv_bytes = 0;                // its KV pool
 };
 
 class ServerMetrics {
