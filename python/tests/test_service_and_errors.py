@@ -68,6 +68,8 @@ def test_main_py_serves_with_the_config(tmp_path):
 def test_errors_are_named_exceptions(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         AutoModelForCausalLM.from_pretrained(str(tmp_path / "nope.gguf"))
+    devices = openautoglm.available_devices()
+    assert devices[0] == "cpu" and all(d.startswith("cuda:") for d in devices[1:])
     with pytest.raises(ValueError, match="device: 'gpu' is not a device"):
         AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), device="gpu")
     if not openautoglm._core.cuda_built():  # a CUDA build without a GPU says no device instead
