@@ -216,22 +216,32 @@ TEST(Cuda, AMissingOrdinalNamesTheGpusThereAre) {
   EXPECT_NE(rt.status().message().find("device: cuda:99: no such GPU"), std::string::npos) << rt.status().message();
 }
 
-TEST(Cuda, ACacheInHostMemoryIsRefusedNotRead) {
-  REQUIRE_GPU();
-  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-  ModelLoadOptions o;
-  o.device = Device{DeviceKind::kCuda, 0};
-  auto m = Model::load(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
+// One token through a runner of `model` into `cache` (with `lora`, when given).
+Status forward_one_token(const Model& model, KvCache& cache, const LoraSet* lora = nullptr) {
   ThreadPool pool(1);
-  ModelRunner runner(**m, pool);
-  ContiguousKvCache host_cache((*m)->spec(), 16);  // cpu memory
+  ModelRunner runner(model, pool);
   Batch b;
-  b.caches = {&host_cache};
+  b.caches = {&cache};
+  if (lora) b.loras = {lora};
   const int32_t token = 1;
   b.add_sequence_tokens(0, &token, 1, 0, true);
   std::vector<float> logits;
-  const Status s = runner.forward(b, logits);
+  return runner.forward(b, logits);
+}
+
+Result<std::unique_ptr<Model>> stories_on_cuda() {
+  ModelLoadOptions o;
+  o.device = Device{DeviceKind::kCuda, 0};
+  return Model::load(test::shared_path("models/stories260K.gguf"), o);
+}
+
+TEST(Cuda, ACacheInHostMemoryIsRefusedNotRead) {
+  REQUIRE_GPU();
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto m = stories_on_cuda();
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  ContiguousKvCache host_cache((*m)->spec(), 16);  // cpu memory
+  const Status s = forward_one_token(**m, host_cache);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("not in the memory of cuda:0"), std::string::npos) << s.message();
 }
@@ -239,21 +249,11 @@ TEST(Cuda, ACacheInHostMemoryIsRefusedNotRead) {
 TEST(Cuda, LoraAdaptersAreRefusedByName) {
   REQUIRE_GPU();
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-  ModelLoadOptions o;
-  o.device = Device{DeviceKind::kCuda, 0};
-  auto m = Model::load(test::shared_path("models/stories260K.gguf"), o);
+  auto m = stories_on_cuda();
   ASSERT_TRUE(m.is_ok()) << m.status().message();
-  ThreadPool pool(1);
-  ModelRunner runner(**m, pool);
   ContiguousKvCache cache((*m)->spec(), 16, DType::F16, (*m)->device());
-  LoraSet empty_set;
-  Batch b;
-  b.caches = {&cache};
-  b.loras = {&empty_set};
-  const int32_t token = 1;
-  b.add_sequence_tokens(0, &token, 1, 0, true);
-  std::vector<float> logits;
-  const Status s = runner.forward(b, logits);
+  const LoraSet adapters;  // a batch that carries adapters at all (the engine leaves them out when none apply)
+  const Status s = forward_one_token(**m, cache, &adapters);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.message(), "batch: LoRA adapters run on the cpu only, not on cuda:0");
 }

@@ -87,36 +87,40 @@ __device__ inline float sub_block_dot(DType type, const uint8_t* row, int64_t s,
   return load_half(b) * float(sc) * ad * float(sum) - load_half(b + 2) * float(m) * ad * float(a.sums32[super * 8 + j]);
 }
 
-__global__ void matmul_quantized_kernel(DType type, const uint8_t* w, int64_t rows, int64_t row_bytes,
-                                        QuantizedActivations a, int64_t n_tokens, float* y) {
-  const int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
-  const int64_t t0 = blockIdx.y * int64_t(kTokenTile);
-  if (r >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t n_tile = min(int64_t(kTokenTile), n_tokens - t0);
-  const uint8_t* row = w + r * row_bytes;
-  float acc[kTokenTile] = {};
-  for (int64_t s = lane; s < a.cols / 32; s += 32)
-    for (int64_t t = 0; t < n_tile; ++t) acc[t] += sub_block_dot(type, row, s, a, t0 + t);
-  for (int64_t t = 0; t < n_tile; ++t) {
-    const float sum = warp_sum(acc[t]);
-    if (lane == 0) y[(t0 + t) * rows + r] = sum;
+// The lanes' share of one row's dot with each token of a tile: int8 sub-blocks of 32 ...
+struct QuantizedRows {
+  DType type;
+  QuantizedActivations a;
+  __device__ void accumulate(const uint8_t* row, int lane, int64_t t0, int64_t n_tile, float* acc) const {
+    for (int64_t s = lane; s < a.cols / 32; s += 32)
+      for (int64_t t = 0; t < n_tile; ++t) acc[t] += sub_block_dot(type, row, s, a, t0 + t);
   }
-}
+};
 
-__global__ void matmul_float_kernel(DType type, const uint8_t* w, int64_t rows, int64_t cols, int64_t row_bytes,
-                                    const float* x, int64_t n_tokens, float* y) {
+// ... or elements decoded to floats against float activations.
+struct FloatRows {
+  DType type;
+  int64_t cols;
+  const float* x;
+  __device__ void accumulate(const uint8_t* row, int lane, int64_t t0, int64_t n_tile, float* acc) const {
+    for (int64_t i = lane; i < cols; i += 32) {
+      const float wi = decode_element(type, row, i);
+      for (int64_t t = 0; t < n_tile; ++t) acc[t] += wi * x[(t0 + t) * cols + i];
+    }
+  }
+};
+
+// One warp per weight row and a tile of kTokenTile tokens: the lanes' partial dots, summed.
+template <class Rows>
+__global__ void matmul_kernel(Rows rows_dot, const uint8_t* w, int64_t rows, int64_t row_bytes, int64_t n_tokens,
+                              float* y) {
   const int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
   const int64_t t0 = blockIdx.y * int64_t(kTokenTile);
-  if (r >= rows) return;
+  if (r >= rows) return;  // the whole warp: it shares r
   const int lane = threadIdx.x % 32;
   const int64_t n_tile = min(int64_t(kTokenTile), n_tokens - t0);
-  const uint8_t* row = w + r * row_bytes;
   float acc[kTokenTile] = {};
-  for (int64_t i = lane; i < cols; i += 32) {
-    const float wi = decode_element(type, row, i);
-    for (int64_t t = 0; t < n_tile; ++t) acc[t] += wi * x[(t0 + t) * cols + i];
-  }
+  rows_dot.accumulate(w + r * row_bytes, lane, t0, n_tile, acc);
   for (int64_t t = 0; t < n_tile; ++t) {
     const float sum = warp_sum(acc[t]);
     if (lane == 0) y[(t0 + t) * rows + r] = sum;
@@ -184,7 +188,7 @@ void matmul(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, 
   if (!int8_path(type)) {
     if ((type == DType::F16 || type == DType::BF16) && n_tokens >= kBlasMinTokens)
       return matmul_blas(q, type, w, rows, cols, x, n_tokens, y);
-    matmul_float_kernel<<<grid, threads, 0, stream_of(q)>>>(type, w, rows, cols, row_bytes, x, n_tokens, y);
+    matmul_kernel<<<grid, threads, 0, stream_of(q)>>>(FloatRows{type, cols, x}, w, rows, row_bytes, n_tokens, y);
     return;
   }
   const int block = type == DType::Q4_K ? 256 : 32;
@@ -196,7 +200,7 @@ void matmul(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, 
   const int warps = 8;
   quantize_activations_kernel<<<unsigned((n_blocks + warps - 1) / warps), 32 * warps, 0, stream_of(q)>>>(x, n_blocks,
                                                                                                          a);
-  matmul_quantized_kernel<<<grid, threads, 0, stream_of(q)>>>(type, w, rows, row_bytes, a, n_tokens, y);
+  matmul_kernel<<<grid, threads, 0, stream_of(q)>>>(QuantizedRows{type, a}, w, rows, row_bytes, n_tokens, y);
 }
 
 }  // namespace autoglm::cuda
