@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 
 #if defined(__x86_64__)
@@ -149,12 +148,11 @@ double measure_int8_peak(ThreadPool& pool, int repeats) {
 }
 
 double measure_fma_peak(ThreadPool& pool, int repeats) {
-#if defined(__x86_64__)
-  const bool avx512 = cpu_features().avx512f;
-  const bool avx2 = !avx512 && cpu_features().avx2 && cpu_features().fma;
-#else
-  const bool avx512 = false, avx2 = false;
-#endif
+  // The float width of the kernel set in use: 512 bits in the AVX-512 set, 256 in the AVX2 and
+  // AVX-VNNI ones (AUTOGLM_CPU_ISA may have chosen a narrower set than the CPU has).
+  const std::string isa = kernel_isa();
+  const bool avx512 = isa == "avx512vnni";
+  const bool avx2 = isa == "avx2" || isa == "avxvnni";
   const double lanes = avx512 ? 16 : avx2 ? 8 : 1;
   return best_rate(pool, repeats, double(kIterations) * 10 * lanes * 2, [&]() -> int64_t {
 #if defined(__x86_64__)

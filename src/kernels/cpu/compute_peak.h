@@ -7,9 +7,10 @@
 
 namespace autoglm::cpu {
 
-// Best of `repeats` runs of independent fused multiply-add chains on every thread (the widest
-// of AVX-512, AVX2+FMA, scalar the CPU has), in floating-point operations per second (a
-// multiply-add counts as two). Integer dot-product kernels (the quantized types) can exceed it.
+// Best of `repeats` runs of independent fused multiply-add chains on every thread, at the float
+// width of the kernel set in use (kernel_isa(): 512 bits for AVX-512, 256 for AVX2 and AVX-VNNI,
+// scalar for the generic set), in floating-point operations per second (a multiply-add counts as two). Integer
+// dot-product kernels (the quantized types) can exceed it.
 double measure_fma_peak(ThreadPool& pool, int repeats = 3);
 
 // The same for the int8 products the quantized types' kernels issue with the kernel set in use
