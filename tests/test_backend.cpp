@@ -216,6 +216,18 @@ TEST(Cuda, AMissingOrdinalNamesTheGpusThereAre) {
   EXPECT_NE(rt.status().message().find("device: cuda:99: no such GPU"), std::string::npos) << rt.status().message();
 }
 
+TEST(Cuda, AKvPoolLargerThanTheGpuIsAnErrorNotACrash) {
+  REQUIRE_GPU();
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.device = "cuda";
+  o.kv_memory_mib = 1 << 30;  // a petabyte
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(rt.is_ok());
+  EXPECT_EQ(rt.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(rt.status().message().find("kv_cache: a pool of"), std::string::npos) << rt.status().message();
+}
+
 // One token through a runner of `model` into `cache` (with `lora`, when given).
 Status forward_one_token(const Model& model, KvCache& cache, const LoraSet* lora = nullptr) {
   ThreadPool pool(1);

@@ -146,6 +146,8 @@ Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint
 
 }  // namespace
 
+namespace {
+
 // The memory a KV budget given as a fraction shares: the host's available memory, or the
 // GPU's free memory once the weights are on it.
 double available_bytes(const Device& device) {
@@ -153,6 +155,8 @@ double available_bytes(const Device& device) {
   auto info = cuda::device_info(device.index);
   return info ? double(info->free_bytes) : 0.0;
 }
+
+}  // namespace
 
 int64_t kv_pool_bytes(const ModelSpec& spec, const EngineConfig& c) {
   const auto format = kv_format(spec, c.kv_type);
@@ -213,6 +217,17 @@ Status load_default_loras(Runtime::Parts& p) {
   return Status::ok();
 }
 
+// A GPU's KV pool must fit in its free memory (the host's may overcommit; a GPU's allocation
+// would fail in the engine's constructor): an error names the budget and what is free.
+Status check_kv_fits(const Model& model, const EngineConfig& config) {
+  if (model.device().kind == DeviceKind::kCpu) return Status::ok();
+  const double kv = double(kv_pool_bytes(model.spec(), config)), free = available_bytes(model.device());
+  if (kv <= free) return Status::ok();
+  const auto mib = [](double bytes) { return std::to_string(int64_t(bytes / 1048576.0)) + " MiB"; };
+  return resource_exhausted("kv_cache: a pool of " + mib(kv) + " does not fit in the " + mib(free) + " free on " +
+                            device_name(model.device()) + " (lower kv_cache.memory_mib or kv_cache.fraction)");
+}
+
 // Where the memory of a GPU went, once at start-up (the cpu's is the mapped file and the KV pool).
 void log_device_memory(const Runtime::Parts& p) {
   const Device& device = p.model->device();
@@ -243,6 +258,7 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config,
                            engine_config_for(p.model->spec(), options, available_bytes(p.model->device())));
+  AUTOGLM_RETURN_IF_ERROR(check_kv_fits(*p.model, p.engine_config));
   AUTOGLM_RETURN_IF_ERROR(load_default_loras(p));
   p.loras = std::make_unique<LoraRegistry>(*p.model, options.max_loras);
   if (!p.pool)
