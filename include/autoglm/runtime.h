@@ -65,7 +65,8 @@ struct RuntimeOptions {
   int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted
   // Each engine step is planned to take at most this long (decodes always run; prefill gets
   // the rest): 0 off (a token budget only), < 0 auto (3x the step's predicted decode time).
-  // Off by default until prefill kernels make small chunks cheap (issue 14).
+  // Off here (a program that generates alone gains nothing); the server's configuration
+  // defaults to auto, which keeps inter-token latency flat when prompts arrive during decodes.
   double max_step_ms = 0;
   // Speculative decoding in the engine: "none", "draft" (a draft model), "ngram" (prompt
   // lookup) or "early-exit" (the first exit_layer layers draft). A request may opt out.

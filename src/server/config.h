@@ -57,7 +57,9 @@ struct ServerConfig {
   int64_t max_batch_tokens = 128;
   int64_t max_running = 16;
   int64_t max_queued = 256;
-  double max_step_ms = 0;  // scheduler.max_step_ms: 0 off, -1 auto (3x the decodes' predicted time), else ms
+  // scheduler.max_step_ms: -1 auto (3x the decodes' predicted time; the server's default: flat
+  // inter-token latency under load), 0 off (a token budget), else ms.
+  double max_step_ms = -1;
   // speculative: {method: none | draft | ngram | early-exit, draft, draft_quantize, draft_max,
   // draft_min, draft_p_min, exit_layer}
   std::string speculative = "none";
