@@ -58,11 +58,12 @@ class AutoGLMService:
 
     def run(self, host=None, port=None):
         """Serves until SIGINT (Ctrl-C) or SIGTERM, then stops cleanly."""
-        self.start(host, port)
-        print(f"openautoglm: serving {self.url}", flush=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        # The handlers are in place before "serving" is announced: a signal right after it stops cleanly.
         try:
+            self.start(host, port)
+            print(f"openautoglm: serving {self.url}", flush=True)
             while not stop.wait(0.5):
                 pass
         except KeyboardInterrupt:
