@@ -269,9 +269,15 @@ TEST_F(ServingEngine, ManyStreamsDoNotSpeculate) {
     Engine engine(*model, *tok, pool, cfg);
     std::vector<std::shared_ptr<StreamHandle>> handles;
     std::vector<GenerationRequest> requests;
-    for (int i = 0; i < 16; ++i) {
-      requests.push_back(greedy(kRepetitive, 16));
-      handles.push_back(*engine.submit(requests.back()));
+    {
+      // All sixteen are queued before the engine's first step (it steps on the pool's turns):
+      // otherwise a loaded machine lets it start on the first few, which draft.
+      TurnQueue::Seat seat(pool.turns());
+      auto turn = seat.take();
+      for (int i = 0; i < 16; ++i) {
+        requests.push_back(greedy(kRepetitive, 16));
+        handles.push_back(*engine.submit(requests.back()));
+      }
     }
     for (size_t i = 0; i < handles.size(); ++i) EXPECT_EQ(collect(handles[i]).tokens, alone(requests[i]));
     return engine.stats().spec_drafted.load();
