@@ -9,6 +9,7 @@
 
 #include "cli/bench_speculative.h"
 #include "cli/common.h"
+#include "core/byte_size.h"
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/compute_peak.h"
@@ -212,9 +213,9 @@ Machine measure_machine(const Device& device, ThreadPool& pool) {
     return {cpu::measure_read_bandwidth(pool), cpu::measure_fma_peak(pool), cpu::measure_int8_peak(pool)};
   auto info = cuda::device_info(device.index);
   if (info)
-    std::printf("%s: %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f GiB free)\n", device_name(device).c_str(),
+    std::printf("%s: %s, compute capability %d.%d, %d SMs, %s (%s free)\n", device_name(device).c_str(),
                 info->name.c_str(), info->compute_major, info->compute_minor, info->multiprocessors,
-                double(info->total_bytes) / double(1 << 30), double(info->free_bytes) / double(1 << 30));
+                format_bytes(double(info->total_bytes)).c_str(), format_bytes(double(info->free_bytes)).c_str());
   return {info ? info->memory_bandwidth_gbs * 1e9 : 0.0, 0, 0};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/check.h"
@@ -35,10 +36,9 @@ struct HostBlock {
 
 // Every matrix and vector of the model, named for errors; tied and fused weights appear once.
 Status collect(const ModelWeights& w, std::vector<HostBlock>& blocks) {
-  std::unordered_map<const void*, bool> seen;
+  std::unordered_set<const void*> seen;
   const auto add = [&](const void* data, int64_t bytes) {
-    if (data && bytes > 0 && !seen[data]) blocks.push_back({data, bytes});
-    seen[data] = true;
+    if (data && bytes > 0 && seen.insert(data).second) blocks.push_back({data, bytes});
   };
   const auto matrix = [&](const cpu::WeightMatrix& m, const std::string& name) -> Status {
     if (!cuda::weight_type_supported(m.type))

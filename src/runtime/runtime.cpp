@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/byte_size.h"
 #include "core/cpu_features.h"
 #include "core/log.h"
 #include "core/read_file.h"
@@ -156,11 +157,16 @@ double available_bytes(const Device& device) {
   return info ? double(info->free_bytes) : 0.0;
 }
 
+// Keys and values of one block of positions, every layer.
+int64_t kv_block_bytes(const ModelSpec& spec, const KvFormat& format, int64_t block_size) {
+  return spec.n_layer * block_size * (format.k_row_bytes + format.v_row_bytes);
+}
+
 }  // namespace
 
 int64_t kv_pool_bytes(const ModelSpec& spec, const EngineConfig& c) {
-  const auto format = kv_format(spec, c.kv_type);
-  return format ? c.kv_blocks * spec.n_layer * c.block_size * (format->k_row_bytes + format->v_row_bytes) : 0;
+  auto format = kv_format(spec, c.kv_type);
+  return format ? c.kv_blocks * kv_block_bytes(spec, *format, c.block_size) : 0;
 }
 
 Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptions& o, double available_bytes) {
@@ -174,7 +180,7 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   auto format = kv_format(spec, *kv_type);
   if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
   ec.kv_type = *kv_type;
-  const double bytes_per_block = double(spec.n_layer * o.kv_block_size * (format->k_row_bytes + format->v_row_bytes));
+  const double bytes_per_block = double(kv_block_bytes(spec, *format, o.kv_block_size));
   const double budget = o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_bytes : o.kv_memory_mib * 1048576.0;
   ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
   ec.max_batch_tokens = o.max_batch_tokens;
@@ -217,29 +223,28 @@ Status load_default_loras(Runtime::Parts& p) {
   return Status::ok();
 }
 
-// A GPU's KV pool must fit in its free memory (the host's may overcommit; a GPU's allocation
-// would fail in the engine's constructor): an error names the budget and what is free.
-Status check_kv_fits(const Model& model, const EngineConfig& config) {
+// A GPU's KV pool must fit in its free memory (`free`; the host's may overcommit; a GPU's
+// allocation would fail in the engine's constructor): an error names the budget and what is free.
+Status check_kv_fits(const Model& model, const EngineConfig& config, double free) {
   if (model.device().kind == DeviceKind::kCpu) return Status::ok();
-  const double kv = double(kv_pool_bytes(model.spec(), config)), free = available_bytes(model.device());
+  const double kv = double(kv_pool_bytes(model.spec(), config));
   if (kv <= free) return Status::ok();
-  const auto mib = [](double bytes) { return std::to_string(int64_t(bytes / 1048576.0)) + " MiB"; };
-  return resource_exhausted("kv_cache: a pool of " + mib(kv) + " does not fit in the " + mib(free) + " free on " +
-                            device_name(model.device()) + " (lower kv_cache.memory_mib or kv_cache.fraction)");
+  return resource_exhausted("kv_cache: a pool of " + format_bytes(kv) + " does not fit in the " + format_bytes(free) +
+                            " free on " + device_name(model.device()) +
+                            " (lower kv_cache.memory_mib or kv_cache.fraction)");
 }
 
 // Where the memory of a GPU went, once at start-up (the cpu's is the mapped file and the KV pool).
 void log_device_memory(const Runtime::Parts& p) {
   const Device& device = p.model->device();
   if (device.kind == DeviceKind::kCpu) return;
-  const auto gib = [](double bytes) { return std::to_string(bytes / double(1 << 30)).substr(0, 5) + " GiB"; };
   const auto info = cuda::device_info(device.index);
   log_line(LogLevel::kInfo, device_name(device) +
-                                (info ? " (" + info->name + ", " + gib(double(info->total_bytes)) + ")" : "") +
-                                ": weights " + gib(double(p.model->placed_weights()->bytes())) + ", KV pool " +
-                                gib(double(kv_pool_bytes(p.model->spec(), p.engine_config))) + " (" +
+                                (info ? " (" + info->name + ", " + format_bytes(double(info->total_bytes)) + ")" : "") +
+                                ": weights " + format_bytes(double(p.model->placed_weights()->bytes())) + ", KV pool " +
+                                format_bytes(double(kv_pool_bytes(p.model->spec(), p.engine_config))) + " (" +
                                 std::to_string(p.engine_config.kv_blocks) + " blocks), free " +
-                                (info ? gib(double(info->free_bytes)) : std::string("unknown")));
+                                (info ? format_bytes(double(info->free_bytes)) : std::string("unknown")));
 }
 
 // Loads the model into `rt`, on its pool when it has one (a runtime opened beside another).
@@ -256,9 +261,9 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
     return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
-  AUTOGLM_ASSIGN_OR_RETURN(p.engine_config,
-                           engine_config_for(p.model->spec(), options, available_bytes(p.model->device())));
-  AUTOGLM_RETURN_IF_ERROR(check_kv_fits(*p.model, p.engine_config));
+  const double available = available_bytes(p.model->device());
+  AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options, available));
+  AUTOGLM_RETURN_IF_ERROR(check_kv_fits(*p.model, p.engine_config, available));
   AUTOGLM_RETURN_IF_ERROR(load_default_loras(p));
   p.loras = std::make_unique<LoraRegistry>(*p.model, options.max_loras);
   if (!p.pool)

@@ -5,15 +5,12 @@
 #include <string>
 #include <utility>
 
+#include "core/byte_size.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace autoglm::cuda {
 namespace {
-
-std::string gib(int64_t bytes) {
-  return std::to_string(double(bytes) / double(1 << 30)).substr(0, 5) + " GiB";
-}
 
 Status cuda_error(const std::string& what, cudaError_t e) {
   return Status(e == cudaErrorMemoryAllocation ? StatusCode::kResourceExhausted : StatusCode::kInternal,
@@ -64,8 +61,8 @@ Result<void*> allocate_zeroed(int index, int64_t bytes) {
   if (cudaError_t e = cudaMalloc(&p, size_t(bytes)); e != cudaSuccess) {
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
-    return cuda_error("cuda:" + std::to_string(index) + ": cannot allocate " + gib(bytes) + " (" +
-                          gib(int64_t(free_bytes)) + " free)",
+    return cuda_error("cuda:" + std::to_string(index) + ": cannot allocate " + format_bytes(double(bytes)) + " (" +
+                          format_bytes(double(free_bytes)) + " free)",
                       e);
   }
   if (cudaError_t e = cudaMemset(p, 0, size_t(bytes)); e != cudaSuccess) {
