@@ -124,9 +124,10 @@ void expect_matmul_matches_reference(DType t, int64_t rows, int64_t tokens) {
 }
 
 // 37 rows: a lone last group of 5 rows; 41 rows: a last pair of groups with 9 rows; 61 rows, one
-// thread: eight groups in one register block (AVX-512 float kernels), the last of 5 rows. 69 and
-// 70 tokens: more than one token tile of 64, then 5 (4 + 1) and 6 (4 + 2); 72 and 13 tokens over
-// 61 rows: blocks of 6, 4, 2 and 1. Every register block size is reached.
+// thread: four groups in one register block (AVX-512 float kernels), the last of 5 rows. 69 and
+// 70 tokens: more than one token tile of 64 (integer kernels; 72 for the AVX-512 float ones: 12 +
+// 12 + 12 + 12 + 12 + 4 + 4 + 1 and ... + 2), then 5 (4 + 1) and 6 (4 + 2); 72 and 13 tokens over
+// 61 rows: blocks of 12, 6, 4, 2 and 1. Every register block size is reached.
 TEST_P(EveryType, MatmulMatchesReferenceDot) {
   expect_matmul_matches_reference(GetParam(), 37, 69);
   expect_matmul_matches_reference(GetParam(), 41, 70);
