@@ -133,11 +133,16 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   expect_matmul_matches_reference(GetParam(), 41, 70);
   expect_matmul_matches_reference(GetParam(), 61, 72);
   expect_matmul_matches_reference(GetParam(), 61, 13);
+  // One token (decode): 61 rows are eight groups, the last of 5 rows, four at a time in the float
+  // kernels with one thread and also in pairs with three; 37 rows end on a lone group.
+  expect_matmul_matches_reference(GetParam(), 61, 1);
+  expect_matmul_matches_reference(GetParam(), 37, 1);
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
 void expect_batched_rows_equal_single_rows(DType t) {
-  const int64_t rows = 9, cols = 256, tokens = 6;
+  // 37 rows: units of four groups and a lone last one, for one token and for a batch.
+  const int64_t rows = 37, cols = 256, tokens = 6;
   const EncodedMatrix enc(t, rows, cols, 3);
   cpu::WeightMatrix m = enc.matrix;
   const auto x = random_values(size_t(tokens * cols), 4);
