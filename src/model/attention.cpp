@@ -90,7 +90,8 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
         continue;
       }
       const float new_max = std::max(running_max[qi], *std::max_element(sq + first, sq + end));
-      const float correction = std::exp(running_max[qi] - new_max);  // 0 on the first chunk
+      // 0 on the first chunk; exactly 1 (exp(0)) while the maximum stands, without the call.
+      const float correction = new_max == running_max[qi] ? 1.0f : std::exp(running_max[qi] - new_max);
       if (correction != 1.0f)
         for (float* o = outputs.row(qi); o < outputs.row(qi) + s.head_dim_v; ++o) *o *= correction;
       running_sum[qi] = running_sum[qi] * correction + exp.exp_sum(sq + first, end - first, new_max);
