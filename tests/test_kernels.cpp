@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/half.h"
@@ -333,6 +334,25 @@ TEST(Ops, PartialRopeLeavesTheRestAlone) {
   EXPECT_FLOAT_EQ(x[4], 5);
   EXPECT_FLOAT_EQ(x[7], 8);
   EXPECT_NE(x[0], 1);
+}
+
+// The attention's per-chunk maximum: every ISA's vector max is the scalar one, over lengths
+// below, at and past a vector, with the largest value in a tail or a leading lane.
+TEST(Ops, MaxOfEveryIsaIsTheLargest) {
+  const auto x = random_values(40, 21);
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;
+    EXPECT_EQ(cpu::element_ops().max(x.data(), 0), -std::numeric_limits<float>::infinity()) << isa;
+    for (int64_t n : {1, 7, 8, 9, 16, 33, 40})
+      for (int64_t at : {int64_t(0), n - 1}) {
+        std::vector<float> v(x.begin(), x.begin() + n);
+        v[size_t(at)] = 7.5f;  // above every random value
+        EXPECT_EQ(cpu::element_ops().max(v.data(), n), 7.5f) << isa << " n " << n << " at " << at;
+        v[size_t(at)] = x[size_t(at)];
+        EXPECT_EQ(cpu::element_ops().max(v.data(), n), *std::max_element(v.begin(), v.end())) << isa << " n " << n;
+      }
+  }
+  cpu::select_kernel_isa("avx2");
 }
 
 TEST(Ops, SoftmaxAndSilu) {

@@ -64,7 +64,7 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
   std::fill(running_max, running_max + n_queries, -std::numeric_limits<float>::infinity());
   std::fill(running_sum, running_sum + n_queries, 0.0f);
   RowWalker key_rows(cache, layer, true), value_rows(cache, layer, false);
-  const cpu::ElementOps& exp = cpu::element_ops();
+  const cpu::ElementOps& element = cpu::element_ops();
 
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
@@ -89,12 +89,12 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
         std::fill(sq, sq + kChunk, 0.0f);
         continue;
       }
-      const float new_max = std::max(running_max[qi], *std::max_element(sq + first, sq + end));
+      const float new_max = std::max(running_max[qi], element.max(sq + first, end - first));
       // 0 on the first chunk; exactly 1 (exp(0)) while the maximum stands, without the call.
       const float correction = new_max == running_max[qi] ? 1.0f : std::exp(running_max[qi] - new_max);
       if (correction != 1.0f)
         for (float* o = outputs.row(qi); o < outputs.row(qi) + s.head_dim_v; ++o) *o *= correction;
-      running_sum[qi] = running_sum[qi] * correction + exp.exp_sum(sq + first, end - first, new_max);
+      running_sum[qi] = running_sum[qi] * correction + element.exp_sum(sq + first, end - first, new_max);
       running_max[qi] = new_max;
       std::fill(sq, sq + first, 0.0f);
       std::fill(sq + end, sq + kChunk, 0.0f);
