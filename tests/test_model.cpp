@@ -474,15 +474,24 @@ TEST(Attention, TileOfTokensEqualsEachTokenAlone) {
     cpu::encode_kv_row(DType::F16, &kv[size_t(p * 32)], cache.key_row(0, p), 32);
     cpu::encode_kv_row(DType::F16, &kv[size_t((n_pos - 1 - p) * 32)], cache.value_row(0, p), 32);
   }
-  const auto ops = cpu::kv_row_ops(DType::F16);
-  std::vector<float> scratch(size_t(attention_scratch_floats(shape)));
-  std::vector<float> tiled(q.size()), alone(q.size());
-  attend_tile(cache, 0, 0, {q.data(), 128, tiled.data(), 128, n_tile, first}, shape, ops, scratch.data());
-  for (int64_t i = 0; i < n_tile; ++i)
-    attend_tile(cache, 0, 0, {&q[size_t(i * 128)], 128, &alone[size_t(i * 128)], 128, 1, first + i}, shape, ops,
-                scratch.data());
-  EXPECT_EQ(tiled, alone);
-  EXPECT_NE(std::vector<float>(tiled.begin(), tiled.begin() + 128), std::vector<float>(tiled.end() - 128, tiled.end()));
+  // Every ISA that runs: the 32 queries of the tile go in register blocks of 4 (AVX-512) or 3 + a
+  // pair (AVX2), a token alone in 4 or 3 + 1.
+  const std::string in_use = cpu::kernel_isa();
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;
+    const auto ops = cpu::kv_row_ops(DType::F16);
+    std::vector<float> scratch(size_t(attention_scratch_floats(shape)));
+    std::vector<float> tiled(q.size()), alone(q.size());
+    attend_tile(cache, 0, 0, {q.data(), 128, tiled.data(), 128, n_tile, first}, shape, ops, scratch.data());
+    for (int64_t i = 0; i < n_tile; ++i)
+      attend_tile(cache, 0, 0, {&q[size_t(i * 128)], 128, &alone[size_t(i * 128)], 128, 1, first + i}, shape, ops,
+                  scratch.data());
+    EXPECT_EQ(tiled, alone) << isa;
+    EXPECT_NE(std::vector<float>(tiled.begin(), tiled.begin() + 128),
+              std::vector<float>(tiled.end() - 128, tiled.end()))
+        << isa;
+  }
+  cpu::select_kernel_isa(in_use.c_str());
 }
 
 TEST(Attention, Q8KvNeedsHeadSizesOf32) {
