@@ -29,7 +29,6 @@ void quantize_activations_q8(const float* x, int64_t n, Q8Block* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     out[b].d = quantize_block(x + 32 * b, 32, out[b].q);
     out[b].sum = sum_codes(out[b].q, 32);
-    out[b].sum_d = out[b].d * float(out[b].sum);
   }
 }
 

@@ -8,9 +8,11 @@ namespace autoglm {
 
 struct Q8Block {
   float d;      // scale: x ~= d * q
-  float sum_d;  // d * sum(q), for weight formats with a min (Q4_1, Q5_1)
-  int8_t q[32];
   int32_t sum;  // sum(q): the integer kernels take a centred format's offset off with it
+  int8_t q[32];
+
+  // d * sum(q): what a weight format's min (Q4_1, Q5_1) multiplies.
+  float sum_d() const { return d * float(sum); }
 };
 
 // Activations for the 256-element K-quant formats: one scale per 256 values and the
