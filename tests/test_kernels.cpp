@@ -81,8 +81,7 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
 }
 
 // Every layout and runnable ISA, 1 and 3 threads, against the double-precision reference dot.
-void expect_matmul_matches_reference(DType t, int64_t rows, int64_t tokens) {
-  const int64_t cols = 512;
+void expect_matmul_matches_reference(DType t, int64_t rows, int64_t tokens, int64_t cols = 512) {
   const EncodedMatrix enc(t, rows, cols, 11);
   const cpu::WeightMatrix& m = enc.matrix;
   const int64_t row_bytes = m.row_bytes;
@@ -138,6 +137,12 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   // kernels with one thread and also in pairs with three; 37 rows end on a lone group.
   expect_matmul_matches_reference(GetParam(), 61, 1);
   expect_matmul_matches_reference(GetParam(), 37, 1);
+}
+
+// Float weights take any even width: 200 columns end 8 past a multiple of 16, the tail of the
+// AVX-512 kernels' k-major copy of the activations (vectorised 16 columns at a time).
+TEST(Matmul, FloatWidthsPastAMultipleOfSixteen) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) expect_matmul_matches_reference(t, 37, 13, 200);
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it).
