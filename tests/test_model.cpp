@@ -410,16 +410,21 @@ ModelSpec attention_spec(int64_t n_head_kv, int64_t head_dim = 32) {
   return spec;
 }
 
-TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
-  const ModelSpec spec = attention_spec(2);
+// One query per KV head against n_pos positions, every KV type and ISA that runs, against a plain
+// two-pass softmax in double over the stored values. Head sizes 32 and 64 (whole vectors of 8 and
+// 16 lanes and the 64-wide output blocks), 40 and 72 (a last 8 past the 16-lane vectors).
+void expect_attention_matches_plain_softmax(int64_t hd) {
+  const ModelSpec spec = attention_spec(2, hd);
   const int64_t n_pos = 70;  // two full chunks of 32 and a partial one
-  const AttentionShape shape{2, 32, 32, 1.0f / std::sqrt(32.0f)};
+  const AttentionShape shape{2, hd, hd, 1.0f / std::sqrt(float(hd))};
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> k(size_t(n_pos * spec.kv_dim())), v(k.size()), q(size_t(2 * 32));
+  std::vector<float> k(size_t(n_pos * spec.kv_dim())), v(k.size()), q(size_t(2 * hd));
   for (auto* vec : {&k, &v, &q})
     for (auto& x : *vec) x = dist(rng);
+  const std::string in_use = cpu::kernel_isa();
   for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    if (type == DType::Q8_0 && hd % 32 != 0) continue;  // Q8_0 rows are whole blocks of 32
     const KvFormat f = *kv_format(spec, type);
     ContiguousKvCache contiguous(spec, n_pos, type);
     ScatteredKvCache scattered(f, (n_pos + 4) / 5);
@@ -431,31 +436,42 @@ TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
         ref::dequantize_row(type, c->key_row(0, p), &seen_k[size_t(p * spec.kv_dim())], spec.kv_dim());
         ref::dequantize_row(type, c->value_row(0, p), &seen_v[size_t(p * spec.kv_dim())], spec.kv_dim());
       }
-    std::vector<float> scratch(size_t(attention_scratch_floats(shape))), out_a(64), out_b(64);
-    const auto ops = cpu::kv_row_ops(type);
-    const int64_t kv_head = 1;
-    attend_tile(contiguous, 0, kv_head, {q.data(), 64, out_a.data(), 64, 1, n_pos}, shape, ops, scratch.data());
-    attend_tile(scattered, 0, kv_head, {q.data(), 64, out_b.data(), 64, 1, n_pos}, shape, ops, scratch.data());
-    EXPECT_EQ(out_a, out_b) << dtype_name(type) << ": spans changed the result";
-    for (int64_t h = 0; h < 2; ++h) {  // plain two-pass softmax in double over the stored values
-      std::vector<double> s(static_cast<size_t>(n_pos));
-      double mx = -1e300, sum = 0;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        double d = 0;
-        for (int64_t i = 0; i < 32; ++i)
-          d += double(q[size_t(h * 32 + i)]) * seen_k[size_t(p * spec.kv_dim() + kv_head * 32 + i)];
-        s[size_t(p)] = d * shape.scale;
-        mx = std::max(mx, s[size_t(p)]);
-      }
-      for (auto& x : s) sum += (x = std::exp(x - mx));
-      for (int64_t i = 0; i < 32; ++i) {
-        double want = 0;
-        for (int64_t p = 0; p < n_pos; ++p)
-          want += s[size_t(p)] / sum * seen_v[size_t(p * spec.kv_dim() + kv_head * 32 + i)];
-        EXPECT_NEAR(out_a[size_t(h * 32 + i)], want, 1e-5) << dtype_name(type) << " head " << h << " dim " << i;
+    for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+      if (!cpu::select_kernel_isa(isa)) continue;
+      const std::string what = std::string(dtype_name(type)) + " " + isa + " head size " + std::to_string(hd);
+      std::vector<float> scratch(size_t(attention_scratch_floats(shape))), out_a(size_t(2 * hd)), out_b(out_a.size());
+      const auto ops = cpu::kv_row_ops(type);
+      const int64_t kv_head = 1;
+      attend_tile(contiguous, 0, kv_head, {q.data(), 2 * hd, out_a.data(), 2 * hd, 1, n_pos}, shape, ops,
+                  scratch.data());
+      attend_tile(scattered, 0, kv_head, {q.data(), 2 * hd, out_b.data(), 2 * hd, 1, n_pos}, shape, ops,
+                  scratch.data());
+      EXPECT_EQ(out_a, out_b) << what << ": spans changed the result";
+      for (int64_t h = 0; h < 2; ++h) {
+        std::vector<double> s(static_cast<size_t>(n_pos));
+        double mx = -1e300, sum = 0;
+        for (int64_t p = 0; p < n_pos; ++p) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            d += double(q[size_t(h * hd + i)]) * seen_k[size_t(p * spec.kv_dim() + kv_head * hd + i)];
+          s[size_t(p)] = d * shape.scale;
+          mx = std::max(mx, s[size_t(p)]);
+        }
+        for (auto& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double want = 0;
+          for (int64_t p = 0; p < n_pos; ++p)
+            want += s[size_t(p)] / sum * seen_v[size_t(p * spec.kv_dim() + kv_head * hd + i)];
+          EXPECT_NEAR(out_a[size_t(h * hd + i)], want, 1e-5) << what << " head " << h << " dim " << i;
+        }
       }
     }
   }
+  cpu::select_kernel_isa(in_use.c_str());
+}
+
+TEST(Attention, FusedOnlineSoftmaxMatchesPlainSoftmax) {
+  for (int64_t hd : {32, 40, 64, 72}) expect_attention_matches_plain_softmax(hd);
 }
 
 // A prefill tile shares K/V loads across tokens; each token's result is what it gets alone.
