@@ -360,6 +360,36 @@ TEST(Ops, MaxOfEveryIsaIsTheLargest) {
   cpu::select_kernel_isa("avx2");
 }
 
+// The softmax's exp and sum: within the vector exp's error of std::exp on every ISA, and every
+// vector ISA (8 lanes with AVX2, 16 with AVX-512) bit for bit the AVX2 values and sum, over
+// lengths below, at and past one and two vectors.
+TEST(Ops, ExpSumOfEveryIsaIsTheAvx2One) {
+  const auto x = random_values(40, 23);
+  const float max = *std::max_element(x.begin(), x.end());
+  for (int64_t n : {1, 7, 8, 9, 16, 17, 24, 32, 40}) {
+    std::vector<float> avx2_values;
+    float avx2_sum = 0;
+    for (const char* isa : {"avx2", "generic", "avxvnni", "avx512vnni"}) {
+      if (!cpu::select_kernel_isa(isa)) continue;
+      std::vector<float> v(x.begin(), x.begin() + n);
+      const float sum = cpu::element_ops().exp_sum(v.data(), n, max);
+      double want_sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double want = std::exp(double(x[size_t(j)]) - max);
+        want_sum += want;
+        EXPECT_NEAR(v[size_t(j)], want, 2e-7 * want) << isa << " n " << n << " j " << j;
+      }
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << isa << " n " << n;
+      if (std::string(isa) == "avx2") avx2_values = v, avx2_sum = sum;
+      if (std::string(isa) != "generic" && !avx2_values.empty()) {
+        EXPECT_EQ(v, avx2_values) << isa << " n " << n;
+        EXPECT_EQ(sum, avx2_sum) << isa << " n " << n;
+      }
+    }
+  }
+  cpu::select_kernel_isa("avx2");
+}
+
 TEST(Ops, SoftmaxAndSilu) {
   float x[3] = {1000, 1000, 1000};
   cpu::softmax(x, 3);
