@@ -26,12 +26,14 @@ Reply json_reply(int status, const json& body) {
   return r;
 }
 
+// The store refused: a 503 naming it (its message names jobs.data_dir and the file). Room on a
+// full disk rarely comes back within a second, so a client is told to wait longer then.
 Reply store_error_reply(const std::string& what, const Status& status) {
   const bool full = status.code() == StatusCode::kResourceExhausted;
   Reply r = error_reply(
       503, what + (full ? ": the jobs storage is full (jobs.max_bytes or the disk): " : ": ") + status.message(), "",
       "service_unavailable");
-  if (!full) r.headers.emplace_back("Retry-After", "1");
+  r.headers.emplace_back("Retry-After", full ? "30" : "1");
   return r;
 }
 
@@ -66,9 +68,11 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
 // GET /v1/jobs/{id}, DELETE /v1/jobs/{id}: only the key that submitted a job sees it.
 Reply ApiService::job(const std::string& method, const std::string& id, const std::string& api_key) {
   if (!jobs_) return error_reply(404, "async jobs are off: set jobs.data_dir in the configuration");
-  auto job = method == "DELETE" ? jobs_->cancel(id, api_key) : jobs_->get(id, api_key);
-  if (!job) return error_reply(404, "no job '" + id + "'");
-  return json_reply(200, job_json(*job, jobs_->callback(job->id)));
+  Result<std::optional<Job>> job =
+      method == "DELETE" ? jobs_->cancel(id, api_key) : Result<std::optional<Job>>(jobs_->get(id, api_key));
+  if (!job) return store_error_reply("the job could not be cancelled", job.status());
+  if (!*job) return error_reply(404, "no job '" + id + "'");
+  return json_reply(200, job_json(**job, jobs_->callback((*job)->id)));
 }
 
 // GET /v1/jobs?status=&limit=&after=: newest first, paged as OpenAI's lists are.
@@ -149,6 +153,9 @@ void ApiService::jobs_metrics(std::string& out) {
   status_gauge(out, "autoglm_jobs", "Async jobs in the store by status.", kJobStatusCount, in(jobs), job_name);
   metric_header(out, "autoglm_jobs_queue_depth", "gauge", "Async jobs and batch requests waiting for a runner.");
   metric_sample(out, "autoglm_jobs_queue_depth", double(jobs_->queue_depth()));
+  metric_header(out, "autoglm_jobs_unwritten", "gauge",
+                "Finished async jobs and batch requests whose end waits for room in the store.");
+  metric_sample(out, "autoglm_jobs_unwritten", double(jobs_->unwritten_ends()));
   const auto outcomes = jobs_->callback_outcomes();
   metric_header(out, "autoglm_job_callback_attempts_total", "counter", "Callback attempts by outcome.");
   for (const char* outcome : {"delivered", "failed"}) {

@@ -20,6 +20,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// Retries of a refused write: from a quarter second, doubling, up to 5 s (a full disk costs a
+// failed write per retry, nothing more).
+constexpr double kFirstRetryS = 0.25, kLastRetryS = 5;
+
 }  // namespace
 
 double unix_seconds() {
@@ -104,6 +108,11 @@ void AsyncJobs::stop() {
   callback_ready_.notify_all();
   for (auto& t : runners_) t.join();
   if (deliverer_.joinable()) deliverer_.join();
+  write_unwritten();  // a last try; what stays unwritten is in progress in the store
+  if (const int64_t left = unwritten_ends(); left > 0)
+    log_line(LogLevel::kWarning, "async jobs: " + std::to_string(left) +
+                                     " finished job(s) could not be written to the store; they run again at the "
+                                     "next start");
 }
 
 std::string AsyncJobs::key_of_owner(const std::string& owner) const {
@@ -166,17 +175,17 @@ Result<std::vector<Job>> AsyncJobs::list(const std::string& api_key, std::option
   return store_->list(owner_of(api_key), status, after, limit);
 }
 
-std::optional<Job> AsyncJobs::cancel(const std::string& id, const std::string& api_key) {
+Result<std::optional<Job>> AsyncJobs::cancel(const std::string& id, const std::string& api_key) {
   auto job = get(id, api_key);
-  if (!job) return std::nullopt;
+  if (!job) return std::optional<Job>();
   if (!job_finished(job->status)) {
     auto ended = store_->finish(id, JobStatus::kCancelled, 499, "", unix_seconds());
-    if (!ended) log_line(LogLevel::kWarning, "async jobs: " + ended.status().message());
+    if (!ended) return ended.status();  // not cancelled: the job goes on
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (auto it = running_.find(id); it != running_.end()) it->second->cancel();
     }
-    if (ended && *ended && !job->callback_url.empty()) callback_due(id, unix_seconds());
+    if (*ended && !job->callback_url.empty()) callback_due(id, unix_seconds());
   }
   return store_->get(id);
 }
@@ -190,35 +199,62 @@ void AsyncJobs::runner() {
   use_background_priority();  // preparing a job's request and its reply must not take the engine's cores
   for (;;) {
     std::string id;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (!ready_.wait_for(lock, std::chrono::seconds(60), [&] { return stopping_ || !queue_.empty(); })) {
-        lock.unlock();  // an idle minute: finished jobs past their retention go
+    switch (next_work(id)) {
+      case Work::kStop: return;
+      case Work::kIdle: {  // an idle minute: finished jobs past their retention go
         auto removed = store_->remove_finished_before(unix_seconds() - config_.retention_s);
         if (!removed) log_line(LogLevel::kWarning, "async jobs: " + removed.status().message());
         continue;
       }
-      if (stopping_) return;
-      id = queue_.front();
-      queue_.pop_front();
+      case Work::kWriteEnds: write_unwritten(); continue;
+      case Work::kRun: break;
     }
     run_guarded(
         "async job", [&] { run_one(id); },
         [&](const std::string& what) {
-          auto finished = store_->finish(id, JobStatus::kFailed, 500, "", unix_seconds());
-          log_line(LogLevel::kError, "async job " + id + ": internal error: " + what +
-                                         (finished ? "" : " (and " + finished.status().message() + ")"));
-          if (finished && *finished)
-            if (auto job = store_->get(id)) ended(*job);
+          log_line(LogLevel::kError, "async job " + id + ": internal error: " + what);
+          if (auto job = store_->get(id)) write_end({*job, JobStatus::kFailed, 500, "", unix_seconds()}, false);
         });
+  }
+}
+
+// Waits for a runner's next work: the refused ends first, once their retry is due (one runner
+// writes them, the others wait), then the queue; no job starts while writes are refused.
+AsyncJobs::Work AsyncJobs::next_work(std::string& id) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (stopping_) return Work::kStop;
+    const double now = unix_seconds();
+    if (retry_at_ > now) {
+      ready_.wait_for(lock, std::chrono::duration<double>(retry_at_ - now));
+      continue;
+    }
+    if (!unwritten_.empty()) {
+      retry_at_ = now + std::max(retry_delay_, kFirstRetryS);
+      return Work::kWriteEnds;
+    }
+    if (!queue_.empty()) {
+      id = queue_.front();
+      queue_.pop_front();
+      return Work::kRun;
+    }
+    if (!ready_.wait_for(lock, std::chrono::seconds(60),
+                         [&] { return stopping_ || !queue_.empty() || !unwritten_.empty(); }))
+      return Work::kIdle;
   }
 }
 
 void AsyncJobs::run_one(const std::string& id) {
   auto job = store_->get(id);
   if (!job || job_finished(job->status)) return;  // cancelled while it waited
-  if (Status st = store_->start(id, unix_seconds()); !st.is_ok())
-    return log_line(LogLevel::kWarning, "async jobs: " + st.message());
+  if (Status st = store_->start(id, unix_seconds()); !st.is_ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_front(id);  // still queued in the store: it runs once the store takes writes
+    }
+    return store_refused(st);
+  }
+  store_took();
   auto run = std::make_shared<JobRun>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -232,10 +268,62 @@ void AsyncJobs::run_one(const std::string& id) {
     stopping = stopping_;
   }
   if (stopping || status == kJobInterrupted) return;  // still in progress: run again at the next start
-  auto finished =
-      store_->finish(id, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, unix_seconds());
-  if (!finished) log_line(LogLevel::kWarning, "async jobs: " + finished.status().message());
-  if (finished && *finished) ended(*job);
+  write_end({*job, status == 200 ? JobStatus::kCompleted : JobStatus::kFailed, status, body, unix_seconds()}, false);
+}
+
+// Writes a job's end; false when the store refused it: the end then waits in unwritten_ (first
+// when it was `retry`ing, so the order stays) and the runners back off.
+bool AsyncJobs::write_end(JobEnd end, bool retry) {
+  auto finished = store_->finish(end.job.id, end.status, end.http_status, end.body, end.at);
+  if (!finished) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      retry ? unwritten_.push_front(std::move(end)) : unwritten_.push_back(std::move(end));
+    }
+    store_refused(finished.status());
+    return false;
+  }
+  store_took();
+  if (*finished) ended(end.job);  // false: it was cancelled meanwhile, and stays so
+  return true;
+}
+
+void AsyncJobs::write_unwritten() {
+  for (;;) {
+    JobEnd end;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (unwritten_.empty()) break;
+      end = std::move(unwritten_.front());
+      unwritten_.pop_front();
+    }
+    if (!write_end(std::move(end), true)) return;
+  }
+  store_took();
+}
+
+void AsyncJobs::store_refused(const Status& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (retry_delay_ == 0)
+    log_line(LogLevel::kWarning, "async jobs: the store refused a write (" + why.message() +
+                                     "): no job starts, and finished ones are kept until it takes them");
+  retry_delay_ = retry_delay_ == 0 ? kFirstRetryS : std::min(2 * retry_delay_, kLastRetryS);
+  retry_at_ = unix_seconds() + retry_delay_;
+}
+
+void AsyncJobs::store_took() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (retry_delay_ == 0 && retry_at_ == 0) return;
+    if (retry_delay_ > 0) log_line(LogLevel::kInfo, "async jobs: the store takes writes again");
+    retry_delay_ = retry_at_ = 0;
+  }
+  ready_.notify_all();
+}
+
+int64_t AsyncJobs::unwritten_ends() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return int64_t(unwritten_.size());
 }
 
 // After a runner ended a job: its callback is due, and whoever waits on it is told.
@@ -258,6 +346,13 @@ void AsyncJobs::callback_due(const std::string& id, double at) {
     callbacks_due_.emplace(at, id);
   }
   callback_ready_.notify_one();
+}
+
+// A callback the store could not schedule or record: tried again in a few seconds.
+void AsyncJobs::callback_later(const std::string& id, const Status& why) {
+  log_line(LogLevel::kWarning, "async jobs: callback of " + id + ": " + why.message() + "; tried again later");
+  std::lock_guard<std::mutex> lock(mutex_);
+  callbacks_due_.emplace(unix_seconds() + kLastRetryS, id);
 }
 
 void AsyncJobs::deliverer() {
@@ -288,7 +383,12 @@ void AsyncJobs::deliverer() {
 // every attempt, so a receiver can drop duplicates.
 void AsyncJobs::deliver(const std::string& id) {
   const auto job = store_->get(id);
-  const auto state = store_->callback(id);
+  auto state = store_->callback(id);
+  if (job && !state && job_finished(job->status) && !job->callback_url.empty()) {
+    // The store refused to schedule it when the job ended: now, or again later.
+    if (Status st = store_->schedule_callbacks(unix_seconds()); !st.is_ok()) return callback_later(id, st);
+    state = store_->callback(id);
+  }
   if (!job || !state || state->state != "pending") return;
   const std::string body = job_json(*job, std::nullopt).dump(-1, ' ', false, json::error_handler_t::replace);
   std::vector<std::pair<std::string, std::string>> headers = {
@@ -307,8 +407,12 @@ void AsyncJobs::deliver(const std::string& id) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
   const double next_at = attempt.at + config_.callback_backoff_s * std::pow(2.0, attempt.attempt - 1) * jitter;
-  if (Status st = store_->record_attempt(id, attempt, next_state, next_at); !st.is_ok())
-    log_line(LogLevel::kWarning, "async jobs: " + st.message());
+  if (Status st = store_->record_attempt(id, attempt, next_state, next_at); !st.is_ok()) {
+    // Unrecorded, the callback is still pending in the store: a failed attempt is made again
+    // (a delivered one is sent again only after a restart, a duplicate the receiver can drop).
+    if (!outcome.delivered()) callback_later(id, st);
+    return;
+  }
   if (next_state != "pending") return;
   std::lock_guard<std::mutex> lock(mutex_);
   callbacks_due_.emplace(next_at, id);

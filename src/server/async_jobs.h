@@ -1,7 +1,10 @@
 // Asynchronous jobs: a request accepted now (202 and a job id) and run later, at a low
 // priority, by a few runner threads that call the synchronous route as a client would and
 // store its response. Jobs are rows of the JobStore first, so a restart loses none: those
-// found queued or running are run again. Cancelling stops a running job's generation.
+// found queued or running are run again. Cancelling stops a running job's generation. When the
+// store refuses a write (a full or failing disk) nothing is dropped: a finished job's answer
+// waits in memory and is written once the store takes writes again (the job is not run again),
+// and no job starts meanwhile.
 #pragma once
 
 #include <condition_variable>
@@ -107,18 +110,37 @@ class AsyncJobs {
   Result<std::vector<Job>> list(const std::string& api_key, std::optional<JobStatus> status, const std::string& after,
                                 int64_t limit);
   // Cancels a queued or running job; the job as it is now (nullopt: no such job of this key).
-  std::optional<Job> cancel(const std::string& id, const std::string& api_key);
+  // The store's error when it refused the cancel (the job then goes on).
+  Result<std::optional<Job>> cancel(const std::string& id, const std::string& api_key);
   std::map<JobStatus, int64_t> counts() { return store_->counts(); }
   int64_t queue_depth();
+  // Finished jobs whose end the store refused so far, waiting to be written.
+  int64_t unwritten_ends();
 
  private:
+  // A job's end as the runner had it, until the store takes it.
+  struct JobEnd {
+    Job job;
+    JobStatus status = JobStatus::kFailed;
+    int http_status = 0;
+    std::string body;
+    double at = 0;
+  };
+  enum class Work { kStop, kIdle, kWriteEnds, kRun };
+
   AsyncJobs(const JobsConfig& config, std::vector<std::string> keys, RunJob run, std::unique_ptr<JobStore> store);
   void runner();
+  Work next_work(std::string& id);
   void run_one(const std::string& id);
+  bool write_end(JobEnd end, bool retry);
+  void write_unwritten();
+  void store_refused(const Status& why);
+  void store_took();
   void ended(const Job& job);
   void deliverer();
   void deliver(const std::string& id);
   void callback_due(const std::string& id, double at);
+  void callback_later(const std::string& id, const Status& why);
   std::string key_of_owner(const std::string& owner) const;
 
   JobsConfig config_;
@@ -135,6 +157,10 @@ class AsyncJobs {
   std::condition_variable callback_ready_;
   std::thread deliverer_;
   std::function<void(const Job&)> on_finished_;  // under mutex_
+  // Ends the store refused, oldest first; while retry_at_ is ahead no runner takes work, and
+  // the delay doubles at each refusal (0: the store took the last write). Under mutex_.
+  std::deque<JobEnd> unwritten_;
+  double retry_at_ = 0, retry_delay_ = 0;
 };
 
 }  // namespace autoglm

@@ -52,14 +52,14 @@ bool batch_final(BatchStatus s) {
 }
 
 Result<std::unique_ptr<BatchStore>> BatchStore::open(SqliteDb& db) {
-  AUTOGLM_RETURN_IF_ERROR(
-      db.exec("CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-              "owner TEXT NOT NULL, endpoint TEXT NOT NULL, input_file_id TEXT NOT NULL, completion_window TEXT NOT "
-              "NULL, metadata TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, in_progress_at REAL NOT "
-              "NULL, expires_at REAL NOT NULL, finalizing_at REAL NOT NULL, completed_at REAL NOT NULL, failed_at "
-              "REAL NOT NULL, expired_at REAL NOT NULL, cancelling_at REAL NOT NULL, cancelled_at REAL NOT NULL, "
-              "output_file_id TEXT NOT NULL, error_file_id TEXT NOT NULL, total INTEGER NOT NULL, completed INTEGER "
-              "NOT NULL, failed INTEGER NOT NULL)"));
+  AUTOGLM_RETURN_IF_ERROR(db.apply_schema(
+      "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+      "owner TEXT NOT NULL, endpoint TEXT NOT NULL, input_file_id TEXT NOT NULL, completion_window TEXT NOT "
+      "NULL, metadata TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, in_progress_at REAL NOT "
+      "NULL, expires_at REAL NOT NULL, finalizing_at REAL NOT NULL, completed_at REAL NOT NULL, failed_at "
+      "REAL NOT NULL, expired_at REAL NOT NULL, cancelling_at REAL NOT NULL, cancelled_at REAL NOT NULL, "
+      "output_file_id TEXT NOT NULL, error_file_id TEXT NOT NULL, total INTEGER NOT NULL, completed INTEGER "
+      "NOT NULL, failed INTEGER NOT NULL)"));
   return std::unique_ptr<BatchStore>(new BatchStore(db));
 }
 

@@ -80,7 +80,7 @@ Result<std::unique_ptr<Batches>> Batches::start(AsyncJobs& jobs, const JobsConfi
   AUTOGLM_ASSIGN_OR_RETURN(auto batches, BatchStore::open(jobs.store().db()));
   std::unique_ptr<Batches> b(new Batches(jobs, config, std::move(files), std::move(batches)));
   jobs.set_on_finished([p = b.get()](const Job& job) { p->job_ended(job); });
-  b->sweep();  // batches whose last request ended just before a stop
+  b->retry_soon_ = !b->sweep();  // batches whose last request ended just before a stop
   b->sweeper_ = std::thread([p = b.get()] { p->sweeper(); });
   return b;
 }
@@ -193,8 +193,12 @@ Result<std::optional<StoredBatch>> Batches::cancel(const std::string& id, const 
   if (!get(id, api_key)) return std::optional<StoredBatch>();
   AUTOGLM_ASSIGN_OR_RETURN(const bool cancelling, batches_->mark_cancelling(id, unix_seconds()));
   if (cancelling) {
-    AUTOGLM_RETURN_IF_ERROR(jobs_.cancel_batch(id));
-    AUTOGLM_RETURN_IF_ERROR(finish(id, BatchStatus::kCancelled));
+    Status st = jobs_.cancel_batch(id);
+    if (st.is_ok()) st = finish(id, BatchStatus::kCancelled);
+    if (!st.is_ok()) {  // stored as cancelling: the sweeper ends it, as OpenAI's batches end
+      log_line(LogLevel::kWarning, "batch " + id + ": " + st.message() + "; cancelled when the store has room");
+      sweep_soon();
+    }
   }
   return get(id, api_key);
 }
@@ -208,8 +212,19 @@ void Batches::job_ended(const Job& job) {
   if (!batch || batch_final(batch->status)) return;
   const BatchStatus final_status =
       batch->status == BatchStatus::kCancelling ? BatchStatus::kCancelled : BatchStatus::kCompleted;
-  if (Status st = finish(job.batch_id, final_status); !st.is_ok())
-    log_line(LogLevel::kError, "batch " + job.batch_id + ": " + st.message());
+  if (Status st = finish(job.batch_id, final_status); !st.is_ok()) {
+    log_line(LogLevel::kWarning, "batch " + job.batch_id + ": " + st.message() + "; finished when the store has room");
+    sweep_soon();
+  }
+}
+
+// A batch's end was refused (a full store): the sweeper finishes it, trying every second.
+void Batches::sweep_soon() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retry_soon_ = true;
+  }
+  wake_.notify_all();
 }
 
 // Writes the output and error files, marks the batch final and drops its jobs, all at once; a
@@ -249,10 +264,15 @@ Status Batches::finish(const std::string& batch_id, BatchStatus final_status) {
 }
 
 // Expires batches past their window, finishes those whose requests all ended (a stop between
-// the last one and its batch's end), and removes what is past the retention.
-void Batches::sweep() {
+// the last one and its batch's end, or an end the store refused), and removes what is past the
+// retention. False when a batch could not be ended.
+bool Batches::sweep() {
   auto open = batches_->open_batches();
-  if (!open) return log_line(LogLevel::kWarning, "batches: " + open.status().message());
+  if (!open) {
+    log_line(LogLevel::kWarning, "batches: " + open.status().message());
+    return false;
+  }
+  bool all_ended = true;
   const double now = unix_seconds();
   std::vector<std::string> inputs_in_use;
   for (const StoredBatch& b : *open) {
@@ -270,21 +290,27 @@ void Batches::sweep() {
         st = finish(b.id, BatchStatus::kCompleted);
     }
     if (!st.is_ok()) log_line(LogLevel::kWarning, "batch " + b.id + ": " + st.message());
+    all_ended = all_ended && st.is_ok();
   }
   auto batches_gone = batches_->remove_final_before(now - config_.retention_s);
   auto files_gone = files_->remove_created_before(now - config_.retention_s, inputs_in_use);
   for (const Status& st : {batches_gone.status(), files_gone.status()})
     if (!st.is_ok()) log_line(LogLevel::kWarning, "batches: retention: " + st.message());
+  return all_ended;
 }
 
+// Every 30 s; every second while a batch's end waits for room in the store.
 void Batches::sweeper() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, std::chrono::seconds(30));
+    if (!retry_soon_) wake_.wait_for(lock, std::chrono::seconds(30), [&] { return stopping_ || retry_soon_; });
+    if (retry_soon_) wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
     if (stopping_) return;
+    retry_soon_ = false;  // a refusal while it sweeps asks again
     lock.unlock();
-    sweep();
+    const bool all_ended = sweep();
     lock.lock();
+    retry_soon_ = retry_soon_ || !all_ended;
   }
 }
 

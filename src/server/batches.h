@@ -63,7 +63,8 @@ class Batches {
   void job_ended(const Job& job);
   Status finish(const std::string& batch_id, BatchStatus final_status);
   StoredBatch with_counts(StoredBatch batch);
-  void sweep();
+  bool sweep();
+  void sweep_soon();
   void sweeper();
 
   AsyncJobs& jobs_;
@@ -73,6 +74,7 @@ class Batches {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool retry_soon_ = false;  // a batch's end was refused: sweep again in a second
   std::thread sweeper_;
 };
 

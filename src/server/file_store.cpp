@@ -14,10 +14,10 @@ StoredFile file_of(const SqlRow& r) {
 }  // namespace
 
 Result<std::unique_ptr<FileStore>> FileStore::open(SqliteDb& db) {
-  AUTOGLM_RETURN_IF_ERROR(
-      db.exec("CREATE TABLE IF NOT EXISTS files (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-              "owner TEXT NOT NULL, purpose TEXT NOT NULL, filename TEXT NOT NULL, bytes INTEGER NOT NULL, created_at "
-              "REAL NOT NULL, content BLOB NOT NULL)"));
+  AUTOGLM_RETURN_IF_ERROR(db.apply_schema(
+      "CREATE TABLE IF NOT EXISTS files (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+      "owner TEXT NOT NULL, purpose TEXT NOT NULL, filename TEXT NOT NULL, bytes INTEGER NOT NULL, created_at "
+      "REAL NOT NULL, content BLOB NOT NULL)"));
   return std::unique_ptr<FileStore>(new FileStore(db));
 }
 
