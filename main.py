@@ -1,5 +1,6 @@
-"""python main.py --config config/default.yaml: the server, through the openautoglm package
-(installed, or from build/python after scripts/build.sh)."""
+"""python3 main.py --config config/default.yaml [--port P] [--model M]: the server, through the openautoglm
+package (installed, or from build/python after scripts/build.sh). Without a model in the configuration or
+--model it serves scripts/serve.sh's default (scripts/default-model.sh of this repository) and says which."""
 import os
 import sys
 
@@ -11,4 +12,4 @@ except ImportError:
 from openautoglm.__main__ import main
 
 if __name__ == "__main__":
-    sys.exit(main(["serve", *sys.argv[1:]]))
+    sys.exit(main(["serve", *sys.argv[1:]], repository=os.path.dirname(os.path.abspath(__file__))))

@@ -11,7 +11,8 @@ if [ "${1:-}" != "--build-only" ]; then
              clang libclang-rt-dev  # clang and its libFuzzer runtime: scripts/fuzz.sh
              chromium               # real pages: CORS, the web UI (tests/clients)
              prometheus haproxy     # promtool and a Prometheus server, a load balancer (tests/deploy)
-             python3-pytest python3-pytest-asyncio)
+             python3-pytest python3-pytest-asyncio
+             python3-venv)          # `python3 -m venv` with Debian's python3 (the python_venv test)
 fi
 missing=()
 for p in "${packages[@]}"; do

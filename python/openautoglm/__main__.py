@@ -5,7 +5,9 @@ import sys
 from .service import AutoGLMService
 
 
-def main(argv=None):
+def main(argv=None, repository=None):
+    """`repository`: the Open-AutoGLM checkout whose default model is served when the configuration
+    file (which is looked in first) names none (main.py passes its own folder)."""
     parser = argparse.ArgumentParser(prog="python -m openautoglm")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve the OpenAI-compatible API")
@@ -15,7 +17,7 @@ def main(argv=None):
     serve.add_argument("--port", type=int)
     args = parser.parse_args(argv)
     try:
-        AutoGLMService(model_path=args.model, config=args.config).run(host=args.host, port=args.port)
+        AutoGLMService(model_path=args.model, config=args.config, repository=repository).run(host=args.host, port=args.port)
     except (ValueError, OSError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

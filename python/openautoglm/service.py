@@ -5,15 +5,21 @@ import signal
 import threading
 
 from . import _core
+from ._default_model import NO_MODEL, default_model, find_repository
 
 
 class AutoGLMService:
     """AutoGLMService(model_path=..., config="config/default.yaml", **overrides).run(port=8080).
 
     Overrides are configuration keys (max_running=4, kv_cache={"dtype": "q8_0"}, or dotted:
-    **{"speculative.method": "ngram"}); they win over the file's."""
+    **{"speculative.method": "ngram"}); they win over the file's.
 
-    def __init__(self, model_path=None, device="cpu", config=None, **overrides):
+    When neither model_path nor the configuration (nor an override) names a model, it serves the
+    default `scripts/serve.sh` serves: that of scripts/default-model.sh in the Open-AutoGLM repository
+    the configuration file sits in (else `repository`'s, else the current folder's), and says which
+    on stderr; outside a repository that is a ValueError naming `model`."""
+
+    def __init__(self, model_path=None, device="cpu", config=None, *, repository=None, **overrides):
         if config is not None and not os.path.exists(config):
             raise FileNotFoundError(f"{config}: no such configuration file")
         if model_path is not None:
@@ -22,6 +28,7 @@ class AutoGLMService:
             overrides["model"] = os.fspath(model_path)
         overrides["device"] = device
         self.config = config
+        self.repository = repository
         self._overrides = overrides
         self._server = None
 
@@ -35,7 +42,14 @@ class AutoGLMService:
         if port is not None:
             overrides["port"] = port
         pairs = [(k.replace("__", "."), json.dumps(v)) for k, v in overrides.items()]
-        self._server = _core.Server.start(self.config or "", pairs, [])
+        try:
+            self._server = _core.Server.start(self.config or "", pairs, [])
+        except ValueError as e:  # raised before anything binds or loads
+            if not str(e).startswith(NO_MODEL):
+                raise
+            repository = find_repository(self.config, self.repository, os.getcwd())
+            pairs.append(("model", json.dumps(default_model(repository))))
+            self._server = _core.Server.start(self.config or "", pairs, [])
         return self
 
     @property
@@ -45,6 +59,11 @@ class AutoGLMService:
     @property
     def port(self):
         return self._server.port
+
+    @property
+    def model_path(self):
+        """The (first) model served: the configuration's, the argument's, or the default; None until started."""
+        return self._server.model_path if self._server is not None else None
 
     @property
     def url(self):

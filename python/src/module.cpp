@@ -254,6 +254,7 @@ PYBIND11_MODULE(_core, m) {
       .def_static("start", &start_server, py::arg("config_path"), py::arg("overrides"), py::arg("api_keys"))
       .def_property_readonly("host", &Server::host)
       .def_property_readonly("port", &Server::port)
+      .def_property_readonly("model_path", &Server::model_path)
       .def("stop", [](Server& s) {
         py::gil_scoped_release unlocked;
         s.stop();
