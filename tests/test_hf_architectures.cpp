@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/embeddings.h"
+#include "float_activations.h"
 #include "formats/gguf.h"
 #include "hf_reference.h"
 #include "model/convert.h"

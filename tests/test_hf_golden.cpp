@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "float_activations.h"
 #include "golden_util.h"
 #include "model/convert.h"
 #include "model/model.h"

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "core/cpu_features.h"
 #include "core/half.h"
 #include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/matmul.h"
@@ -196,11 +197,11 @@ TEST_P(EveryType, RowGroupsGiveTheSameResultsPairedOrAlone) {
   expect_groups_paired_or_alone_equal(GetParam());
 }
 
-// BF16 weights with activations rounded to BF16 (AUTOGLM_BF16_ACTIVATIONS=1): what the kernels
+// BF16 weights with activations rounded to BF16 (--bf16-activations on): what the kernels
 // see is the rounding, every ISA (vdpbf16ps where the CPU has AVX512-BF16) matches the reference
 // dot over it, and the batch and pairing rules hold.
 TEST(Bf16Activations, RoundedActivationsMatchTheReferenceOnEveryIsa) {
-  cpu::set_bf16_activations(true);
+  cpu::set_bf16_activations(cpu::Bf16Activations::kOn);
   const auto x = random_values(64, 21);
   std::vector<float> seen(x.size());
   cpu::activations_as_seen(DType::BF16, x.data(), 1, 64, seen.data());
@@ -214,9 +215,32 @@ TEST(Bf16Activations, RoundedActivationsMatchTheReferenceOnEveryIsa) {
   expect_matmul_matches_reference(DType::BF16, 41, 70);
   expect_batched_rows_equal_single_rows(DType::BF16);
   expect_groups_paired_or_alone_equal(DType::BF16);
-  cpu::set_bf16_activations(false);
+  cpu::set_bf16_activations(cpu::Bf16Activations::kOff);
   cpu::activations_as_seen(DType::BF16, x.data(), 1, 64, seen.data());
-  EXPECT_EQ(seen, x) << "off again: float activations";
+  EXPECT_EQ(seen, x) << "off: float activations";
+  cpu::set_bf16_activations(cpu::Bf16Activations::kAuto);
+}
+
+// The default (auto) rounds BF16 weights' activations exactly where the kernel set in use has
+// the BF16 dot-product instructions: the AVX-512 set on a CPU with AVX512-BF16, never AVX2.
+TEST(Bf16Activations, AutoRoundsWhereTheKernelSetHasBf16Dot) {
+  const std::string isa = cpu::kernel_isa();
+  cpu::set_bf16_activations(cpu::Bf16Activations::kAuto);
+  for (const char* set : {"avx512vnni", "avxvnni", "avx2", "generic"}) {
+    if (!cpu::select_kernel_isa(set)) continue;
+    const bool hardware = std::string(set) == "avx512vnni" && cpu_features().avx512bf16;
+    EXPECT_EQ(cpu::kernel_isa_has_bf16_dot(), hardware) << set;
+    EXPECT_EQ(cpu::bf16_activations(), hardware) << set;
+    EXPECT_EQ(cpu::activation_format(DType::BF16),
+              hardware ? cpu::ActivationFormat::kBf16Floats : cpu::ActivationFormat::kFloat)
+        << set;
+    cpu::set_bf16_activations(cpu::Bf16Activations::kOff);
+    EXPECT_FALSE(cpu::bf16_activations()) << set << ": off keeps floats";
+    cpu::set_bf16_activations(cpu::Bf16Activations::kOn);
+    EXPECT_TRUE(cpu::bf16_activations()) << set << ": on rounds on every set";
+    cpu::set_bf16_activations(cpu::Bf16Activations::kAuto);
+  }
+  ASSERT_TRUE(cpu::select_kernel_isa(isa.c_str()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EveryType, ::testing::ValuesIn(kTypes),

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/half.h"
+#include "float_activations.h"
 #include "formats/gguf.h"
 #include "lora_test_util.h"
 #include "model/create_model.h"

@@ -3,6 +3,7 @@
 // one-pass logits, stats, and a runtime without an engine.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,35 @@ class RuntimeApi : public ::testing::Test {
   }
   std::unique_ptr<Runtime> rt;
 };
+
+// This process's resident memory (/proc/self/statm's second field, in pages).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+// A KV pool costs no memory until its blocks are used: zeroing a GiB by hand held a server's
+// readiness back by a second. Its pages still read as zero: the text is the reference.
+TEST(RuntimeOpen, AKvPoolIsNotTouchedAtOpen) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.threads = 2;
+  o.kv_memory_mib = 1024;
+  const int64_t before = resident_bytes();
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  EXPECT_LT(resident_bytes() - before, int64_t(128) << 20) << "opening touched the 1 GiB KV pool";
+  const auto c = nlohmann::json::parse(test::read_file(test::shared_path("golden/stories260k-once/case.json")));
+  Request r;
+  r.text = "Once upon a time";
+  r.max_tokens = 64;
+  r.sampling.temperature = 0;
+  auto text = (*rt)->generate_text(r);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_EQ(*text, c["greedy"]["output_text"].get<std::string>());
+}
 
 TEST(RuntimeOpen, ErrorsNameTheCulprit) {
   auto missing = Runtime::open("/no/such/model.gguf");

@@ -11,6 +11,7 @@
 #include "engine/model_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "engine/speculative.h"
+#include "kernels/cpu/decode_speed.h"
 #include "sample/json_schema.h"
 #include "test_util.h"
 
@@ -435,34 +436,64 @@ TEST(NgramDrafter, AnAmbiguousKeyUnderPMinProposesNothing) {
   EXPECT_EQ(NgramDrafter(1, 1, 0.5f).lookup({4, 1, 4, 2, 4}, 3), (std::vector<int32_t>{2, 4}));
 }
 
-TEST(DraftLength, GrowsOnFullAcceptanceAndBacksOffWhenNothingIsKept) {
-  DraftLength len(6, 0);
-  EXPECT_EQ(len.next(), 2);
-  len.record(2, 2);
-  EXPECT_EQ(len.next(), 4);
-  len.record(4, 4);
-  EXPECT_EQ(len.next(), 6);  // at most draft-max
-  len.record(6, 2);
-  EXPECT_EQ(len.next(), 3);
-  len.record(3, 0);  // off for a while
-  int off = 0;
-  while (len.next() == 0) {
-    len.record(0, 0);
-    ++off;
-  }
+// --draft-quantize auto: the type that decodes fastest here, among those smaller than the
+// target's (a self-draft as large as its target saves nothing); none smaller is an error.
+TEST(Speculation, AutoDraftTypeIsTheFastestSmallerOne) {
+  ThreadPool pool(2);
+  auto for_f16 = auto_draft_type(pool, DType::F16);
+  ASSERT_TRUE(for_f16.is_ok()) << for_f16.status().message();
+  EXPECT_TRUE(*for_f16 == DType::Q8_0 || *for_f16 == DType::Q4_K || *for_f16 == DType::Q4_0) << dtype_name(*for_f16);
+  auto for_q8 = auto_draft_type(pool, DType::Q8_0);
+  ASSERT_TRUE(for_q8.is_ok()) << for_q8.status().message();
+  EXPECT_TRUE(*for_q8 == DType::Q4_K || *for_q8 == DType::Q4_0) << dtype_name(*for_q8);
+  auto for_q4 = auto_draft_type(pool, DType::Q4_0);
+  ASSERT_FALSE(for_q4.is_ok());
+  EXPECT_NE(for_q4.status().message().find("(Q4_0) are no larger"), std::string::npos) << for_q4.status().message();
+  // Ties (within 5%) go to the type listed first, the more accurate.
+  using S = cpu::DecodeSpeed;
+  EXPECT_EQ(cpu::fastest_type(std::vector<S>{{DType::Q8_0, 1.0}, {DType::Q4_K, 0.97}, {DType::Q4_0, 0.5}}),
+            DType::Q4_0);
+  EXPECT_EQ(cpu::fastest_type(std::vector<S>{{DType::Q8_0, 1.0}, {DType::Q4_K, 0.97}}), DType::Q8_0);
+  EXPECT_EQ(cpu::fastest_type(std::vector<S>{{DType::Q8_0, 1.0}, {DType::Q4_K, 0.9}}), DType::Q4_K);
+}
+
+// The length that pays most: long while everything is kept (up to draft-max), short when the
+// target keeps about half, and off (longer each time) when drafting costs more than it brings.
+TEST(DraftLength, DraftsWhatPaysForItsCost) {
+  DraftLength cheap(8, 0, 0.25);
+  for (int i = 0; i < 20; ++i) cheap.record(cheap.next(), cheap.next());
+  EXPECT_EQ(cheap.next(), 8) << "everything kept: draft-max";
+  EXPECT_GT(cheap.acceptance(), 0.95);
+  // One unlucky pass of a good drafter: it keeps drafting, a little shorter at most.
+  cheap.record(8, 0);
+  EXPECT_GE(cheap.next(), 4);
+  DraftLength half(8, 0, 0.25);
+  for (int i = 0; i < 30; ++i) half.record(4, 2);
+  EXPECT_NEAR(half.acceptance(), 2.0 / 3.0, 0.02);
+  EXPECT_GE(half.next(), 1);
+  EXPECT_LE(half.next(), 3) << "two of four kept: short drafts";
+  // A costly drafter that the target disagrees with goes off, then tries one token; failing
+  // again keeps it off longer.
+  DraftLength costly(8, 0, 0.6);
+  int passes = 0;
+  while (costly.next() > 0 && passes < 100) costly.record(costly.next(), 0), ++passes;
+  ASSERT_EQ(costly.next(), 0) << "never went off";
+  auto off_period = [&] {
+    int off = 0;
+    while (costly.next() == 0 && off < 1000) costly.record(0, 0), ++off;
+    return off;
+  };
+  const int off = off_period();
   EXPECT_GT(off, 0);
-  EXPECT_EQ(len.next(), 1);
-  len.record(1, 0);  // failing again: off longer
-  int longer = 0;
-  while (len.next() == 0) {
-    len.record(0, 0);
-    ++longer;
-  }
-  EXPECT_GT(longer, off);
-  len.record(1, 1);
-  EXPECT_EQ(len.next(), 2);
+  EXPECT_EQ(costly.next(), 1);
+  costly.record(1, 0);
+  EXPECT_GT(off_period(), off);
+  // A lookup drafter (no cost) that keeps its drafts grows to the most; draft-min is a floor.
+  DraftLength lookup(6, 0, 0);
+  for (int i = 0; i < 10; ++i) lookup.record(lookup.next(), lookup.next());
+  EXPECT_EQ(lookup.next(), 6);
   EXPECT_EQ(DraftLength(1, 0).next(), 1);
-  EXPECT_EQ(DraftLength(8, 5).next(), 5);  // draft-min is a floor
+  EXPECT_EQ(DraftLength(8, 5, 0.9).next(), 5);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/bench_speculative.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/common.h"
@@ -20,6 +21,20 @@ std::vector<int32_t> bench_prompt(const Tokenizer& tokenizer) {
   return ids;
 }
 
+// Where a speculative generation's time went: drafting, the target's verifying passes (against
+// a plain decode step, the cost of one token), and the rest (sampling, the walk over the rows).
+void print_time_breakdown(const SpecStats& s, double total_seconds, double plain_step_ms) {
+  if (total_seconds <= 0 || s.target_passes == 0) return;
+  const double rest = total_seconds - s.draft_seconds - s.verify_seconds;
+  const double drafted = double(std::max<int64_t>(1, s.drafted));
+  std::printf(
+      "  time (last repetition): drafting %.1f%% (%.2f ms per drafted token), verifying %.1f%% (%.2f ms per pass "
+      "of %.2f tokens; a plain step %.2f ms), the rest %.1f%% (sampling, bookkeeping)\n",
+      100 * s.draft_seconds / total_seconds, 1e3 * s.draft_seconds / drafted, 100 * s.verify_seconds / total_seconds,
+      1e3 * s.verify_seconds / double(s.target_passes), 1.0 + double(s.drafted) / double(s.target_passes),
+      plain_step_ms, 100 * rest / total_seconds);
+}
+
 }  // namespace
 
 Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const Speculation& spec,
@@ -35,6 +50,7 @@ Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadP
   AUTOGLM_RETURN_IF_ERROR(fast.set_speculation(spec.config, spec.draft.get()));
   std::vector<double> plain_tps, fast_tps;
   SpecStats stats;
+  double plain_step_ms = 0, spec_seconds = 0;
   for (int32_t r = 0; r <= reps; ++r) {  // repetition 0 warms up
     AUTOGLM_ASSIGN_OR_RETURN(const GenerationResult a, plain.generate(request));
     AUTOGLM_ASSIGN_OR_RETURN(const GenerationResult b, fast.generate(request));
@@ -45,6 +61,8 @@ Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadP
     plain_tps.push_back(double(a.tokens.size() - 1) / a.decode_seconds);
     fast_tps.push_back(double(b.tokens.size() - 1) / b.decode_seconds);
     stats = b.spec;
+    plain_step_ms = 1e3 * a.decode_seconds / double(a.tokens.size() - 1);
+    spec_seconds = b.decode_seconds;
   }
   const MeanSd p = mean_and_sd(plain_tps), f = mean_and_sd(fast_tps);
   const char* method = spec_method_name(spec.config.method);
@@ -54,6 +72,7 @@ Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadP
       "per target pass (last repetition; same tokens as plain)\n",
       n_gen, method, f.mean, f.sd, f.mean / p.mean, (long long)stats.drafted, (long long)stats.accepted,
       100.0 * stats.acceptance(), stats.tokens_per_pass());
+  print_time_breakdown(stats, spec_seconds, plain_step_ms);
   std::fflush(stdout);
   return Status::ok();
 }

@@ -278,7 +278,7 @@ int bench(const BenchArgs& a) {
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
-  auto speculation = prepare_speculation(a.spec, a.model, m, (*rt)->parts().tokenizer->vocab());
+  auto speculation = prepare_speculation(a.spec, a.model, m, (*rt)->parts().tokenizer->vocab(), *(*rt)->parts().pool);
   if (!speculation) return fail(speculation.status());
   std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
@@ -366,6 +366,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(*cmd, a->kv_type);
   add_device_option(*cmd, a->device);
+  add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--lora-spread", a->lora_spread,

@@ -44,6 +44,8 @@ int info(const std::string& path) {
               v.kind == TokenizerKind::kBpe ? v.pre.c_str() : "", v.bos, v.eos);
   std::printf("chat template:   %s\n", v.chat_template.empty() ? "no" : "yes");
   std::printf("cpu kernels:     %s (%s)\n", cpu::kernel_isa(), cpu_features_string().c_str());
+  std::printf("bf16 activations: %s\n",
+              cpu::bf16_activations() ? "rounded to bf16 (--bf16-activations off: floats)" : "floats");
   return 0;
 }
 

@@ -86,6 +86,7 @@ void register_logits(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   add_kv_type_option(*cmd, a->kv_type);
   add_device_option(*cmd, a->device);
+  add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");

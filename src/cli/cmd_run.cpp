@@ -51,7 +51,7 @@ int run(const RunArgs& a) {
   if (!kv_type) return fail(kv_type.status());
   Generator generator(model, tok, *(*rt)->parts().pool, n_ctx, *kv_type);
   generator.set_lora((*rt)->parts().default_lora);
-  auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab());
+  auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab(), *(*rt)->parts().pool);
   if (!speculation) return fail(speculation.status());
   if (auto s = generator.set_speculation(speculation->config, speculation->draft.get()); !s.is_ok()) return fail(s);
   if (OpProfile* draft = generator.draft_profile()) draft->set_enabled(a.profile);
@@ -91,6 +91,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   add_kv_type_option(*cmd, a->kv_type);
   add_device_option(*cmd, a->device);
+  add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");

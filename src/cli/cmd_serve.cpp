@@ -119,6 +119,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder");
   add_quantize_option(*cmd, a->quantize);
   cmd->add_option("--device", a->device, "Where the model runs: cpu, cuda or cuda:N (overrides device)");
+  add_bf16_activations_option(*cmd);
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, 1024));

@@ -35,8 +35,30 @@ bool apply_process_environment() {
     std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
     return false;
   }
-  cpu::set_bf16_activations(environment_says("AUTOGLM_BF16_ACTIVATIONS", "1"));
+  if (const char* bf16 = std::getenv("AUTOGLM_BF16_ACTIVATIONS")) {
+    const auto mode = bf16_activations_mode(bf16);
+    if (!mode) {
+      std::fprintf(stderr, "error: AUTOGLM_BF16_ACTIVATIONS=%s is not one of 1, 0, on, off, auto\n", bf16);
+      return false;
+    }
+    cpu::set_bf16_activations(*mode);
+  }
   return true;
+}
+
+std::optional<cpu::Bf16Activations> bf16_activations_mode(const std::string& name) {
+  if (name == "auto") return cpu::Bf16Activations::kAuto;
+  if (name == "on" || name == "1") return cpu::Bf16Activations::kOn;
+  if (name == "off" || name == "0") return cpu::Bf16Activations::kOff;
+  return std::nullopt;
+}
+
+void add_bf16_activations_option(CLI::App& cmd) {
+  cmd.add_option_function<std::string>(
+         "--bf16-activations", [](const std::string& v) { cpu::set_bf16_activations(*bf16_activations_mode(v)); },
+         "BF16 weights: round the activations to BF16 (on; the BF16 dot-product instructions run) or keep floats "
+         "(off); auto (default): on where the CPU has AVX512-BF16. Overrides AUTOGLM_BF16_ACTIVATIONS")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 
 void add_quantize_option(CLI::App& cmd, std::string& quantize) {

@@ -3,11 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autoglm/runtime.h"
 #include "autoglm/status.h"
+#include "kernels/cpu/matmul.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "runtime/runtime_parts.h"
@@ -32,9 +34,13 @@ bool pin_threads_from_environment();
 // Runtime options from the environment (AUTOGLM_REPACK=0, AUTOGLM_AFFINITY=1) with a progress
 // bar for long load steps; the rest default.
 RuntimeOptions environment_options();
-// Reads AUTOGLM_CPU_ISA and installs the stderr log sink; false (after printing why) when
-// the ISA is unknown or not runnable here.
+// Reads AUTOGLM_CPU_ISA and AUTOGLM_BF16_ACTIVATIONS and installs the stderr log sink; false
+// (after printing why) when the ISA is unknown or not runnable here, or the BF16 mode unknown.
 bool apply_process_environment();
+// auto | on | off (and 1 | 0, the environment's spelling); nullopt for anything else.
+std::optional<cpu::Bf16Activations> bf16_activations_mode(const std::string& name);
+// Adds --bf16-activations auto|on|off (cpu::set_bf16_activations, at parse time).
+void add_bf16_activations_option(CLI::App& cmd);
 
 // Mean and sample standard deviation (0 for fewer than two values) of a benchmark's repetitions.
 struct MeanSd {

@@ -6,7 +6,8 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
   cmd.add_option("--spec", o.method, "Speculative decoding: none, draft, ngram, early-exit");
   cmd.add_option("--draft", o.draft, "Draft model (GGUF file or Hugging Face folder) for --spec draft");
   cmd.add_option("--draft-quantize", o.draft_quantize,
-                 "Draft weights re-encoded at load (q8_0, q4_0, ...); without --draft, the target's own weights");
+                 "Draft weights re-encoded at load (q8_0, q4_0, ...; auto: the type that decodes fastest here); "
+                 "without --draft, the target's own weights");
   cmd.add_option("--draft-max", o.config.draft_max, "Most tokens drafted per target pass");
   cmd.add_option("--draft-min", o.config.draft_min, "Fewer drafts than this: a plain decode step");
   cmd.add_option("--draft-p-min", o.config.p_min, "Stop drafting where the drafter's confidence is below this");
@@ -14,7 +15,7 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
 }
 
 Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string& target_path, const Model& target,
-                                        const Vocab& target_vocab) {
+                                        const Vocab& target_vocab, ThreadPool& pool) {
   Speculation s;
   s.config = o.config;
   AUTOGLM_ASSIGN_OR_RETURN(s.config.method, spec_method_from_name(o.method));
@@ -24,7 +25,8 @@ Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string&
       return invalid_argument("--draft/--draft-quantize: only with --spec draft");
     return s;
   }
-  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model({o.draft, o.draft_quantize}, target_path, target_vocab));
+  const DraftSource source{o.draft, o.draft_quantize, &pool, target.weights().layers.front().down.type};
+  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model(source, target_path, target_vocab));
   return s;
 }
 

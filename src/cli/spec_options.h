@@ -25,7 +25,8 @@ struct Speculation {
   SpecConfig config;
   std::unique_ptr<Model> draft;
 };
+// `pool`: the threads --draft-quantize auto measures on.
 Result<Speculation> prepare_speculation(const SpecOptions& options, const std::string& target_path, const Model& target,
-                                        const Vocab& target_vocab);
+                                        const Vocab& target_vocab, ThreadPool& pool);
 
 }  // namespace autoglm::cli

@@ -60,13 +60,13 @@ void StreamHandle::push(StreamEvent event) {
 // A request while the engine holds it.
 struct Sequence {
   Sequence(const Tokenizer& tok, const VocabularyTrie& trie, BlockPool& pool, const SpecConfig& spec,
-           GenerationRequest r)
+           double draft_token_cost, GenerationRequest r)
       : request(std::move(r)),
         sampler(request.sampling),
         matcher(trie.make_matcher(request.grammar)),
         text(tok, request.stop, !request.ignore_eos),
         kv(pool),
-        draft_length(spec.draft_max, spec.draft_min) {}
+        draft_length(spec.draft_max, spec.draft_min, draft_token_cost) {}
 
   uint64_t id = 0;
   GenerationRequest request;
@@ -156,10 +156,6 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   AUTOGLM_CHECK(drafter.is_ok());  // the runtime checks the options first (engine_config_for, the draft's KV)
   drafter_ = std::move(drafter).value();
   stats_.kv_blocks_total = config.kv_blocks;
-  {
-    auto turn = turn_seat_.take();
-    calibrate_step_cost();
-  }
   stats_.loop_alive = true;  // from here until the loop ends (set before the thread runs: no gap)
   thread_ = std::thread([this] { loop(); });
 }
@@ -187,7 +183,8 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));
   request.cache_salt = salt_with_lora(request.cache_salt, request.lora.get());
-  auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, std::move(request));
+  auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, drafter_ ? drafter_->token_cost() : 0,
+                                        std::move(request));
   seq->handle = std::make_shared<StreamHandle>();
   seq->tokens = seq->request.prompt;
   seq->n_prompt = int32_t(n);
@@ -259,6 +256,12 @@ void Engine::run_one_embedding() {
 }
 
 void Engine::loop() {
+  // On this thread, before the first step: the engine is ready (requests queue) while the
+  // step cost is measured, so start-up waits for none of it.
+  {
+    auto calibrating = turn_seat_.take();
+    calibrate_step_cost();
+  }
   // The pool's turn, held from step to step while there is work (other models' engines on
   // this pool take their steps in between: yield hands it over when they are owed time).
   std::optional<TurnQueue::Turn> turn;
@@ -533,9 +536,10 @@ void Engine::record_prefill_chunk(int64_t n) {
 }
 
 // Times a few forwards on a scratch cache (one token, then short prefills, after one that
-// pages the weights in) to start the step cost model; every step refines it.
+// pages the weights in) to start the step cost model; every step refines it. Logs the fit.
 void Engine::calibrate_step_cost() {
   if (config_.max_step_ms == 0) return;
+  const auto began = Clock::now();
   ContiguousKvCache scratch(model_.spec(), 64, DType::F32, model_.device());
   std::vector<int32_t> ids(32, 1);
   std::vector<float> out;
@@ -554,6 +558,14 @@ void Engine::calibrate_step_cost() {
                          std::chrono::duration<double, std::milli>(Clock::now() - started).count());
     }
   max_step_ms_ = config_.max_step_ms;  // < 0: each step's target follows its decodes
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "engine: step cost measured in %.0f ms: %.2f ms + %.3f ms per token (1 token %.2f ms, 32 tokens "
+                "%.2f ms)",
+                std::chrono::duration<double, std::milli>(Clock::now() - began).count(), step_cost_.base_ms(),
+                step_cost_.per_token_ms(), step_cost_.predict_ms({1, attended_positions(0, 1)}),
+                step_cost_.predict_ms({32, attended_positions(0, 32)}));
+  log_line(LogLevel::kInfo, line);
 }
 
 void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {

@@ -106,7 +106,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   result.finish_reason = FinishReason::kLength;
   t0 = std::chrono::steady_clock::now();
   if (drafter_) drafter_->forget(0);  // the previous sequence's
-  DraftLength draft_length(spec_.draft_max, spec_.draft_min);
+  DraftLength draft_length(spec_.draft_max, spec_.draft_min, drafter_ ? drafter_->token_cost() : 0);
   std::vector<int32_t> drafts;
   // Row j of logits follows the j-th token of the last pass: sample each in order, as plain
   // decoding would, and go on to the next row while the sample equals the draft there.
@@ -148,11 +148,15 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
       job.max_tokens = want;
       job.target_cache = &cache_;
       job.catch_up_limit = catch_up_limit(options.max_tokens - int64_t(result.tokens.size()));
+      const auto drafting = std::chrono::steady_clock::now();
       AUTOGLM_RETURN_IF_ERROR(drafter_->propose(std::span(&job, 1)));
+      result.spec.draft_seconds += seconds_since(drafting);
       if (int32_t(job.drafts.size()) >= spec_.draft_min) drafts = std::move(job.drafts);
     }
     ++result.spec.target_passes;
+    const auto verifying = std::chrono::steady_clock::now();
     AUTOGLM_RETURN_IF_ERROR(decode_pass(history, drafts, logits));
+    result.spec.verify_seconds += seconds_since(verifying);
   }
   emit(stream.flush());
   result.decode_seconds = seconds_since(t0);

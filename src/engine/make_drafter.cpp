@@ -10,9 +10,10 @@ bool same_kv_shape(const ModelSpec& a, const ModelSpec& b) {
          a.head_dim_v == b.head_dim_v && a.n_ctx_train == b.n_ctx_train;
 }
 
-Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
-                                              ThreadPool& pool, const DraftPool& draft_pool) {
-  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, target.spec().n_layer));
+namespace {
+
+Result<std::unique_ptr<Drafter>> make_drafter_of(const SpecConfig& config, const Model& target, const Model* draft,
+                                                 ThreadPool& pool, const DraftPool& draft_pool) {
   switch (config.method) {
     case SpecMethod::kNone: return std::unique_ptr<Drafter>();
     case SpecMethod::kNgram:
@@ -31,6 +32,27 @@ Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Mo
           std::make_unique<ModelDrafter>(target, pool, early_exit_layers(config, target.spec().n_layer), config.p_min));
   }
   return invalid_argument("spec: unknown method");
+}
+
+// A drafted token against a target decode step: decode steps stream the weights, so a model's
+// cost is its bytes (early exit: its share of the layers); a lookup costs next to nothing.
+double draft_token_cost(const SpecConfig& config, const Model& target, const Model* draft) {
+  switch (config.method) {
+    case SpecMethod::kDraft: return draft ? double(draft->weight_bytes()) / double(target.weight_bytes()) : 0;
+    case SpecMethod::kEarlyExit:
+      return double(early_exit_layers(config, target.spec().n_layer)) / double(target.spec().n_layer);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
+                                              ThreadPool& pool, const DraftPool& draft_pool) {
+  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(config, target.spec().n_layer));
+  AUTOGLM_ASSIGN_OR_RETURN(auto drafter, make_drafter_of(config, target, draft, pool, draft_pool));
+  if (drafter) drafter->set_token_cost(draft_token_cost(config, target, draft));
+  return drafter;
 }
 
 }  // namespace autoglm

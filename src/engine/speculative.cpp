@@ -1,9 +1,14 @@
 #include "engine/speculative.h"
 
-#include "tokenizer/tokenizer.h"
-
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/log.h"
+#include "kernels/cpu/decode_speed.h"
+#include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 namespace {
@@ -17,9 +22,9 @@ constexpr std::array<std::pair<SpecMethod, const char*>, 4> kMethodNames = {{
 
 // Passes a drafter stays off after a pass that accepted nothing: doubles while it keeps failing.
 constexpr int32_t kFirstBackoff = 4, kLongestBackoff = 64;
-// A drafter starts short (one that the target disagrees with costs little) and doubles while
-// the target accepts everything.
-constexpr int32_t kFirstLength = 2;
+// The acceptance a drafter starts with (as if it had drafted four tokens and kept three), and
+// how much of the past each pass keeps.
+constexpr double kPriorKept = 3, kPriorRejected = 1, kFade = 0.8;
 
 }  // namespace
 
@@ -65,6 +70,32 @@ Status check_same_vocabulary(const Vocab& target, const Vocab& draft) {
   return Status::ok();
 }
 
+Result<DType> auto_draft_type(ThreadPool& pool, std::optional<DType> target_type) {
+  constexpr int64_t kCols = 2048;
+  std::vector<DType> candidates;
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q4_0})  // the more accurate first: they win ties
+    if (!target_type || dtype_row_bytes(t, kCols) * 4 < dtype_row_bytes(*target_type, kCols) * 3)
+      candidates.push_back(t);
+  if (candidates.empty())
+    return invalid_argument("draft-quantize: auto: the target's weights (" + std::string(dtype_name(*target_type)) +
+                            ") are no larger than any draft type's; give a smaller draft model (--draft)");
+  const auto began = std::chrono::steady_clock::now();
+  const std::vector<cpu::DecodeSpeed> speeds = cpu::measure_decode_speed(pool, candidates, kCols);
+  const DType chosen = cpu::fastest_type(speeds);
+  std::string line = "speculative: draft-quantize auto: " + std::string(dtype_name(chosen)) + " (one-token matmul:";
+  for (const cpu::DecodeSpeed& s : speeds) {
+    const std::string_view name = dtype_name(s.type);
+    char figure[64];
+    std::snprintf(figure, sizeof figure, " %.*s %.1f ms/Gweight", int(name.size()), name.data(), s.ns_per_weight * 1e3);
+    line += figure;
+  }
+  char took[48];
+  std::snprintf(took, sizeof took, "; measured in %.0f ms)",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count());
+  log_line(LogLevel::kInfo, line + took);
+  return chosen;
+}
+
 Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const std::string& target_path,
                                                 const Vocab& target) {
   if (source.path.empty() && source.quantize.empty())
@@ -72,9 +103,13 @@ Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const
         "spec draft: give a draft model (--draft) or a type for the target's own weights "
         "(--draft-quantize, a quantized self-draft)");
   ModelLoadOptions options;
-  if (!source.quantize.empty()) {
+  if (source.quantize == "auto") {
+    if (!source.pool) return invalid_argument("draft-quantize: 'auto' needs the threads to measure on");
+    AUTOGLM_ASSIGN_OR_RETURN(options.quantize,
+                             auto_draft_type(*source.pool, source.path.empty() ? source.target_type : std::nullopt));
+  } else if (!source.quantize.empty()) {
     const auto type = dtype_from_name(source.quantize);
-    if (!type) return invalid_argument("draft-quantize: '" + source.quantize + "' is not a weight type");
+    if (!type) return invalid_argument("draft-quantize: '" + source.quantize + "' is not a weight type (or auto)");
     options.quantize = *type;
   }
   auto model = Model::load(source.path.empty() ? target_path : source.path, options);
@@ -85,15 +120,26 @@ Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const
   return model;
 }
 
-DraftLength::DraftLength(int32_t max_len, int32_t min_len)
+DraftLength::DraftLength(int32_t max_len, int32_t min_len, double token_cost)
     : max_len_(max_len),
       min_len_(std::min(min_len, max_len)),
-      len_(std::min(max_len, kFirstLength)),
+      token_cost_(token_cost),
+      kept_(kPriorKept),
+      rejected_(kPriorRejected),
       backoff_(kFirstBackoff) {}
+
+double DraftLength::yield(int32_t k) const {
+  const double p = acceptance();
+  const double tokens = p > 0.9999 ? double(k + 1) : (1 - std::pow(p, k + 1)) / (1 - p);
+  return tokens / (1 + (token_cost_ + kVerifyTokenCost) * double(k));
+}
 
 int32_t DraftLength::next() const {
   if (off_passes_ > 0) return 0;
-  return std::max({int32_t(1), min_len_, len_});
+  int32_t best = 1;
+  for (int32_t k = 2; k <= max_len_; ++k)
+    if (yield(k) > yield(best)) best = k;
+  return std::max(min_len_, best);
 }
 
 void DraftLength::record(int32_t drafted, int32_t accepted) {
@@ -101,16 +147,13 @@ void DraftLength::record(int32_t drafted, int32_t accepted) {
     if (off_passes_ > 0) --off_passes_;
     return;
   }
-  if (accepted == drafted) {
-    len_ = std::min(max_len_, 2 * len_);
+  kept_ = kept_ * kFade + accepted;
+  rejected_ = rejected_ * kFade + (accepted < drafted ? 1 : 0);
+  if (accepted > 0) {
     backoff_ = kFirstBackoff;
-  } else if (accepted == 0) {
-    len_ = 1;
+  } else if (yield(1) <= 1) {  // drafting costs more than it brings
     off_passes_ = backoff_;
     backoff_ = std::min(kLongestBackoff, backoff_ * 2);
-  } else {
-    len_ = accepted + 1;
-    backoff_ = kFirstBackoff;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/op_profile.h"
@@ -51,6 +52,8 @@ struct SpecStats {
   int64_t accepted = 0;       // proposals the target agreed with
   int64_t target_passes = 0;  // forward passes of the target while decoding
   int64_t emitted = 0;        // tokens those passes produced
+  double draft_seconds = 0;   // proposing (the drafter's passes and its cache catching up)
+  double verify_seconds = 0;  // the target's passes over the pending token and the drafts
   double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
   void record_pass(int64_t n_drafted, int64_t n_accepted) {
     drafted += n_drafted;
@@ -64,11 +67,18 @@ struct SpecStats {
 // same BOS and EOS. The error names the first difference.
 Status check_same_vocabulary(const Vocab& target, const Vocab& draft);
 // Where a draft model comes from: a file or folder, or (path empty) the target's own weights;
-// either re-encoded at load when `quantize` names a weight type.
+// either re-encoded at load when `quantize` names a weight type. "auto" measures which of
+// q8_0, q4_k and q4_0 decodes fastest on `pool`'s threads (a self-draft only among types
+// smaller than the target's own) and logs the figures.
 struct DraftSource {
   std::string path;
   std::string quantize;
+  ThreadPool* pool = nullptr;                       // for "auto"
+  std::optional<DType> target_type = std::nullopt;  // for "auto": the target's weights' type
 };
+// The type "auto" stands for, measured on `pool`; `target_type` is the target's weights' type
+// when the draft is the target's own weights (an error when no candidate is smaller).
+Result<DType> auto_draft_type(ThreadPool& pool, std::optional<DType> target_type);
 // Loads a draft model and checks its vocabulary against the target's; errors name the option
 // or start with "draft model".
 Result<std::unique_ptr<Model>> load_draft_model(const DraftSource& source, const std::string& target_path,
@@ -112,6 +122,14 @@ class Drafter {
   virtual void forget(uint64_t /*sequence*/) {}
   // The per-op times of a drafter that runs a model (null for the others).
   virtual OpProfile* profile() { return nullptr; }
+  // What drafting one token costs against a decode step of the target (make_drafter sets it: a
+  // draft model's weight bytes over the target's, early exit its share of the layers; 0 for a
+  // lookup). DraftLength weighs it against the acceptance.
+  double token_cost() const { return token_cost_; }
+  void set_token_cost(double cost) { token_cost_ = cost; }
+
+ private:
+  double token_cost_ = 0;
 };
 
 // The most tokens a draft cache may catch up for a sequence with `remaining` tokens left to
@@ -126,19 +144,32 @@ inline int64_t catch_up_limit(int64_t remaining) {
 // The layers that draft in early exit: the configured count, or a quarter of the model.
 int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer);
 
-// How many tokens to draft next: starts at two, doubles after a pass that accepted everything,
-// falls to one more than the accepted count after a rejection, so a drafter the target
-// disagrees with costs little. After a pass that kept nothing it stays off for a while (longer
-// each time it fails again), then tries one token.
+// How many tokens to draft next. Each pass drafts the length k (1 to draft-max) that gives the
+// most tokens per unit of cost: with each draft kept with probability p, a pass emits
+// (1 - p^(k+1)) / (1 - p) tokens on average and costs 1 + (c + kVerifyTokenCost) k decode
+// steps, c being what drafting one token costs (the drafter's token_cost: a draft model's
+// weight bytes over the target's, since decode steps stream the weights). p is the acceptance
+// seen so far (each kept draft a success, the first rejected one a failure), older passes
+// fading, so one unlucky pass of a good drafter changes little. Where not even one token pays
+// (p below its cost), drafting goes off for a while (longer each time that repeats), then
+// tries one token.
 class DraftLength {
  public:
-  DraftLength(int32_t max_len, int32_t min_len);
+  DraftLength(int32_t max_len, int32_t min_len, double token_cost = 0);
   int32_t next() const;
   void record(int32_t drafted, int32_t accepted);
+  // The faded per-token acceptance p.
+  double acceptance() const { return kept_ / (kept_ + rejected_); }
+  // What each token more adds to the target's verifying pass, in decode steps (a pass of 8
+  // tokens took 1.5-2.4 plain steps of an F16 1B model on 2 Zen 5 cores).
+  static constexpr double kVerifyTokenCost = 0.1;
 
  private:
+  // Expected tokens per decode step's worth of cost when drafting k.
+  double yield(int32_t k) const;
   int32_t max_len_, min_len_;
-  int32_t len_;
+  double token_cost_;
+  double kept_, rejected_;  // faded counts of kept and rejected drafts
   int32_t off_passes_ = 0;  // passes left without drafting
   int32_t backoff_;         // the next off period
 };

@@ -1,7 +1,9 @@
 #include "model/device_memory.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -11,7 +13,11 @@
 namespace autoglm {
 namespace {
 
-constexpr int64_t kHostAlignment = 64;
+constexpr int64_t kPageBytes = 4096;
+
+int64_t whole_pages(int64_t bytes) {
+  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
 
 }  // namespace
 
@@ -21,10 +27,12 @@ Result<DeviceMemory> DeviceMemory::allocate(const Device& device, int64_t bytes)
   m.bytes_ = bytes;
   if (bytes <= 0) return m;
   if (device.kind == DeviceKind::kCpu) {
-    const int64_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    m.data_ = static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, size_t(rounded)));
-    if (!m.data_) return resource_exhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
-    std::memset(m.data_, 0, size_t(bytes));
+    // Anonymous pages read as zero and are backed only when first touched: a KV pool of a GiB
+    // costs nothing at start-up (zeroing it by hand took a second before the server was ready).
+    void* p = mmap(nullptr, size_t(whole_pages(bytes)), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return resource_exhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
+    m.data_ = static_cast<uint8_t*>(p);
     return m;
   }
   AUTOGLM_ASSIGN_OR_RETURN(void* p, cuda::allocate_zeroed(device.index, bytes));
@@ -52,7 +60,7 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
 void DeviceMemory::release() {
   if (!data_) return;
   if (device_.kind == DeviceKind::kCpu)
-    std::free(data_);
+    munmap(data_, size_t(whole_pages(bytes_)));
   else
     cuda::free(device_.index, data_);
   data_ = nullptr;

@@ -1,4 +1,4 @@
-// A block of memory on a device, owned: host memory (64-byte aligned) for the CPU, device
+// A block of memory on a device, owned: host memory (page-aligned anonymous pages) for the CPU, device
 // memory for a CUDA GPU (CUDA builds). Zeroed when allocated. KV caches and the forward
 // pass's activations live in it, so the ops of the device's backend can read them.
 #pragma once

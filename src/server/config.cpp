@@ -263,7 +263,8 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_model));
     } else if (key == "draft_quantize") {
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_quantize));
-      if (!dtype_from_name(c.draft_quantize)) return r.error(kv.second, at, "is not a weight type (q8_0, q4_0, ...)");
+      if (c.draft_quantize != "auto" && !dtype_from_name(c.draft_quantize))
+        return r.error(kv.second, at, "is not a weight type (q8_0, q4_0, ...) or auto");
     } else if (key == "exit_layer") {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.exit_layer, 0, 1000));
     } else if (key == "draft_max") {

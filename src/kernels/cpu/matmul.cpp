@@ -51,12 +51,13 @@ struct KernelSet {
   decltype(&generic::matmul_packed) matmul_packed;
   decltype(&generic::kv_row_ops) row_ops;
   decltype(&generic::element_ops) element_ops;
+  bool bf16_dot = false;  // vdpbf16ps runs: the AVX-512 set on a CPU with AVX512-BF16
 };
 
 #define AUTOGLM_KERNEL_SET(ns)                                                                            \
   KernelSet {                                                                                             \
 #ns, ns::decode_row, ns::matmul_rows, ns::tile_rows(), ns::matmul_rows_int, ns::has_packed_kernels(), \
-        ns::matmul_packed, ns::kv_row_ops, ns::element_ops                                                \
+        ns::matmul_packed, ns::kv_row_ops, ns::element_ops, false                                         \
   }
 
 std::vector<KernelSet> runnable_sets() {
@@ -64,8 +65,10 @@ std::vector<KernelSet> runnable_sets() {
   const auto& f = cpu_features();
   (void)f;
 #ifdef AUTOGLM_HAVE_VNNI_KERNELS
-  if (f.avx2 && f.fma && f.f16c && f.avx512vl && f.avx512bw && f.avx512vnni)
+  if (f.avx2 && f.fma && f.f16c && f.avx512vl && f.avx512bw && f.avx512vnni) {
     sets.push_back(AUTOGLM_KERNEL_SET(avx512vnni));
+    sets.back().bf16_dot = f.avx512bf16;
+  }
   if (f.avx2 && f.fma && f.f16c && f.avxvnni) sets.push_back(AUTOGLM_KERNEL_SET(avxvnni));
 #endif
 #ifdef AUTOGLM_HAVE_AVX2_KERNELS
@@ -133,14 +136,20 @@ ActivationFormat activation_format(DType weight_type) {
 }
 
 namespace {
-std::atomic<bool> bf16_activations_on{false};
+std::atomic<Bf16Activations> bf16_activations_mode{Bf16Activations::kAuto};
 }  // namespace
 
-void set_bf16_activations(bool on) {
-  bf16_activations_on = on;
+void set_bf16_activations(Bf16Activations mode) {
+  bf16_activations_mode = mode;
 }
+
+bool kernel_isa_has_bf16_dot() {
+  return kernels().bf16_dot;
+}
+
 bool bf16_activations() {
-  return bf16_activations_on;
+  const Bf16Activations mode = bf16_activations_mode.load(std::memory_order_relaxed);
+  return mode == Bf16Activations::kOn || (mode == Bf16Activations::kAuto && kernel_isa_has_bf16_dot());
 }
 
 bool uses_int8_activations(DType t) {

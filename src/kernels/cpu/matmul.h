@@ -43,13 +43,18 @@ enum class ActivationFormat {
 ActivationFormat activation_format(DType weight_type);
 // Int8 blocks of either size.
 bool uses_int8_activations(DType t);
-// BF16 weights: activations rounded to BF16 (as llama.cpp does), which lets CPUs with AVX512-BF16
-// multiply pairs of them with vdpbf16ps (twice the products of an FMA per instruction). Off by
-// default: results then move by about the rounding of the activations (transformers computes
-// with float activations). The CLI turns it on for AUTOGLM_BF16_ACTIVATIONS=1. Not to be called
-// while kernels run.
-void set_bf16_activations(bool on);
+// BF16 weights: activations rounded to BF16 (as llama.cpp does, and as a transformers model loaded in
+// bfloat16 computes), which lets CPUs with AVX512-BF16 multiply pairs of them with vdpbf16ps (twice the
+// products of an FMA per instruction), or kept as floats. kAuto (the default) rounds them where the
+// kernel set in use has those instructions (AVX-512 with AVX512-BF16) and keeps floats elsewhere, where
+// rounding would cost time and buy nothing. The CLI sets it from --bf16-activations and
+// AUTOGLM_BF16_ACTIVATIONS. Not to be changed while kernels run.
+enum class Bf16Activations { kAuto, kOn, kOff };
+void set_bf16_activations(Bf16Activations mode);
+// Whether BF16 weights' activations are rounded now (the mode resolved for the kernel set in use).
 bool bf16_activations();
+// Whether the kernel set in use multiplies BF16 pairs in hardware (what kAuto follows).
+bool kernel_isa_has_bf16_dot();
 // The activations as the kernels of type t see them (quantized and decoded again, or copied).
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out);
 
