@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
@@ -299,27 +300,119 @@ TEST(TokenMask, EqualsBruteForceAndCaches) {
   for (size_t id = 0; id < vocab.size(); ++id) EXPECT_EQ(std::isinf(before[id]), std::isinf(after[id])) << id;
 }
 
-// Random walks under a token budget always end in a whole sentence: near the end only tokens
-// after which the text can still be closed in time remain.
-TEST(TokenMask, BudgetEndsInAWholeSentence) {
-  std::vector<std::string> vocab = {"", "{", "}", "[", "]", "\"", ":", ",", "a", "1", "{\"", "\":[", "[[", "{\"a\":{"};
-  auto g = compile(json_object_gbnf());
+// The fewest tokens to a whole sentence, plus the end token if there is one: breadth-first
+// over every token of a tiny vocabulary (the definition).
+int64_t brute_shortest(const GrammarState& from, const std::vector<std::string>& vocab, bool end_token) {
+  std::set<std::string> seen = {from.key()};
+  std::vector<GrammarState> layer = {from};
+  for (int64_t depth = 0; depth < 64 && !layer.empty(); ++depth) {
+    std::vector<GrammarState> next;
+    for (const GrammarState& s : layer) {
+      if (s.accepting()) return depth + (end_token ? 1 : 0);
+      for (const std::string& t : vocab) {
+        if (t.empty()) continue;
+        GrammarState n = s.advance_bytes(t);
+        if (!n.dead() && seen.insert(n.key()).second) next.push_back(std::move(n));
+      }
+    }
+    layer = std::move(next);
+  }
+  return -1;
+}
+
+std::vector<std::string> with_single_bytes(std::vector<std::string> vocab, int from, int to) {
+  for (int b = from; b <= to; ++b) vocab.push_back(std::string(1, char(b)));
+  return vocab;
+}
+
+// Random walks (admissible tokens drawn uniformly) from the start: at every state on the way
+// the matcher's count equals the brute-force one. `eos`: the end token's id (-1: none).
+void expect_shortest_counts(const std::shared_ptr<const Grammar>& g, const std::vector<std::string>& vocab, int32_t eos,
+                            int runs) {
+  auto trie = std::make_shared<TokenTrie>(vocab);
+  std::mt19937 rng(5);
+  for (int run = 0; run < runs; ++run) {
+    GrammarMatcher m(g, trie, eos >= 0 ? std::vector<int32_t>{eos} : std::vector<int32_t>{});
+    GrammarState brute(g);
+    std::string text;
+    for (int step = 0; step < 24; ++step) {
+      ASSERT_EQ(m.shortest_completion(), brute_shortest(brute, vocab, eos >= 0)) << "after '" << text << "'";
+      std::vector<float> logits(vocab.size(), 0.0f);
+      if (!m.apply(logits.data(), int32_t(vocab.size()))) break;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < int32_t(vocab.size()); ++id)
+        if (!std::isinf(logits[size_t(id)]) && id != eos) allowed.push_back(id);
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.accept(pick));
+      brute = brute.advance_bytes(vocab[size_t(pick)]);
+      text += vocab[size_t(pick)];
+    }
+  }
+}
+
+const char* kWeatherSchema = R"({"type": "object", "properties": {"city": {"type": "string"},
+    "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]})";
+
+// The shortest completion is counted in the vocabulary's tokens, not in characters.
+TEST(TokenMask, ShortestCompletionIsTheFewestTokens) {
+  auto g = compile(*json_schema_to_gbnf(json::parse(kWeatherSchema)));
   ASSERT_TRUE(g);
+  // Printable ASCII and some longer pieces (no byte tokens: no bound from bytes).
+  const auto vocab = with_single_bytes({"", "{\"", "city", "\":", "\":\"", "\",\"", "unit", "cel", "sius", "celsius",
+                                        "fahren", "heit\"}", "\"}", " \"", "\xc3\xa9", "\xc3", "\xa9", "ab", "\\u00"},
+                                       0x20, 0x7e);
+  auto trie = std::make_shared<TokenTrie>(vocab);
+  EXPECT_FALSE(trie->spells_every_byte());
+  GrammarMatcher start(g, trie, {0});
+  EXPECT_EQ(start.shortest_completion(), 9);  // {" city ": " ", " unit ": " celsius "} end
+  expect_shortest_counts(g, vocab, 0, 40);
+}
+
+// With a token for every byte the bytes left bound the count; tokens ending inside a
+// character count the rest of it one byte at a time.
+TEST(TokenMask, ShortestCompletionWithByteTokens) {
+  auto g = compile(R"(root ::= "{" ws "\"t\":" ws ( "\"°C\"" | "\"°F\"" | "\"kelvin\"" | [0-9]+ ) ws "," ws name ws "}"
+                      name ::= "\"n\":" ws "\"" [a-z]* "\""
+                      ws   ::= " "?)");
+  ASSERT_TRUE(g);
+  const auto vocab =
+      with_single_bytes({"", "{\"t\":", "\"kelvin\"", "\"°", "°C", "\xc2", "\"n\":\"", "ab", "\"}", ", "}, 0x00, 0xff);
+  EXPECT_TRUE(TokenTrie(vocab).spells_every_byte());
+  expect_shortest_counts(g, vocab, 0, 60);
+}
+
+// Without an end token the text ends where max_tokens cuts it: nothing to count for the end.
+TEST(TokenMask, ShortestCompletionWithoutAnEndToken) {
+  auto g = compile("root ::= [a-c]{3,5}");
+  ASSERT_TRUE(g);
+  const std::vector<std::string> vocab = {"", "a", "b", "c", "ab", "bca"};
+  auto trie = std::make_shared<TokenTrie>(vocab);
+  EXPECT_EQ(GrammarMatcher(g, trie, {0}).shortest_completion(), 2);  // bca, end
+  EXPECT_EQ(GrammarMatcher(g, trie, {}).shortest_completion(), 1);   // bca
+  expect_shortest_counts(g, vocab, -1, 20);
+}
+
+// Random walks under every budget from the shortest completion upward always end in a whole
+// sentence: near the end only tokens after which the text can still be finished remain.
+// Token 0 is the end token, if `end_token`; without one the text ends when the budget does.
+void expect_budgets_end_in_sentences(const std::shared_ptr<const Grammar>& g, const std::vector<std::string>& vocab,
+                                     int runs, bool end_token = true) {
   auto trie = std::make_shared<TokenTrie>(vocab);
   std::mt19937 rng(11);
-  for (int run = 0; run < 200; ++run) {
-    GrammarMatcher m(g, trie, {0});
-    const int64_t budget = 12 + run % 40;
+  for (int run = 0; run < runs; ++run) {
+    GrammarMatcher m(g, trie, end_token ? std::vector<int32_t>{0} : std::vector<int32_t>{});
+    const int64_t budget = m.shortest_completion() + run % 12;
     std::string text;
-    bool ended = false;
+    bool ended = !end_token;
     for (int64_t used = 0; used < budget; ++used) {
       std::vector<float> logits(vocab.size(), 0.0f);
-      ASSERT_TRUE(m.apply(logits.data(), int32_t(vocab.size()), budget - used));
+      if (!m.apply(logits.data(), int32_t(vocab.size()), budget - used)) break;  // nothing may follow
       std::vector<int32_t> allowed;
       for (int32_t id = 0; id < int32_t(vocab.size()); ++id)
         if (!std::isinf(logits[size_t(id)])) allowed.push_back(id);
       const int32_t pick = allowed[rng() % allowed.size()];
-      if (pick == 0) {
+      if (end_token && pick == 0) {
         ended = true;
         break;
       }
@@ -327,8 +420,23 @@ TEST(TokenMask, BudgetEndsInAWholeSentence) {
       text += vocab[size_t(pick)];
     }
     EXPECT_TRUE(ended) << "budget " << budget << " ran out inside: " << text;
-    EXPECT_TRUE(accepts(g, text)) << text;
+    EXPECT_TRUE(accepts(g, text)) << "budget " << budget << ": " << text;
   }
+}
+
+TEST(TokenMask, BudgetEndsInAWholeSentence) {
+  auto object = compile(json_object_gbnf());
+  ASSERT_TRUE(object);
+  expect_budgets_end_in_sentences(
+      object, {"", "{", "}", "[", "]", "\"", ":", ",", "a", "1", "{\"", "\":[", "[[", "{\"a\":{"}, 300);
+  auto weather = compile(*json_schema_to_gbnf(json::parse(kWeatherSchema)));
+  ASSERT_TRUE(weather);
+  // Byte tokens (the bound from bytes) and pieces longer than a character.
+  expect_budgets_end_in_sentences(
+      weather,
+      with_single_bytes(
+          {"", "{\"", "city", "\":\"", "\",\"", "unit", "cel", "sius", "fahrenheit\"}", "\"}", "\xe4\xb8"}, 0x00, 0xff),
+      300);
 }
 
 }  // namespace

@@ -39,6 +39,14 @@ bool CharSet::intersects(uint32_t lo, uint32_t hi) const {
   return c <= hi;
 }
 
+int32_t CharSet::min_utf8_length() const {
+  if (intersects(0, 0x7f)) return 1;
+  if (intersects(0x80, 0x7ff)) return 2;
+  if (intersects(0x800, 0xd7ff) || intersects(0xe000, 0xffff)) return 3;
+  if (intersects(0x10000, 0x10ffff)) return 4;
+  return kUnmatchable;
+}
+
 namespace {
 
 constexpr size_t kMaxStackDepth = 512;
@@ -412,12 +420,14 @@ class GbnfParser {
   std::vector<bool> defined_;
 };
 
-// The shortest text each rule derives, in time linear in the grammar (times a log): Knuth's
-// generalization of Dijkstra's algorithm. A rule is settled when its smallest candidate
+// The shortest text (in UTF-8 bytes) each rule derives, in time linear in the grammar (times
+// a log): Knuth's generalization of Dijkstra's algorithm. A rule is settled when its smallest candidate
 // leaves the queue; an alternative becomes a candidate once all its rules are settled.
 void Grammar::compute_min_lengths() {
   constexpr int32_t kUnknown = 1 << 30;
   min_length_.assign(rules_.size(), kUnknown);
+  min_set_length_.clear();
+  for (const CharSet& set : sets_) min_set_length_.push_back(set.min_utf8_length());
   struct Alt {
     int32_t rule;
     int64_t length = 0;   // terminals, plus the settled rules so far
@@ -432,7 +442,7 @@ void Grammar::compute_min_lengths() {
       Alt a{int32_t(r)};
       for (const GrammarSymbol& sym : seq) {
         if (!sym.is_rule) {
-          ++a.length;
+          a.length += min_set_length_[size_t(sym.index)];
           continue;
         }
         ++a.pending;
@@ -609,11 +619,18 @@ bool GrammarState::can_continue() const {
 int32_t GrammarState::distance_to_accept() const {
   int64_t best = int64_t(1) << 30;
   const auto& rules = grammar_->rules();
+  // An unfinished character's stacks still have its class on top: the rest of its bytes.
+  const int64_t rest_of_char =
+      pending_.empty() ? 0 : int64_t(utf8_length(static_cast<uint8_t>(pending_[0])) - pending_.size());
   for (const Stack& s : stacks_) {
     int64_t d = 0;
-    for (const Frame& f : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const Frame& f = s[i];
       const auto& seq = rules[size_t(f.rule)].alternatives[size_t(f.alt)];
-      for (size_t k = size_t(f.pos); k < seq.size(); ++k) d += seq[k].is_rule ? grammar_->min_length(seq[k].index) : 1;
+      size_t k = size_t(f.pos);
+      if (!pending_.empty() && i + 1 == s.size()) d += rest_of_char, ++k;
+      for (; k < seq.size(); ++k)
+        d += seq[k].is_rule ? grammar_->min_length(seq[k].index) : grammar_->min_set_length(seq[k].index);
     }
     best = std::min(best, d);
   }

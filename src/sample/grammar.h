@@ -32,6 +32,9 @@ struct CharSet {
   bool negated = false;
   bool matches(uint32_t c) const;
   bool intersects(uint32_t lo, uint32_t hi) const;  // any code point of [lo, hi] matches
+  // Bytes of the shortest UTF-8 character the set matches (kUnmatchable: none).
+  int32_t min_utf8_length() const;
+  static constexpr int32_t kUnmatchable = 1 << 20;
 };
 
 struct GrammarSymbol {
@@ -64,14 +67,17 @@ class Grammar {
   const std::vector<GrammarRule>& rules() const { return rules_; }
   const std::vector<CharSet>& sets() const { return sets_; }
   int32_t root() const { return root_; }
-  // The fewest characters a rule can match.
+  // The fewest bytes (UTF-8) a rule can match.
   int32_t min_length(int32_t rule) const { return min_length_[size_t(rule)]; }
+  // The same for a character class: its shortest character's bytes.
+  int32_t min_set_length(int32_t set) const { return min_set_length_[size_t(set)]; }
   size_t max_stacks() const { return max_stacks_; }
 
  private:
   friend class GbnfParser;
   void compute_min_lengths();
   std::vector<int32_t> min_length_;
+  std::vector<int32_t> min_set_length_;
   std::vector<GrammarRule> rules_;
   std::vector<CharSet> sets_;
   int32_t root_ = -1;
@@ -95,8 +101,11 @@ class GrammarState {
   bool overflowed() const { return overflowed_; }
   bool accepting() const;     // the text so far is a whole sentence of the grammar
   bool can_continue() const;  // some stack still expects a character
-  // The fewest characters that complete the text into a sentence (0 when accepting).
+  // The fewest bytes that complete the text into a sentence (0 when accepting), the rest of
+  // an unfinished character included.
   int32_t distance_to_accept() const;
+  // Bytes of an unfinished UTF-8 character read so far.
+  size_t pending_bytes() const { return pending_.size(); }
   // A compact, comparable description (the mask cache's key).
   std::string key() const;
 
