@@ -9,6 +9,17 @@ failures=0
 check() {  # check NAME EXPECTED_FRAGMENT OUTPUT
   if [[ "$3" == *"$2"* ]]; then echo "ok   $1"; else echo "FAIL $1: expected '$2' in: $3"; failures=$((failures + 1)); fi
 }
+# Events are ordered by what the server says, never by a sleep: wait_for polls a command
+# until it succeeds (every 0.05 s, for up to 60 s); false if it never did.
+wait_for() {  # wait_for COMMAND...
+  for _ in $(seq 1200); do "$@" && return 0; sleep 0.05; done
+  return 1
+}
+expect() {  # expect WHAT COMMAND...: fails WHAT unless wait_for COMMAND succeeds
+  local what=$1
+  shift
+  if wait_for "$@"; then echo "ok   $what"; else echo "FAIL $what (waited 60 s)"; failures=$((failures + 1)); fi
+}
 skip_or_fail() {  # skip_or_fail WHAT PATH: CI always has ../shared (CI=true or AUTOGLM_REQUIRE_SHARED=1)
   if [ "${CI:-}" = "true" ] || [ "${AUTOGLM_REQUIRE_SHARED:-}" = "1" ]; then
     echo "FAIL $1: $2 is absent (../shared), in CI"; failures=$((failures + 1))
@@ -110,27 +121,28 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   # a new request gets 503, and the server exits 0.
   "$bin" serve -m "$m" --port 0 -t 1 -c 4096 2>"$tmp/serve.log" &
   spid=$!
-  for _ in $(seq 200); do grep -q "^ready:" "$tmp/serve.log" && break; sleep 0.05; done
+  expect "serve: ready" grep -q "^ready:" "$tmp/serve.log"
   port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$')
   body='{"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "stream": true}'
   exec 3<>"/dev/tcp/127.0.0.1/$port"
   printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
     "${#body}" "$body" >&3
   head -c 200 <&3 >"$tmp/stream.txt"  # the stream has started
+  status_line() {  # status_line PATH: the status line of GET PATH (empty when refused)
+    (exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$1" >&4 &&
+      head -c 12 <&4) 2>/dev/null
+  }
+  draining() { [ "$(status_line /ready)" = "HTTP/1.1 503" ]; }
   # SIGHUP reloads the routes (here none: the configuration is the flags); the stream in
   # flight goes on and the server keeps answering.
   kill -HUP "$spid"
-  sleep 0.2
-  health=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
-           head -c 12 <&4)
-  check "SIGHUP: the server still answers" "HTTP/1.1 200" "$health"
-  check "SIGHUP: logged as a reload" "SIGHUP: routes reloaded" "$(cat "$tmp/serve.log")"
+  expect "SIGHUP: logged as a reload" grep -q "SIGHUP: routes reloaded" "$tmp/serve.log"
+  check "SIGHUP: the server still answers" "HTTP/1.1 200" "$(status_line /health)"
+  # SIGTERM: the drain has begun once /ready, 200 until now, says 503.
   kill -TERM "$spid"
-  sleep 0.2
-  ready=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
-           head -c 12 <&4)
-  health=$(exec 4<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&4 &&
-           head -c 12 <&4)
+  expect "drain: begun" draining
+  ready=$(status_line /ready)
+  health=$(status_line /v1/models)
   cat <&3 >>"$tmp/stream.txt"
   exec 3<&-
   wait "$spid"

@@ -6,12 +6,26 @@
 #include <memory>
 #include <string>
 
+#include "core/turn_queue.h"
 #include "http_test_util.h"
 #include "server/api.h"
 #include "server/http_server.h"
 #include "test_util.h"
 
 namespace autoglm::test {
+
+// Keeps every engine of a loaded ApiService from stepping while it lives: it holds a turn of
+// the thread pool they step on. Requests submitted meanwhile wait in the engine and none can
+// finish, so a test orders "while they run" by state, not by a sleep. (Hold it only while
+// the test needs no generation to progress.)
+class EngineHold {
+ public:
+  explicit EngineHold(ApiService& api) : seat_(api.thread_pool().turns()), turn_(seat_.take()) {}
+
+ private:
+  TurnQueue::Seat seat_;
+  TurnQueue::Turn turn_;
+};
 
 class ServerTest : public ::testing::Test {
  protected:

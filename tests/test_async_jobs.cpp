@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "server/api.h"
 #include "server/hmac.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -227,33 +229,26 @@ TEST_F(AsyncJobsApi, JobsArePagedNewestFirstAndSeenOnlyByTheirKey) {
   EXPECT_EQ(test::http_call(port, "GET", "/v1/jobs").status, 401);
 }
 
-// A job can end on its own before the DELETE arrives (stories260K is fast): then it is tried
-// with a fresh job, a few times; a cancel must catch one of them running.
+// The engine is held from before the job is accepted until the DELETE has been answered: the
+// job's generation is running then and cannot have ended on its own, however fast the model.
 TEST_F(AsyncJobsApi, CancellingStopsARunningJob) {
   start();
-  json after;
-  for (int tries = 0; tries < 5; ++tries) {
-    const auto accepted =
-        post("/v1/async/completions", {{"prompt", "Once"}, {"max_tokens", 450}, {"ignore_eos", true}, {"n", 4}});
-    const std::string id = accepted.j()["id"];
-    for (int i = 0; i < 400 && get("/v1/jobs/" + id)["status"] == "queued"; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    const auto cancelled = test::http_call(port, "DELETE", "/v1/jobs/" + id);
-    ASSERT_EQ(cancelled.status, 200);
-    if (cancelled.j()["status"] == "completed") continue;  // it ended first
-    EXPECT_EQ(cancelled.j()["status"], "cancelled");
-    after = get("/v1/jobs/" + id);
-    break;
-  }
-  ASSERT_EQ(after.value("status", ""), "cancelled") << "no try caught its job running";
+  std::optional<test::EngineHold> hold(std::in_place, *api);
+  const auto accepted =
+      post("/v1/async/completions", {{"prompt", "Once"}, {"max_tokens", 450}, {"ignore_eos", true}, {"n", 4}});
+  const std::string id = test::string_at(accepted, "/id", 202);
+  ASSERT_TRUE(test::wait_until([&] { return api->in_flight() >= 1; })) << "the job's generation never started";
+  const auto cancelled = test::http_call(port, "DELETE", "/v1/jobs/" + id);
+  hold.reset();
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(test::string_at(cancelled, "/status"), "cancelled");
+  const json after = get("/v1/jobs/" + id);
+  EXPECT_EQ(after.value("status", ""), "cancelled") << after.dump();
   EXPECT_FALSE(after.contains("result"));
-  for (int i = 0; i < 200 && test::metric_in(test::http_call(port, "GET", "/metrics").body,
-                                             "autoglm_requests_total{finish_reason=\"cancelled\"}") < 1;
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_GE(test::metric_in(test::http_call(port, "GET", "/metrics").body,
-                            "autoglm_requests_total{finish_reason=\"cancelled\"}"),
-            1);  // the generation itself stopped
+  EXPECT_TRUE(test::wait_until([&] {
+    return test::metric_in(test::http_call(port, "GET", "/metrics").body,
+                           "autoglm_requests_total{finish_reason=\"cancelled\"}") >= 1;
+  })) << "the generation itself never stopped";
 }
 
 // Over HTTP: jobs still waiting (or running) at a stop are answered after the next start. That
@@ -412,9 +407,14 @@ TEST_F(AsyncJobsApi, AReceiverThatWasDownGetsItAfterARestart) {
   start();  // the pending callback is read back and sent when due
   const json after = wait_for_callback(id);
   EXPECT_EQ(after["callback"]["state"], "delivered") << after.dump();
-  EXPECT_EQ(after["callback"]["attempts"].size(), 2u);
+  // Only the restarted server could deliver it (nothing listened before). Normally that is the
+  // second attempt; a machine stalled past the backoff before the stop made more (all refused).
+  const json& attempts = after["callback"]["attempts"];
+  ASSERT_GE(attempts.size(), 2u) << after.dump();
+  for (size_t i = 0; i + 1 < attempts.size(); ++i) EXPECT_TRUE(attempts[i]["http_status"].is_null()) << after.dump();
+  EXPECT_EQ(attempts.back()["http_status"], 200) << after.dump();
   ASSERT_EQ(receiver.got().size(), 1u);
-  EXPECT_EQ(receiver.got()[0].attempt, "2");
+  EXPECT_EQ(receiver.got()[0].attempt, std::to_string(attempts.size()));
 }
 
 TEST(AsyncJobsOff, WithoutADataDirTheRoutesSaySo) {

@@ -17,6 +17,7 @@
 #include "server/batch_input.h"
 #include "server/http_server.h"
 #include "server/multipart.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -309,9 +310,18 @@ TEST_F(BatchesApi, ACancelledBatchAnswersEveryLineOnce) {
                   R"({"prompt": "Once", "max_tokens": 400, "ignore_eos": true})") +
              "\n";
   const std::string id = create(jsonl, "/v1/completions");
-  for (int i = 0; i < 1200 && call("GET", "/v1/batches/" + id).j()["request_counts"]["completed"] == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const auto cancelled = call("POST", "/v1/batches/" + id + "/cancel");
+  const auto completed = [&] {
+    const json b = call("GET", "/v1/batches/" + id).j();
+    return b.is_object() && b.contains("request_counts") ? b["request_counts"].value("completed", 0) : 0;
+  };
+  ASSERT_TRUE(test::wait_until([&] { return completed() > 0; })) << "no line was ever answered";
+  // The engine is held over the cancel: the lines not answered by then cannot be, however fast.
+  test::HttpResult cancelled;
+  {
+    test::EngineHold hold(*api);
+    ASSERT_LT(completed(), 40) << "every line was answered before the cancel";
+    cancelled = call("POST", "/v1/batches/" + id + "/cancel");
+  }
   ASSERT_EQ(cancelled.status, 200) << cancelled.body;
   EXPECT_EQ(cancelled.j()["status"], "cancelled");
   EXPECT_FALSE(cancelled.j()["cancelling_at"].is_null());

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,19 +30,21 @@ class Lifecycle : public test::ServerTest {
                        {"stream_options", {{"include_usage", true}}}};
     return test::http_call(port, "POST", "/v1/completions", body.dump());
   }
-  // A server for eight streams of `tokens` each, started and all in flight; join() the clients.
+  // A server for eight streams of `tokens` each, all in flight and none past its first step:
+  // the engine is held (`hold`) until the test resets it. join() the clients.
   void start_eight_streams(int tokens) {
     ServerConfig cfg;
     cfg.context_window = 4096;
     cfg.max_running = kStreams;
     start(cfg);
+    hold.emplace(*api);
     replies.resize(kStreams);
     for (int i = 0; i < kStreams; ++i) clients.emplace_back([this, i, tokens] { replies[size_t(i)] = stream(tokens); });
-    for (int i = 0; i < 4000 && api->in_flight() < kStreams; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_GE(api->in_flight(), kStreams);
+    ASSERT_TRUE(test::wait_until([&] { return api->in_flight() >= kStreams; }))
+        << "only " << api->in_flight() << " of " << kStreams << " streams ever got in flight";
   }
   void join() {
+    hold.reset();  // else the streams wait for the engine forever
     for (auto& c : clients) c.join();
     clients.clear();
   }
@@ -52,6 +55,7 @@ class Lifecycle : public test::ServerTest {
   static constexpr int kStreams = 8;
   std::vector<test::HttpResult> replies;
   std::vector<std::thread> clients;
+  std::optional<test::EngineHold> hold;
 };
 
 // What a stream's events say: its finish reason, its completion tokens, whether [DONE] closed it.
@@ -121,18 +125,18 @@ TEST_F(Lifecycle, ProbesWhileLoadingAndServing) {
 TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
   constexpr int kTokens = 1500;
   start_eight_streams(kTokens);
+  // The engine is still held: the streams cannot finish, so the drain lasts while the probes ask.
   std::atomic<bool> drained{false};
   std::thread drain([&] {
     server->drain_and_stop(60);
     drained = true;
   });
+  // A completion asked before the drain began would wait for the held engine: ask once /health
+  // says the drain is on.
   test::HttpResult refused, ready, health;
-  for (int i = 0; i < 400 && refused.status != 503; ++i) {
-    refused = test::http_call(port, "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
-    if (refused.status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  test::wait_until([&] { return (health = get("/health")).body.find("\"draining\"") != std::string::npos; });
+  refused = test::http_call(port, "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
   ready = get("/ready");
-  health = get("/health");
   const bool answered_while_draining = !drained.load();
   join();
   drain.join();
@@ -158,6 +162,7 @@ TEST_F(Lifecycle, EightStreamsInFlightAtTheDrainFinishWhole) {
 TEST_F(Lifecycle, PastTheGraceStreamsEndWithAFinishReason) {
   constexpr int kTokens = 4000;
   start_eight_streams(kTokens);
+  hold.reset();  // a slow machine only cancels more of them
   server->drain_and_stop(0.05);
   join();
   int cancelled = 0;
@@ -184,20 +189,14 @@ TEST_F(Lifecycle, KvCacheUsageGaugeFollowsTheBlocksInUse) {
   EXPECT_EQ(usage(), 0);
   std::thread client([&] { stream(3000); });
   double seen = 0;
-  for (int i = 0; i < 2000 && seen <= 0; ++i) {
-    seen = usage();
-    if (seen <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  test::wait_until([&] { return (seen = usage()) > 0; });
   client.join();
-  EXPECT_GT(seen, 0);
+  EXPECT_GT(seen, 0) << "the gauge never rose while the stream ran";
   EXPECT_LE(seen, 1);
   // The engine updates its gauges at its next step: the reply may reach the client first.
-  double after = usage();
-  for (int i = 0; i < 500 && after != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    after = usage();
-  }
-  EXPECT_EQ(after, 0);
+  double after = -1;
+  test::wait_until([&] { return (after = usage()) == 0; });
+  EXPECT_EQ(after, 0) << "the gauge never fell back once the stream was done";
 }
 
 // Where each model runs and the memory it holds there: the KV pool (and on a GPU the weights).

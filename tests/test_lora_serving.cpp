@@ -56,7 +56,8 @@ class LoraServing : public test::ServerTest {
     if (!model.empty()) j["model"] = model;
     return j;
   }
-  std::string text_of(const test::HttpResult& r) { return r.j()["choices"][0]["text"]; }
+  // Safe in a client thread: a reply without a text fails the test, it does not throw.
+  static std::string text_of(const test::HttpResult& r) { return test::string_at(r, "/choices/0/text"); }
   std::vector<std::string> adapters;
   std::string wrong;
 };
@@ -125,10 +126,10 @@ TEST_F(LoraServing, AnAdapterNameThatNeedsEscapingKeepsMetricsParseable) {
   std::thread client([&] { post("/v1/completions", completion(name, 3000)); });
   const std::string escaped = "running_lora_adapters=\"we\\\"ird\\\\na\\nme\"";
   std::string metrics;
-  for (int i = 0; i < 2000 && metrics.find(escaped) == std::string::npos; ++i) {
+  test::wait_until([&] {
     metrics = get("/metrics").body;
-    if (metrics.find(escaped) == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+    return metrics.find(escaped) != std::string::npos;
+  });
   client.join();
   EXPECT_NE(metrics.find(escaped), std::string::npos) << "the running adapter never showed in /metrics";
   std::string bad;
@@ -145,16 +146,25 @@ TEST_F(LoraServing, AdaptersLoadAndUnloadAtRunTimeBehindTheKey) {
   ASSERT_EQ(loaded.status, 200) << loaded.body;
   EXPECT_EQ(loaded.body, "Success: LoRA adapter 'a' added successfully.");
   const std::string alone = text_of(post("/v1/completions", completion("a", 300)));
-  // Requests running with it while it is unloaded finish with it.
+  // Requests running with it while it is unloaded finish with it. The engine is held while the
+  // three arrive and the unload is made, so all three are in flight at the unload and none
+  // can finish before it, however loaded the machine.
+  ASSERT_TRUE(test::wait_until([&] { return api->in_flight() == 0; })) << "the first request never left";
   std::vector<std::thread> clients;
   std::vector<std::string> texts(3);
-  for (int i = 0; i < 3; ++i)
-    clients.emplace_back([&, i] { texts[size_t(i)] = text_of(post("/v1/completions", completion("a", 300))); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const auto unloaded = post("/v1/unload_lora_adapter", {{"lora_name", "a"}});
-  EXPECT_EQ(unloaded.status, 200);
-  EXPECT_EQ(unloaded.body, "Success: LoRA adapter 'a' removed successfully.");
+  bool all_in_flight = false;
+  test::HttpResult unloaded;
+  {
+    test::EngineHold hold(*api);
+    for (int i = 0; i < 3; ++i)
+      clients.emplace_back([&, i] { texts[size_t(i)] = text_of(post("/v1/completions", completion("a", 300))); });
+    all_in_flight = test::wait_until([&] { return api->in_flight() == 3; });
+    if (all_in_flight) unloaded = post("/v1/unload_lora_adapter", {{"lora_name", "a"}});
+  }  // the engine steps again: the three go on with the adapter
   for (auto& c : clients) c.join();
+  ASSERT_TRUE(all_in_flight) << "the three requests were never in flight together (" << api->in_flight() << ")";
+  EXPECT_EQ(unloaded.status, 200) << unloaded.body;
+  EXPECT_EQ(unloaded.body, "Success: LoRA adapter 'a' removed successfully.");
   for (const std::string& t : texts) EXPECT_EQ(t, alone);
   EXPECT_EQ(post("/v1/completions", completion("a")).status, 404);
   EXPECT_EQ(post("/v1/unload_lora_adapter", {{"lora_name", "a"}}).status, 404);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "http_test_util.h"
 #include "server/api.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -272,14 +274,20 @@ TEST_F(MultiModel, TheSplitIsStickyPerUserAcrossARestartAndCountsPerArm) {
 
 TEST_F(MultiModel, ReloadedWeightsApplyToNewRequestsWhileOthersRun) {
   test::HttpResult running;
+  auto all_stories = parse_server_config(config_yaml(100), "multi.yaml");
+  ASSERT_TRUE(all_stories.is_ok());
+  // The engines are held until the reload is done: the request is in flight then, not finished.
+  std::optional<test::EngineHold> hold(std::in_place, *api);
   std::thread long_request([&] {
     running = chat("ab", "Once upon a time",
                    {{"user", "user-0"}, {"max_tokens", 150}, {"ignore_eos", true}, {"stream", true}});
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  auto all_stories = parse_server_config(config_yaml(100), "multi.yaml");
-  ASSERT_TRUE(all_stories.is_ok());
-  ASSERT_TRUE(api->reload_routes(*all_stories).is_ok());
+  const bool in_flight = test::wait_until([&] { return api->in_flight() == 1; });
+  const Status reloaded = in_flight ? api->reload_routes(*all_stories) : Status::ok();
+  hold.reset();
+  if (!in_flight || !reloaded.is_ok()) long_request.join();
+  ASSERT_TRUE(in_flight) << "the long request never got in flight";
+  ASSERT_TRUE(reloaded.is_ok()) << reloaded.message();
   for (int u = 0; u < 8; ++u)
     EXPECT_EQ(chat("ab", "Hi", {{"user", "user-" + std::to_string(u)}, {"max_tokens", 1}}).header("X-AutoGLM-Model"),
               "stories");

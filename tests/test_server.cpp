@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -91,18 +92,29 @@ void expect_error(const Response& r, int status, const std::string& param) {
 
 // Sends `bytes` as they are and returns the status of the reply, or 0 when the server
 // closed the connection without one.
-// With half_close, the client then shuts its write side (it still reads); `after` is sent a
-// moment later, while the request is being answered.
-std::string raw_response(int port, const std::string& bytes, bool half_close = false, const std::string& after = "") {
+// With half_close, the client then shuts its write side (it still reads). `after` is sent
+// while the request (a generation of `api`'s) is being answered: the engine is held from before
+// the request until `after` is in, once the request is in flight.
+std::string raw_response(int port, const std::string& bytes, bool half_close = false, const std::string& after = "",
+                         ApiService* api = nullptr) {
+  std::optional<test::EngineHold> hold;
+  if (!after.empty()) {
+    if (!api) ADD_FAILURE() << "`after` needs the ApiService to order it";
+    if (!api || !test::wait_until([&] { return api->in_flight() == 0; }))
+      ADD_FAILURE() << "an earlier request never left";
+    if (api) hold.emplace(*api);
+  }
   net::io_context ioc;
   tcp::socket socket(ioc);
-  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
   beast::error_code ec;
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)), ec);
   net::write(socket, net::buffer(bytes), ec);  // the server may stop reading early
   if (half_close) socket.shutdown(tcp::socket::shutdown_send, ec);
   if (!after.empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (api && !test::wait_until([&] { return api->in_flight() >= 1; }))
+      ADD_FAILURE() << "the request never got in flight";
     net::write(socket, net::buffer(after), ec);
+    hold.reset();
   }
   std::string reply;
   std::array<char, 4096> buf;
@@ -111,8 +123,9 @@ std::string raw_response(int port, const std::string& bytes, bool half_close = f
 }
 
 // The status of raw_response's reply, or 0 when the server closed the connection without one.
-int raw_exchange(int port, const std::string& bytes, bool half_close = false, const std::string& after = "") {
-  const std::string reply = raw_response(port, bytes, half_close, after);
+int raw_exchange(int port, const std::string& bytes, bool half_close = false, const std::string& after = "",
+                 ApiService* api = nullptr) {
+  const std::string reply = raw_response(port, bytes, half_close, after, api);
   if (reply.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
   return std::atoi(reply.c_str() + 9);
 }
@@ -143,18 +156,24 @@ TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
   };
   // No body is sent: the old server waited for it (until its idle timeout) before checking the key.
   EXPECT_EQ(raw_exchange(port, head("wrong", 8000000)), 401);
-  // One connection holds 80 000 announced bytes while it sends nothing more...
+  // One connection holds 80 000 announced bytes while it sends nothing more (its 100 Continue
+  // says the server has reserved them)...
   net::io_context ioc;
   tcp::socket holder(ioc);
   holder.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
-  net::write(holder, net::buffer(head("key-a", 80000)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string expecting = head("key-a", 80000);
+  expecting.insert(expecting.size() - 2, "Expect: 100-continue\r\n");
+  net::write(holder, net::buffer(expecting));
+  std::string interim(25, '\0');
+  net::read(holder, net::buffer(interim));
+  ASSERT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
   // ...so another 80 000 would pass the budget: 503, try again.
   EXPECT_EQ(raw_exchange(port, head("key-a", 80000)), 503);
-  holder.close();  // its reservation goes with it
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  holder.close();  // its reservation goes with it, once the server has seen the close
   const std::string body = json{{"content", std::string(79000, 'a')}}.dump();
-  EXPECT_EQ(raw_exchange(port, head("key-a", body.size()) + body), 200);
+  int status = 0;
+  test::wait_until([&] { return (status = raw_exchange(port, head("key-a", body.size()) + body)) == 200; });
+  EXPECT_EQ(status, 200) << "the closed connection's reservation was never returned";
 }
 
 // logit_bias with OpenAI's semantics: -100 bans a token, +100 forces it; a wrong entry is a
@@ -338,10 +357,10 @@ TEST_F(Server, HalfCloseAndStrayBytesStillGetTheReply) {
   EXPECT_EQ(raw_exchange(port, req, /*half_close=*/true), 200);
   const std::string closing = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body;
-  EXPECT_EQ(raw_exchange(port, closing, false, "x"), 200);
+  EXPECT_EQ(raw_exchange(port, closing, false, "x", api.get()), 200);
   // Pipelined while generating: the next request is kept and answered after the first.
   const std::string both =
-      raw_response(port, req, false, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      raw_response(port, req, false, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", api.get());
   const size_t second = both.find("HTTP/1.1 ", 9);
   ASSERT_NE(second, std::string::npos) << both;
   EXPECT_EQ(both.compare(0, 12, "HTTP/1.1 200"), 0);
@@ -983,13 +1002,13 @@ TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
   // The closed connection is found when the stream's next write fails (a FIN alone could be
   // a half-close): the request is cancelled and its blocks return.
   double used = -1, cancelled = 0;
-  for (int i = 0; i < 500 && (used != baseline || cancelled < 1); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  test::wait_until([&] {
     used = metric(port, "autoglm_kv_blocks_used");
     cancelled = metric(port, "autoglm_requests_total{finish_reason=\"cancelled\"}");
-  }
-  EXPECT_EQ(used, baseline);
-  EXPECT_GE(cancelled, 1);
+    return used == baseline && cancelled >= 1;
+  });
+  EXPECT_EQ(used, baseline) << "the blocks never came back";
+  EXPECT_GE(cancelled, 1) << "the stream was never cancelled";
 }
 
 // The response cache: a repeated deterministic request is answered from it (same text, usage
@@ -1109,23 +1128,35 @@ TEST(ResponseCacheStore, LruBytesAndTimeToLive) {
   ResponseCacheConfig cfg;
   cfg.enabled = true;
   cfg.max_entries = 2;
-  cfg.ttl_s = 0.05;
-  ResponseCache cache(cfg);
   auto entry = [](int64_t bytes) {
     CachedGeneration g;
     g.choices.resize(1);
     g.bytes = bytes;
     return g;
   };
+  {
+    ResponseCache cache(cfg);  // the default time to live (an hour): nothing expires here
+    cache.insert("a", entry(10));
+    cache.insert("b", entry(10));
+    ASSERT_TRUE(cache.find("a"));  // a is now the most recent
+    cache.insert("c", entry(10));  // evicts b
+    EXPECT_FALSE(cache.find("b"));
+    EXPECT_TRUE(cache.find("a") && cache.find("c"));
+    EXPECT_NE(cache.render_metrics().find("autoglm_response_cache_evictions_total 1"), std::string::npos);
+  }
+  // A short time to live: found while it lasts (checked only when the find came in time to
+  // tell, so a stalled machine cannot fail it), gone after; an expiry is not an eviction.
+  using Clock = std::chrono::steady_clock;
+  cfg.ttl_s = 0.05;
+  ResponseCache cache(cfg);
+  const Clock::time_point inserted = Clock::now();
   cache.insert("a", entry(10));
-  cache.insert("b", entry(10));
-  ASSERT_TRUE(cache.find("a"));  // a is now the most recent
-  cache.insert("c", entry(10));  // evicts b
-  EXPECT_FALSE(cache.find("b"));
-  EXPECT_TRUE(cache.find("a") && cache.find("c"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(80));
-  EXPECT_FALSE(cache.find("a"));  // expired
-  EXPECT_NE(cache.render_metrics().find("autoglm_response_cache_evictions_total 1"), std::string::npos);
+  const bool found = cache.find("a") != nullptr;
+  if (Clock::now() - inserted < std::chrono::milliseconds(40)) {
+    EXPECT_TRUE(found) << "expired before its time";
+  }
+  EXPECT_TRUE(test::wait_until([&] { return !cache.find("a"); })) << "never expired";
+  EXPECT_NE(cache.render_metrics().find("autoglm_response_cache_evictions_total 0"), std::string::npos);
 }
 
 TEST_F(Server, TokenizeAndDetokenize) {
@@ -1382,10 +1413,12 @@ TEST_F(Server, SlowRequestsDoNotHoldTheIoThreads) {
       while (t < seen && !first_slow_done.compare_exchange_weak(seen, t)) {
       }
     });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // All three are being prepared (rendering) on workers when the health check is asked.
+  const bool all_preparing = test::wait_until([&] { return server->requests_preparing() >= 3; });
   const Response health = request(port, "GET", "/health");
   const int64_t health_done = Clock::now().time_since_epoch().count();
   for (auto& t : slow) t.join();
+  ASSERT_TRUE(all_preparing) << "the three slow requests were never prepared together";
   EXPECT_EQ(health.status, 200);
   EXPECT_LT(health_done, first_slow_done.load()) << "the health check waited for a slow request";
 }
@@ -1414,16 +1447,23 @@ TEST_F(Server, ConnectionsOverTheLimitAreClosed) {
     held.push_back(std::make_unique<tcp::socket>(ioc));
     held.back()->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server has accepted them
+  for (auto& s : held) {  // each is answered (keep-alive), so the server has accepted it and holds its place
+    net::write(*s, net::buffer(std::string("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")));
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::read(*s, buffer, res, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    ASSERT_EQ(res.result_int(), 200);
+  }
   EXPECT_EQ(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 0)
       << "a fifth connection was served";
   held.clear();  // the server notices the closed connections and frees their places
   int status = 0;
-  for (int i = 0; i < 100 && status != 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    status = raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  }
-  EXPECT_EQ(status, 200);
+  test::wait_until([&] {
+    return (status = raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) == 200;
+  });
+  EXPECT_EQ(status, 200) << "the closed connections' places were never freed";
 }
 
 // Graceful drain: a task and a stream in flight finish (the stream with [DONE]); a request
@@ -1433,30 +1473,29 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   ToolConfig slow = echo_tool();
   slow.name = "slow";
   slow.triggers = {"^slow\\b"};
-  slow.exec.command = {"/bin/sh", "-c", "sleep 3; echo done"};
+  slow.exec.command = {"/bin/sh", "-c", "sleep 0.2; echo done"};
   cfg.tools = {slow};
   cfg.context_window = 4096;
   start(cfg);
   Response task_reply, stream_reply;
-  // The stream first (4000 tokens: seconds on the tiny model), then the task: a task's own
-  // generation counts in in_flight too, so only this order makes in_flight >= 2 mean both.
+  // The engine is held until the drain has begun: the stream and the task (whose generation
+  // picks the tool's arguments) are both still in flight then, however slow the machine.
+  std::optional<test::EngineHold> hold(std::in_place, *api);
+  // The stream first, then the task: a task's own generation counts in in_flight too, so only
+  // this order makes in_flight >= 2 mean both.
   json long_stream = json::parse(chat("hello", 4000, true));
   long_stream["ignore_eos"] = true;
   std::thread stream([&] { stream_reply = request(port, "POST", "/v1/chat/completions", long_stream.dump()); });
-  for (int i = 0; i < 2000 && api->in_flight() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(test::wait_until([&] { return api->in_flight() >= 1; })) << "the stream never got in flight";
   std::thread task([&] {
     task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
   });
-  // Both are in flight together for a while (the tool sleeps 3 s, the stream is 4000 tokens).
-  for (int i = 0; i < 2000 && api->in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_GE(api->in_flight(), 2);
+  EXPECT_TRUE(test::wait_until([&] { return api->in_flight() >= 2; })) << "the task never got in flight";
   std::thread drain([&] { server->drain_and_stop(30); });
   Response refused;
-  for (int i = 0; i < 200 && refused.status != 503; ++i) {
-    refused = request(port, "GET", "/v1/models");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(refused.status, 503);
+  test::wait_until([&] { return (refused = request(port, "GET", "/v1/models")).status == 503; });
+  hold.reset();
+  EXPECT_EQ(refused.status, 503) << "the drain never refused a request";
   EXPECT_EQ(refused.retry_after, "1");
   task.join();
   stream.join();
@@ -1484,9 +1523,9 @@ TEST_F(Server, DrainEndsToolsStillRunningAfterTheGrace) {
     task_reply = request(port, "POST", "/v1/tasks", json{{"input", "slow please"}, {"max_steps", 1}}.dump());
   });
   // The task's generation picks the tool's arguments first: wait until the tool runs.
-  for (int i = 0; i < 2000 && !test::process_with_argument("30.125"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(test::process_with_argument("30.125")) << "the tool never started";
+  const bool tool_started = test::wait_until([] { return test::process_with_argument("30.125"); });
+  if (!tool_started) task.join();  // (a joinable thread must not outlive the test)
+  ASSERT_TRUE(tool_started) << "the tool never started";
   server->drain_and_stop(0.2);
   task.join();
   // The tool was ended, so the task answered (its step failed) before the server stopped.

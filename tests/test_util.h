@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace autoglm::test {
@@ -57,6 +60,18 @@ inline bool process_with_argument(const std::string& arg) {
     if (cmdline.find(std::string(1, '\0') + arg + std::string(1, '\0')) != std::string::npos) return true;
   }
   return false;
+}
+
+// Polls `cond` every few milliseconds until it holds or `bound` has passed; whether it held.
+// Tests order events by a state the code reports, never by a sleep that assumes it:
+//   ASSERT_TRUE(test::wait_until([&] { return api->in_flight() == 3; })) << "never three in flight";
+inline bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds bound = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return cond();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
 }
 
 }  // namespace autoglm::test

@@ -11,6 +11,27 @@ PROMPTS = ["Once upon a time", "Lily and Ben", "The sun was", "One day, a little
            "In the park", "Mom said"]
 
 
+def eventually(cond, seconds=60):
+    """Polls `cond` every few milliseconds until it holds or `seconds` passed; whether it held.
+    Tests order events by a state the engine reports, never by a sleep that assumes it."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return cond()
+        time.sleep(0.005)
+    return True
+
+
+def running(model):
+    return model.stats()["running"]
+
+
+def idle(model):
+    """Waits until the engine runs nothing: its gauge follows a finished request at the next
+    step, so a test that then waits for its own request to run is not fooled by the last one."""
+    assert eventually(lambda: running(model) == 0), "the engine never went idle"
+
+
 def plain_text(model, prompt, n=48):
     return model.tokenizer.decode(model.generate(prompt, max_new_tokens=n)[len(model.tokenizer.encode(prompt)):],
                                   skip_special_tokens=True)
@@ -42,7 +63,10 @@ def test_async_iteration_gives_the_same_text(stories):
 def test_async_tasks_run_together_and_cancel(stories):
     async def main():
         task = asyncio.create_task(collect_forever())
-        await asyncio.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while not running(stories):  # cancelled once it runs in the engine
+            assert time.monotonic() < deadline, "the request never ran"
+            await asyncio.sleep(0.005)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -52,11 +76,9 @@ def test_async_tasks_run_together_and_cancel(stories):
         async for _ in stories.agenerate("Once upon a time", max_new_tokens=100000, ignore_eos=True):
             pass
 
+    idle(stories)
     asyncio.run(main())
-    deadline = time.time() + 5
-    while stories.stats()["running"] and time.time() < deadline:
-        time.sleep(0.01)
-    assert stories.stats()["running"] == 0  # the cancelled request left the engine
+    assert eventually(lambda: running(stories) == 0), "the cancelled request never left the engine"
 
 
 def test_callbacks_deliver_the_text_and_the_future_its_result(stories):
@@ -72,14 +94,12 @@ def test_callbacks_deliver_the_text_and_the_future_its_result(stories):
 
 def test_cancelling_a_future_stops_the_request_within_a_step(stories):
     errors = []
+    idle(stories)
     future = stories.submit("Once upon a time", max_new_tokens=100000, ignore_eos=True, on_error=errors.append)
-    time.sleep(0.2)
-    steps = stories.stats()["steps"]
+    assert eventually(lambda: running(stories) == 1), "the request never ran"
     assert future.cancel() and future.cancelled()
-    deadline = time.time() + 5
-    while stories.stats()["running"] and time.time() < deadline:
-        time.sleep(0.005)
-    assert stories.stats()["running"] == 0
+    steps = stories.stats()["steps"]  # after the cancel: a stalled test thread adds no steps here
+    assert eventually(lambda: running(stories) == 0), "the cancelled request never left the engine"
     assert stories.stats()["steps"] - steps <= 3  # a step or two in flight, then it is gone
 
 
@@ -99,13 +119,15 @@ def test_a_batch_equals_each_prompt_alone_and_runs_concurrently(stories):
 def test_keyboard_interrupt_cancels_the_generation(stories):
     import _thread
 
-    timer = threading.Timer(0.3, _thread.interrupt_main)  # as Ctrl-C would, in the main thread
-    timer.start()
+    def interrupt_while_it_runs():  # as Ctrl-C would, in the main thread, once the request runs
+        if eventually(lambda: running(stories) > 0):
+            _thread.interrupt_main()
+
+    idle(stories)
+    interrupter = threading.Thread(target=interrupt_while_it_runs)
+    interrupter.start()
     with pytest.raises(KeyboardInterrupt):
         stories.generate("Once upon a time", max_new_tokens=100000, ignore_eos=True)
-    timer.join()
-    deadline = time.time() + 5
-    while stories.stats()["running"] and time.time() < deadline:
-        time.sleep(0.005)
-    assert stories.stats()["running"] == 0  # cancelled, not left running
+    interrupter.join()
+    assert eventually(lambda: running(stories) == 0), "the interrupted request was left running"
     assert stories.generate("Once", max_new_tokens=4)  # and the model goes on working

@@ -109,6 +109,9 @@ class ApiService {
   // reply is not done, and tasks.
   void begin_drain();
   int64_t in_flight();
+  // The thread pool the loaded models' engines share. Each engine step holds one of its turns,
+  // so a caller holding a turn keeps every engine from stepping (tests order events by it).
+  ThreadPool& thread_pool() { return *default_model().runtime->parts().pool; }
   // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
   // ends the tool commands that tasks are running.
   void cancel_in_flight();

@@ -49,12 +49,13 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open,
-          std::atomic<int64_t>& bodies_in_flight, AccessLog& access_log)
+          std::atomic<int64_t>& bodies_in_flight, std::atomic<int64_t>& preparing, AccessLog& access_log)
       : stream_(std::move(socket)),
         api_(api),
         workers_(workers),
         open_(open),
         bodies_in_flight_(bodies_in_flight),
+        preparing_(preparing),
         access_log_(access_log) {
     ++open_;
   }
@@ -154,9 +155,11 @@ class Session : public std::enable_shared_from_this<Session> {
     // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
     // so a slow one never holds an I/O thread that other clients' bytes need. The body's
     // budget is held until the preparation is done with it.
+    ++preparing_;
     net::post(workers_, [self = shared_from_this(), r = std::move(r), budget = std::move(body_budget_)] {
       use_background_priority();  // the engine's forward passes come first
       auto reply = std::make_shared<Reply>(self->api_.handle_admitted(r));
+      --self->preparing_;
       net::dispatch(self->stream_.get_executor(), [self, reply] {
         if (!reply->stream) return self->send(std::move(*reply), self->keep_alive_);
         self->start_generation(std::move(*reply));
@@ -367,6 +370,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::thread_pool& workers_;
   std::atomic<int64_t>& open_;              // the server's count of open connections
   std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
+  std::atomic<int64_t>& preparing_;         // the server's requests handed to workers, not yet prepared
   AccessLog& access_log_;
   AccessEntry access_;                                                   // of the request being answered
   HttpRequest head_;                                                     // the request being read, until its body is in
@@ -397,6 +401,7 @@ class Session : public std::enable_shared_from_this<Session> {
 struct HttpServer::Impl {
   std::atomic<int64_t> open_connections{0};  // first: sessions destroyed with ioc count down
   std::atomic<int64_t> bodies_in_flight{0};
+  std::atomic<int64_t> preparing{0};
   std::unique_ptr<AccessLog> access_log;  // before the sessions, which write to it
   net::io_context ioc;
   net::thread_pool workers{4};  // request preparation (see Session::on_request)
@@ -429,7 +434,8 @@ struct HttpServer::Impl {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight, *access_log)
+        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight, preparing,
+                                  *access_log)
             ->start();
       }
       accept(api);
@@ -442,6 +448,10 @@ HttpServer::HttpServer(ApiService& api, int io_threads)
 
 HttpServer::~HttpServer() {
   stop();
+}
+
+int64_t HttpServer::requests_preparing() const {
+  return impl_->preparing.load();
 }
 
 Status HttpServer::start(const std::string& host, int port) {

@@ -3,6 +3,7 @@
 // engine's stream handles without blocking an I/O thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +22,9 @@ class HttpServer {
   // Binds and starts serving; port 0 picks a free port (see port()).
   Status start(const std::string& host, int port);
   int port() const { return port_; }
+  // Requests read whole and being prepared on a worker (parsed, templated, tokenized), for
+  // tests that order events by it.
+  int64_t requests_preparing() const;
   // Stops accepting and closes connections; waits for the I/O threads.
   void stop();
   // Graceful shutdown: new requests get 503 while those in flight finish, for up to

@@ -18,6 +18,6 @@ export async function until(what, check, seconds = 60) {
     const value = await check().catch(() => undefined);
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
