@@ -35,17 +35,6 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-// Polls `cond` until it holds or `seconds` pass: whether it held (tests wait on states).
-template <class Cond>
-bool within(double seconds, Cond cond) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return cond();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 std::string fresh_dir(const std::string& name) {
   const std::string dir = (fs::path(::testing::TempDir()) / ("store-damage-" + name)).string();
   fs::remove_all(dir);
@@ -360,7 +349,7 @@ TEST_P(FullStore, ABatchRunningWhenTheDiskFillsAnswersEveryAcceptedLineOnce) {
   EXPECT_EQ(s.jobs->submit("/v1/completions", R"({"prompt": "x"})", "", "", "").status().code(), refusal());
 
   gate->release();
-  ASSERT_TRUE(within(30, [&] { return s.jobs->unwritten_ends() == 2; }))
+  ASSERT_TRUE(test::wait_until([&] { return s.jobs->unwritten_ends() == 2; }, std::chrono::seconds(30)))
       << "the two answers were not kept: " << s.jobs->unwritten_ends();
   EXPECT_EQ(gate->started_now(), 2) << "a line started while the store refused writes";
   const auto during = s.batches->get(batch->id, "");
@@ -370,7 +359,8 @@ TEST_P(FullStore, ABatchRunningWhenTheDiskFillsAnswersEveryAcceptedLineOnce) {
   EXPECT_EQ(s.jobs->store().batch_counts(batch->id)[JobStatus::kInProgress], 2);
 
   full.clear();
-  ASSERT_TRUE(within(60, [&] { return batch_final(s.batches->get(batch->id, "")->status); }))
+  ASSERT_TRUE(
+      test::wait_until([&] { return batch_final(s.batches->get(batch->id, "")->status); }, std::chrono::seconds(60)))
       << "the batch never ended after room came back";
   const auto done = *s.batches->get(batch->id, "");
   EXPECT_EQ(done.status, BatchStatus::kCompleted);
@@ -412,12 +402,14 @@ TEST_P(FullStore, AJobThatEndsOnAFullDiskIsWrittenOnceThereIsRoom) {
   ASSERT_FALSE(cancel.is_ok());
   EXPECT_EQ(cancel.status().code(), refusal()) << cancel.status().message();
   gate->release();
-  ASSERT_TRUE(within(30, [&] { return s.jobs->unwritten_ends() == 1; })) << "the answer was not kept";
+  ASSERT_TRUE(test::wait_until([&] { return s.jobs->unwritten_ends() == 1; }, std::chrono::seconds(30)))
+      << "the answer was not kept";
   EXPECT_EQ(s.jobs->get(job->id, "")->status, JobStatus::kInProgress);
   EXPECT_EQ(s.jobs->get(queued->id, "")->status, JobStatus::kQueued);
   full.clear();
   for (const std::string& id : {job->id, queued->id}) {
-    ASSERT_TRUE(within(60, [&] { return s.jobs->get(id, "")->status == JobStatus::kCompleted; }))
+    ASSERT_TRUE(test::wait_until([&] { return s.jobs->get(id, "")->status == JobStatus::kCompleted; },
+                                 std::chrono::seconds(60)))
         << id << " was never answered";
     const Job done = *s.jobs->get(id, "");
     EXPECT_EQ(done.attempts, 1);
@@ -440,7 +432,7 @@ TEST_P(FullStore, AnAnswerStillUnwrittenAtAStopRunsAgainAtTheNextStart) {
     ASSERT_TRUE(gate->started_at_least(1));
     FaultGuard full(dir + "/jobs.db", GetParam());
     gate->release();
-    ASSERT_TRUE(within(30, [&] { return s.jobs->unwritten_ends() == 1; }));
+    ASSERT_TRUE(test::wait_until([&] { return s.jobs->unwritten_ends() == 1; }, std::chrono::seconds(30)));
     s.jobs->stop();  // still refused: its last try fails too
     EXPECT_EQ(s.jobs->unwritten_ends(), 1);
   }
@@ -449,7 +441,8 @@ TEST_P(FullStore, AnAnswerStillUnwrittenAtAStopRunsAgainAtTheNextStart) {
   Store s;
   ASSERT_TRUE(open_store(config_in(dir, 1), again->runner(again), s).is_ok());
   s.jobs->run();
-  ASSERT_TRUE(within(60, [&] { return s.jobs->get(id, "")->status == JobStatus::kCompleted; }));
+  ASSERT_TRUE(
+      test::wait_until([&] { return s.jobs->get(id, "")->status == JobStatus::kCompleted; }, std::chrono::seconds(60)));
   EXPECT_EQ(s.jobs->get(id, "")->attempts, 2);
 }
 
@@ -533,10 +526,13 @@ TEST_F(DamagedStoreServer, AFullStoreAnswers503WithRetryAfterNamingIt) {
   ASSERT_EQ(batch.status, 200) << batch.body;
   const std::string id = batch.j()["id"];
   json done;
-  ASSERT_TRUE(within(120, [&] {
-    done = call("GET", "/v1/batches/" + id).j();
-    return done["status"] == "completed";
-  })) << done.dump();
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        done = call("GET", "/v1/batches/" + id).j();
+        return done["status"] == "completed";
+      },
+      std::chrono::seconds(120)))
+      << done.dump();
   EXPECT_EQ(done["request_counts"]["completed"], 3);
   EXPECT_EQ(call("GET", "/v1/batches").j()["data"].size(), 1u);  // the refused ones left nothing
 }
