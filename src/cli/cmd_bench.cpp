@@ -222,7 +222,7 @@ Machine measure_machine(const Device& device, ThreadPool& pool) {
 // The peak a model's prefill is held to: the int8 one where its layer matrices meet int8
 // activations (the quantized types), the float one otherwise.
 double compute_peak_for(const Model& m, const Machine& machine) {
-  return cpu::uses_int8_activations(m.weights().layers.front().down.type) ? machine.int8_peak : machine.fma_peak;
+  return cpu::uses_int8_activations(m.layer_weight_type()) ? machine.int8_peak : machine.fma_peak;
 }
 
 // Decode rows: the weight bandwidth they reach; prefill rows: their GFLOP/s and share of the peak.

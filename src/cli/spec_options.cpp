@@ -25,7 +25,7 @@ Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string&
       return invalid_argument("--draft/--draft-quantize: only with --spec draft");
     return s;
   }
-  const DraftSource source{o.draft, o.draft_quantize, &pool, target.weights().layers.front().down.type};
+  const DraftSource source{o.draft, o.draft_quantize, &pool, target.layer_weight_type()};
   AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model(source, target_path, target_vocab));
   return s;
 }

@@ -137,8 +137,9 @@ double DraftLength::yield(int32_t k) const {
 int32_t DraftLength::next() const {
   if (off_passes_ > 0) return 0;
   int32_t best = 1;
+  double most = yield(1);
   for (int32_t k = 2; k <= max_len_; ++k)
-    if (yield(k) > yield(best)) best = k;
+    if (const double y = yield(k); y > most) best = k, most = y;
   return std::max(min_len_, best);
 }
 

@@ -61,6 +61,8 @@ class Model {
   int64_t n_params() const;                 // elements of all tensors
   int64_t weight_bytes() const;             // bytes of all tensors
   std::string weight_type_summary() const;  // e.g. "Q4_0 x 155, F32 x 45"
+  // The type of the layers' matrices (the first FFN down projection's): what decode streams.
+  DType layer_weight_type() const { return weights_.layers.front().down.type; }
 
  private:
   // Interleaves the matrices the integer kernels read packed (AUTOGLM_REPACK=0 skips it).

@@ -87,7 +87,7 @@ Status dry_render(const Runtime::Parts& p) {
 Status load_draft(Runtime::Parts& p) {
   if (p.engine_config.spec.method != SpecMethod::kDraft) return Status::ok();
   const RuntimeOptions& o = p.options;
-  const DraftSource source{o.draft_model, o.draft_quantize, p.pool.get(), p.model->weights().layers.front().down.type};
+  const DraftSource source{o.draft_model, o.draft_quantize, p.pool.get(), p.model->layer_weight_type()};
   auto draft = load_draft_model(source, p.model_path, p.tokenizer->vocab());
   if (!draft) return Status(draft.status().code(), "speculative: " + draft.status().message());
   if (auto format = kv_format((*draft)->spec(), p.engine_config.kv_type); !format)

@@ -75,7 +75,6 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
                                std::vector<int32_t> eog)
     : grammar_(std::move(grammar)), trie_(std::move(trie)), eog_(std::move(eog)) {
   for (int32_t id : eog_) has_end_ = has_end_ || (id >= 0 && id < trie_->n_vocab());
-  byte_bound_ = trie_->spells_every_byte();
   current_ = intern(GrammarState(grammar_));
 }
 
@@ -125,13 +124,7 @@ void GrammarMatcher::walk(int32_t node, int32_t state, Bits* bits) {
     const int32_t next = step(state, edge.byte);
     if (next < 0) continue;
     const int32_t first = t.token_begin_[size_t(edge.child)], last = t.token_begin_[size_t(edge.child) + 1];
-    if (first < last) {
-      if (seen_.size() <= size_t(next)) seen_.resize(states_.size() * 2, 0);
-      if (seen_[size_t(next)] != epoch_) {
-        seen_[size_t(next)] = epoch_;
-        found_.push_back(next);
-      }
-    }
+    if (first < last && seen_.mark(next)) found_.push_back(next);
     if (bits)
       for (int32_t k = first; k < last; ++k) {
         const int32_t id = t.token_ids_[size_t(k)];
@@ -144,10 +137,7 @@ void GrammarMatcher::walk(int32_t node, int32_t state, Bits* bits) {
 // One walk of the trie from `id`: the states its tokens lead to (and its mask, when asked).
 void GrammarMatcher::expand(int32_t id, Bits* bits) {
   found_.clear();
-  if (++epoch_ == 0) {  // wrapped: forget every mark
-    std::fill(seen_.begin(), seen_.end(), 0);
-    epoch_ = 1;
-  }
+  seen_.clear();
   if (states_[size_t(id)].state.can_continue()) walk(0, id, bits);
   Interned& s = states_[size_t(id)];
   s.next = found_;
@@ -157,6 +147,20 @@ void GrammarMatcher::expand(int32_t id, Bits* bits) {
 const std::vector<int32_t>& GrammarMatcher::successors(int32_t id) {
   if (!states_[size_t(id)].expanded) expand(id, nullptr);
   return states_[size_t(id)].next;
+}
+
+void GrammarMatcher::StateMarks::clear() {
+  if (++epoch_ == 0) {  // wrapped: forget every mark
+    std::fill(epochs_.begin(), epochs_.end(), 0);
+    epoch_ = 1;
+  }
+}
+
+bool GrammarMatcher::StateMarks::mark(int32_t id) {
+  if (epochs_.size() <= size_t(id)) epochs_.resize(2 * size_t(id) + 64, 0);
+  if (epochs_[size_t(id)] == epoch_) return false;
+  epochs_[size_t(id)] = epoch_;
+  return true;
 }
 
 // Interned states only grow; a long-running matcher starts afresh past a bound.
@@ -211,7 +215,7 @@ int32_t GrammarMatcher::tokens_to_end(int32_t id, bool may_walk) {
 
 bool GrammarMatcher::needs_walk(int32_t id) const {
   const Interned& s = states_[size_t(id)];
-  return !s.expanded && !s.state.accepting() && !(byte_bound_ && s.state.pending_bytes() > 0);
+  return !s.expanded && !s.state.accepting() && !(byte_bound() && s.state.pending_bytes() > 0);
 }
 
 // `best` for `id` from its successors' counts; false, with the unsettled ones pushed on
@@ -221,7 +225,7 @@ bool GrammarMatcher::settle(int32_t id, int32_t& best) {
     best = 0;
     return true;
   }
-  if (byte_bound_ && states_[size_t(id)].state.pending_bytes() > 0) {
+  if (byte_bound() && states_[size_t(id)].state.pending_bytes() > 0) {
     // Inside a character: its next byte as a token of its own (tokens ending inside a
     // character are a thousand states in a byte-level vocabulary: no walk for each).
     const int32_t next = finish_character(id);
@@ -282,20 +286,14 @@ bool GrammarMatcher::apply(float* logits, int32_t n_vocab, int64_t budget) {
 void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t budget) {
   const int64_t left = budget - 1 - (has_end_ ? 1 : 0);
   const int32_t at = current_;
-  if (byte_bound_ && left >= states_[size_t(at)].max_next_bytes) return;
+  if (byte_bound() && left >= states_[size_t(at)].max_next_bytes) return;
   tokens_to_end(at, /*may_walk=*/true);
-  if (++fit_epoch_ == 0) {  // wrapped: forget every mark
-    std::fill(fit_.begin(), fit_.end(), 0);
-    fit_epoch_ = 1;
-  }
+  fit_.clear();
   bool all = true, some = has_end_ && states_[size_t(at)].state.accepting();  // the end token stays
   for (size_t i = 0; i < states_[size_t(at)].next.size(); ++i) {              // by index: counting interns states
     const int32_t next = states_[size_t(at)].next[i];
     const bool fits = fits_in(next, left);
-    if (fits) {
-      if (fit_.size() <= size_t(next)) fit_.resize(states_.size() * 2, 0);
-      fit_[size_t(next)] = fit_epoch_;
-    }
+    if (fits) fit_.mark(next);
     all = all && fits;
     some = some || fits;
   }
@@ -303,7 +301,7 @@ void GrammarMatcher::keep_completable(float* logits, int32_t n_vocab, int64_t bu
 }
 
 bool GrammarMatcher::fits_in(int32_t id, int64_t left) {
-  if (byte_bound_ && bytes_to_end(id) <= left) return true;
+  if (byte_bound() && bytes_to_end(id) <= left) return true;
   const int32_t tokens = tokens_to_end(id, /*may_walk=*/false);
   return tokens >= 0 && tokens <= left;
 }
@@ -315,7 +313,7 @@ void GrammarMatcher::drop_late(int32_t node, int32_t state, float* logits, int32
     const TokenTrie::Edge edge = t.edges_[size_t(e)];
     const int32_t next = transition(state, edge.byte);  // known: the mask's walk took it
     if (next < 0) continue;
-    if (size_t(next) >= fit_.size() || fit_[size_t(next)] != fit_epoch_)
+    if (!fit_.marked(next))
       for (int32_t k = t.token_begin_[size_t(edge.child)]; k < t.token_begin_[size_t(edge.child) + 1]; ++k)
         if (t.token_ids_[size_t(k)] < n_vocab) logits[t.token_ids_[size_t(k)]] = -INFINITY;
     drop_late(edge.child, next, logits, n_vocab);

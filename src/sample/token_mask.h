@@ -107,8 +107,9 @@ class GrammarMatcher {
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> eog_;
-  bool has_end_ = false;     // an end token is in the vocabulary: the text's last token
-  bool byte_bound_ = false;  // bytes to a sentence bound the tokens to it (spells_every_byte)
+  bool has_end_ = false;  // an end token is in the vocabulary: the text's last token
+  // Bytes to a sentence bound the tokens to it: the vocabulary spells every byte.
+  bool byte_bound() const { return trie_->spells_every_byte(); }
   std::vector<Interned> states_;
   static constexpr int32_t kStatesPerBlock = 256;
   int32_t& transition(int32_t state, uint8_t byte) {
@@ -118,10 +119,21 @@ class GrammarMatcher {
   std::unordered_map<std::string, int32_t> ids_;
   int32_t current_ = 0;
   int64_t masks_built_ = 0;
-  // Scratch, kept between calls: states seen in a walk and states that fit the budget (by
-  // epoch), states still to settle.
-  std::vector<uint32_t> seen_, fit_;
-  uint32_t epoch_ = 0, fit_epoch_ = 0;
+  // A set of state ids, emptied in O(1) by moving to a new epoch (scratch kept between calls).
+  class StateMarks {
+   public:
+    void clear();
+    // Marks `id`; false when it was marked already.
+    bool mark(int32_t id);
+    bool marked(int32_t id) const { return size_t(id) < epochs_.size() && epochs_[size_t(id)] == epoch_; }
+
+   private:
+    std::vector<uint32_t> epochs_;
+    uint32_t epoch_ = 0;
+  };
+  // Scratch, kept between calls: states seen in a walk, states that fit the budget, states
+  // still to settle.
+  StateMarks seen_, fit_;
   std::vector<int32_t> found_, work_;
 };
 
