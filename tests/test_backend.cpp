@@ -3,10 +3,13 @@
 // CUDA cases skip, saying so; scripts/cuda-check.sh runs them on a GPU machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "autoglm/runtime.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/ref/block_decode.h"
 #include "model/device_memory.h"
 #include "model/lora.h"
 #include "model_test_util.h"
@@ -149,22 +152,173 @@ void expect_close(const BothDevices& b, const std::string& what, double most_rel
   EXPECT_GE(double(agree), 0.95 * double(rows)) << what;
 }
 
-TEST(Cuda, EveryWeightTypeMatchesTheCpu) {
-  REQUIRE_GPU();
-  AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa.gguf");
-  // int8 activations on both sides (Q8_0, Q4_0, Q4_K) or float ones: within float rounding;
-  // the other block types meet float activations on the GPU, int8 ones on the CPU.
-  const std::pair<const char*, double> cases[] = {
-      {"rand-llama-gqa.gguf", 1e-4},      {"rand-llama-gqa-f16.gguf", 2e-3},  {"rand-llama-gqa-bf16.gguf", 1e-2},
-      {"rand-llama-gqa-q8_0.gguf", 1e-3}, {"rand-llama-gqa-q4_0.gguf", 1e-3}, {"rand-llama-gqa-q4_k.gguf", 1e-3},
-      {"rand-llama-gqa-q4_1.gguf", 2e-2}, {"rand-llama-gqa-q5_0.gguf", 2e-2}, {"rand-llama-gqa-q5_1.gguf", 2e-2},
-      {"rand-llama-gqa-q5_k.gguf", 2e-2}, {"rand-llama-gqa-q6_k.gguf", 2e-2}, {"rand-qwen2.gguf", 1e-4},
-      {"rand-chatglm.gguf", 1e-4},        {"rand-llama-headdim.gguf", 1e-4},  {"rand-llama-tied.gguf", 1e-4}};
-  for (const auto& [file, tolerance] : cases)
-    expect_close(logits_on_both(std::string("models/random/") + file), file, tolerance);
+// One case per weight type, so that a GPU run can pick the cases whose files it carries
+// (scripts/cuda-check.sh). Float weights: the GPU equals the CPU within float rounding. Block
+// types: the devices round the activations differently (the CPU to int8 blocks; the GPU's
+// prompts to F16 for the cuBLAS GEMM, its decode steps to int8 for Q8_0/Q4_0/Q4_K only), and
+// an int8 code flips on the smallest difference upstream, which these random models amplify.
+// So the GPU must stay about as close to the float master the file was quantized from as the
+// CPU is: its difference from the CPU at most 3/4 of the CPU's own distance from the master,
+// and its argmax as often the master's as the CPU's, less 10% of the rows. (Seen on an H200,
+// 2026-12-04, 40-token prompts: 0.66 of that distance for Q8_0, whose weights add the least
+// error of their own, 0.04 to 0.35 for the others; argmax at least the CPU's for every type.)
+struct WeightTypeCase {
+  const char* file;
+  double most_relative_rms;  // against the CPU, before any allowance for quantization
+  const char* master;        // the F32 file it was quantized from, or null
+};
+
+class CudaWeightType : public ::testing::TestWithParam<WeightTypeCase> {};
+
+double relative_rms(const std::vector<float>& a, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += double(a[i] - ref[i]) * double(a[i] - ref[i]);
+    norm += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-TEST(Cuda, Q8KvCacheMatchesTheCpus) {
+int64_t argmax_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab) {
+  int64_t agree = 0;
+  for (size_t r = 0; r + size_t(n_vocab) <= a.size(); r += size_t(n_vocab))
+    agree += std::max_element(&a[r], &a[r] + n_vocab) - &a[r] == std::max_element(&b[r], &b[r] + n_vocab) - &b[r];
+  return agree;
+}
+
+TEST_P(CudaWeightType, MatchesTheCpu) {
+  REQUIRE_GPU();
+  const WeightTypeCase& c = GetParam();
+  const std::string path = std::string("models/random/") + c.file;
+  AUTOGLM_REQUIRE_SHARED(path);
+  const BothDevices both = logits_on_both(path);
+  if (!c.master) return expect_close(both, c.file, c.most_relative_rms);
+  const std::string master_path = std::string("models/random/") + c.master;
+  AUTOGLM_REQUIRE_SHARED(master_path);
+  const std::vector<float> master = logits_on_both(master_path).cpu;
+  ASSERT_EQ(master.size(), both.cpu.size());
+  ASSERT_EQ(both.cuda.size(), both.cpu.size());
+  const double quantization = relative_rms(both.cpu, master), devices = relative_rms(both.cuda, both.cpu);
+  const int64_t rows = int64_t(master.size()) / both.n_vocab;
+  const int64_t cpu_agree = argmax_agreement(both.cpu, master, both.n_vocab);
+  const int64_t cuda_agree = argmax_agreement(both.cuda, master, both.n_vocab);
+  std::printf(
+      "[cuda vs cpu] %s: relative rms %.3g (the cpu's from the f32 master: %.3g); argmax as the master's: "
+      "cpu %lld/%lld, cuda %lld/%lld\n",
+      c.file, devices, quantization, static_cast<long long>(cpu_agree), static_cast<long long>(rows),
+      static_cast<long long>(cuda_agree), static_cast<long long>(rows));
+  EXPECT_LE(devices, std::max(c.most_relative_rms, 0.75 * quantization)) << c.file;
+  EXPECT_GE(double(cuda_agree), double(cpu_agree) - 0.1 * double(rows)) << c.file;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaWeightType,
+                         ::testing::Values(WeightTypeCase{"rand-llama-gqa.gguf", 1e-4, nullptr},
+                                           WeightTypeCase{"rand-llama-gqa-f16.gguf", 2e-3, nullptr},
+                                           WeightTypeCase{"rand-llama-gqa-bf16.gguf", 1e-2, nullptr},
+                                           WeightTypeCase{"rand-llama-gqa-q8_0.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q4_0.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q4_k.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q4_1.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q5_0.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q5_1.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q5_k.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-llama-gqa-q6_k.gguf", 1e-3, "rand-llama-gqa.gguf"},
+                                           WeightTypeCase{"rand-qwen2.gguf", 1e-4, nullptr},
+                                           WeightTypeCase{"rand-chatglm.gguf", 1e-4, nullptr},
+                                           WeightTypeCase{"rand-llama-headdim.gguf", 1e-4, nullptr},
+                                           WeightTypeCase{"rand-llama-tied.gguf", 1e-4, nullptr}),
+                         [](const auto& info) {
+                           std::string n = info.param.file;
+                           n = n.substr(0, n.size() - 5);  // without ".gguf"
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+// The KV rows of a prompt on one device, as bytes in host memory: [layer][position] keys, then values.
+struct KvBytes {
+  std::vector<uint8_t> keys, values;
+  int64_t k_row_bytes = 0, v_row_bytes = 0;
+};
+
+KvBytes kv_rows_after_prompt(const std::string& model, const Device& device, DType kv_type,
+                             const std::vector<int32_t>& tokens) {
+  KvBytes r;
+  ModelLoadOptions o;
+  o.device = device;
+  auto m = Model::load(test::shared_path(model), o);
+  EXPECT_TRUE(m.is_ok()) << model << ": " << m.status().message();
+  if (!m) return r;
+  const int64_t n_ctx = int64_t(tokens.size()), n_layer = (*m)->spec().n_layer;
+  ContiguousKvCache cache((*m)->spec(), n_ctx, kv_type, device);
+  ThreadPool pool(2);
+  ModelRunner runner(**m, pool);
+  Batch b;
+  b.caches = {&cache};
+  b.add_sequence_tokens(0, tokens.data(), n_ctx, 0, false, true);
+  std::vector<float> logits;
+  EXPECT_TRUE(runner.forward(b, logits).is_ok());
+  r.k_row_bytes = cache.format().k_row_bytes;
+  r.v_row_bytes = cache.format().v_row_bytes;
+  r.keys.resize(size_t(n_layer * n_ctx * r.k_row_bytes));
+  r.values.resize(size_t(n_layer * n_ctx * r.v_row_bytes));
+  const auto copy = [&](std::vector<uint8_t>& dst, const uint8_t* src) {
+    if (device.kind == DeviceKind::kCpu) return std::memcpy(dst.data(), src, dst.size()), void();
+    EXPECT_TRUE(cuda::copy_to_host(device.index, dst.data(), src, int64_t(dst.size())).is_ok());
+  };
+  copy(r.keys, cache.key_span(0, 0));
+  copy(r.values, cache.value_span(0, 0));
+  return r;
+}
+
+// Of one layer's q8_0 rows on both devices, the share of blocks whose decoded elements differ by
+// more than one code step of the larger scale.
+double q8_blocks_apart(const uint8_t* a, const uint8_t* b, int64_t n_blocks) {
+  int64_t apart = 0;
+  for (int64_t i = 0; i < n_blocks; ++i, a += 34, b += 34) {
+    const float da = read_half(a), db = read_half(b), step = std::max(std::fabs(da), std::fabs(db));
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(da * float(int8_t(a[2 + j])) - db * float(int8_t(b[2 + j]))) > 1.01f * step + 1e-12f) {
+        ++apart;
+        break;
+      }
+  }
+  return double(apart) / double(std::max<int64_t>(n_blocks, 1));
+}
+
+// The q8_0 rows the GPU writes are the CPU's encoding of the same keys and values, layer by
+// layer: layer 0's rows do not depend on attention, so a difference there is the encoder's; one
+// that starts at a later layer is attention reading the rows.
+TEST(Cuda, DISABLED_Q8KvRowsAreTheCpusEncoding) {
+  REQUIRE_GPU();
+  const std::string model = "models/random/rand-llama-gqa.gguf";
+  AUTOGLM_REQUIRE_SHARED(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(1 + (i * 37) % 200);
+  const KvBytes cpu = kv_rows_after_prompt(model, Device{}, DType::Q8_0, tokens);
+  const KvBytes gpu = kv_rows_after_prompt(model, Device{DeviceKind::kCuda, 0}, DType::Q8_0, tokens);
+  ASSERT_EQ(cpu.keys.size(), gpu.keys.size());
+  ASSERT_EQ(cpu.values.size(), gpu.values.size());
+  ASSERT_FALSE(cpu.keys.empty());
+  const int64_t n_ctx = int64_t(tokens.size()), n_layer = int64_t(cpu.keys.size()) / (n_ctx * cpu.k_row_bytes);
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const double keys = q8_blocks_apart(&cpu.keys[size_t(l * n_ctx * cpu.k_row_bytes)],
+                                        &gpu.keys[size_t(l * n_ctx * cpu.k_row_bytes)], n_ctx * cpu.k_row_bytes / 34);
+    const double values =
+        q8_blocks_apart(&cpu.values[size_t(l * n_ctx * cpu.v_row_bytes)],
+                        &gpu.values[size_t(l * n_ctx * cpu.v_row_bytes)], n_ctx * cpu.v_row_bytes / 34);
+    std::printf("[q8 kv] layer %lld: blocks more than a code step apart: keys %.1f%%, values %.1f%%\n",
+                static_cast<long long>(l), 100 * keys, 100 * values);
+    EXPECT_LE(keys, 0.02) << "layer " << l << " keys";
+    EXPECT_LE(values, 0.02) << "layer " << l << " values";
+  }
+}
+
+// q8_0 KV on the GPU is refused (model/kv_cache.h): an H200 showed its rows differing from the
+// CPU's encoding from layer 0 on (Q8KvRowsAreTheCpusEncoding: 95% of blocks) and logits 15% off.
+// The two tests below come back with the fix (run them with --gtest_also_run_disabled_tests once
+// kv_type_runs_on lets q8_0 through).
+TEST(Cuda, DISABLED_Q8KvCacheMatchesTheCpus) {
   REQUIRE_GPU();
   AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa.gguf");
   expect_close(logits_on_both("models/random/rand-llama-gqa.gguf", DType::Q8_0), "q8_0 KV", 1e-3);
@@ -245,6 +399,24 @@ Result<std::unique_ptr<Model>> stories_on_cuda() {
   ModelLoadOptions o;
   o.device = Device{DeviceKind::kCuda, 0};
   return Model::load(test::shared_path("models/stories260K.gguf"), o);
+}
+
+TEST(Cuda, Q8KvCacheIsRefusedNamingTheType) {
+  REQUIRE_GPU();
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.device = "cuda";
+  o.kv_type = "q8_0";
+  auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_FALSE(rt.is_ok());
+  EXPECT_EQ(rt.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(rt.status().message().find("kv_cache.dtype: KV cache type q8_0 does not run on cuda:0"), std::string::npos)
+      << rt.status().message();
+  auto m = stories_on_cuda();
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  ContiguousKvCache cache((*m)->spec(), 16, DType::Q8_0, (*m)->device());
+  const Status s = forward_one_token(**m, cache);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
 }
 
 TEST(Cuda, ACacheInHostMemoryIsRefusedNotRead) {

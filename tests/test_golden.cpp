@@ -50,6 +50,9 @@ TEST_P(GoldenCase, LogitsAndGreedyMatchReference) {
   ASSERT_EQ(logits.size(), ref.size());
   const Comparison cmp = compare(logits, ref, n_vocab);
   const auto& tol = c["tolerance"];
+  std::printf("[golden] %s on %s: max_abs %.4g (allowed %.4g) rms %.4g (allowed %.4g) top1 %.3f\n", GetParam().c_str(),
+              device_name((*model)->device()).c_str(), cmp.max_abs, tol["max_abs"].get<double>(), cmp.rms,
+              tol["rms"].get<double>(), cmp.top1);
   EXPECT_LE(cmp.max_abs, tol["max_abs"].get<double>()) << "rms " << cmp.rms << " top1 " << cmp.top1;
   EXPECT_LE(cmp.rms, tol["rms"].get<double>()) << "max_abs " << cmp.max_abs << " top1 " << cmp.top1;
   EXPECT_GE(cmp.top1, tol["top1_agreement"].get<double>()) << "max_abs " << cmp.max_abs << " rms " << cmp.rms;
@@ -95,6 +98,7 @@ TEST_P(GoldenCase, Q8KvCacheStaysCloseToF16) {
   if (!model && model.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << model.status().message();
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   if (!kv_format((*model)->spec(), DType::Q8_0)) GTEST_SKIP() << "head size not a multiple of 32: no q8_0 KV";
+  if (auto s = kv_type_runs_on(DType::Q8_0, (*model)->device()); !s.is_ok()) GTEST_SKIP() << s.message();
   const int64_t n_vocab = c["n_vocab"];
   const std::vector<int32_t> input = c["input_tokens"];
   const auto ref = read_f32(test::shared_path("golden/" + GetParam() + "/" + c["logits_file"].get<std::string>()));

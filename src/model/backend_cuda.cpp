@@ -175,6 +175,7 @@ Status CudaBackend::begin_step(const Batch& b, const int32_t*, int64_t) {
     if (!cache || most_pos[size_t(s)] < 0) continue;
     if (k_spans.empty()) kv_type = cache->format().type;
     if (cache->format().type != kv_type) return invalid_argument("batch: the KV caches differ in type");
+    if (auto s = kv_type_runs_on(kv_type, device_); !s.is_ok()) return Status(s.code(), "batch: " + s.message());
     int64_t strides[2];
     AUTOGLM_RETURN_IF_ERROR(check_cache(*cache, strides));
     const int64_t span = cache->span();

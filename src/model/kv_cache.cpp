@@ -26,6 +26,12 @@ Result<KvFormat> kv_format(const ModelSpec& spec, DType type) {
   return f;
 }
 
+Status kv_type_runs_on(DType type, const Device& device) {
+  if (type != DType::Q8_0 || device.kind == DeviceKind::kCpu) return Status::ok();
+  return unsupported("KV cache type q8_0 does not run on " + device_name(device) +
+                     " yet (its GPU rows were found wrong on an H200); use f16 there");
+}
+
 namespace {
 
 KvFormat checked_format(const ModelSpec& spec, DType type) {

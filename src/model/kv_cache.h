@@ -26,6 +26,11 @@ struct KvFormat {
 // The row layout for a model; an error naming the type when the model's head sizes cannot
 // be stored in it (q8_0 needs head sizes that are multiples of 32) or the type is not a KV type.
 Result<KvFormat> kv_format(const ModelSpec& spec, DType type);
+
+// Whether a KV cache of `type` may run on `device`: q8_0 on a GPU is refused rather than giving
+// wrong logits (its rows did not match the CPU's encoding on an H200, 2026-12-04: the disabled
+// tests Cuda.DISABLED_Q8Kv* of test_backend show it once this refusal is lifted).
+Status kv_type_runs_on(DType type, const Device& device);
 // Parses "f32", "f16", "q8_0".
 Result<DType> kv_type_from_name(const std::string& name);
 

@@ -227,6 +227,8 @@ Status load_default_loras(Runtime::Parts& p) {
 // A GPU's KV pool must fit in its free memory (`free`; the host's may overcommit; a GPU's
 // allocation would fail in the engine's constructor): an error names the budget and what is free.
 Status check_kv_fits(const Model& model, const EngineConfig& config, double free) {
+  if (auto s = kv_type_runs_on(config.kv_type, model.device()); !s.is_ok())
+    return Status(s.code(), "kv_cache.dtype: " + s.message());
   if (model.device().kind == DeviceKind::kCpu) return Status::ok();
   const double kv = double(kv_pool_bytes(model.spec(), config));
   if (kv <= free) return Status::ok();

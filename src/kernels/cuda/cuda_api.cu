@@ -65,7 +65,11 @@ Result<void*> allocate_zeroed(int index, int64_t bytes) {
                           format_bytes(double(free_bytes)) + " free)",
                       e);
   }
-  if (cudaError_t e = cudaMemset(p, 0, size_t(bytes)); e != cudaSuccess) {
+  // cudaMemset runs on the legacy stream, which the queues' non-blocking streams do not wait
+  // for: finish it here, or it may zero what a queue writes first.
+  cudaError_t e = cudaMemset(p, 0, size_t(bytes));
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
     cudaFree(p);
     return cuda_error("cuda:" + std::to_string(index) + ": memset", e);
   }

@@ -1,8 +1,9 @@
-// y = x W^T on the GPU for the weight types of cuda_ops.h: one warp per weight row and a tile
-// of tokens per warp (the row's blocks are read once for the tile). Quantized rows meet
-// activations quantized to int8 blocks (Q8_0 layout for Q4_0/Q8_0, blocks of 256 with sums
-// per 32 for Q4_K), as the CPU kernels do; F16/BF16 prompts run as one cuBLAS GEMM with the
-// activations rounded to the weights' type.
+// y = x W^T on the GPU for the weight types of cuda_ops.h. Decode-sized batches: one warp per
+// weight row and a tile of tokens per warp (the row's blocks are read once for the tile);
+// quantized rows meet activations quantized to int8 blocks (Q8_0 layout for Q4_0/Q8_0, blocks
+// of 256 with sums per 32 for Q4_K), as the CPU kernels do, and float rows are read 16 bytes
+// per lane. Prompts (kBlasMinTokens or more): one cuBLAS GEMM in F16 (BF16 for BF16 weights),
+// block types decoded to F16 first.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -93,7 +94,11 @@ struct QuantizedRows {
   QuantizedActivations a;
   __device__ void accumulate(const uint8_t* row, int lane, int64_t t0, int64_t n_tile, float* acc) const {
     for (int64_t s = lane; s < a.cols / 32; s += 32)
-      for (int64_t t = 0; t < n_tile; ++t) acc[t] += sub_block_dot(type, row, s, a, t0 + t);
+#pragma unroll
+      for (int t = 0; t < kTokenTile; ++t) {  // compile-time indices keep acc in registers
+        if (t >= n_tile) break;
+        acc[t] += sub_block_dot(type, row, s, a, t0 + t);
+      }
   }
 };
 
@@ -105,10 +110,76 @@ struct FloatRows {
   __device__ void accumulate(const uint8_t* row, int lane, int64_t t0, int64_t n_tile, float* acc) const {
     for (int64_t i = lane; i < cols; i += 32) {
       const float wi = decode_element(type, row, i);
-      for (int64_t t = 0; t < n_tile; ++t) acc[t] += wi * x[(t0 + t) * cols + i];
+#pragma unroll
+      for (int t = 0; t < kTokenTile; ++t) {
+        if (t >= n_tile) break;
+        acc[t] += wi * x[(t0 + t) * cols + i];
+      }
     }
   }
 };
+
+// ... or F32/F16/BF16 rows read 16 bytes per lane per step (4 or 8 elements), the type fixed at
+// compile time so that the loop unrolls and several loads are in flight: a decode step reads
+// each weight once, so it runs at the speed the loads are issued. Rows and activations 16-byte
+// aligned (wide_rows_fit).
+template <DType kType>
+struct WideFloatRows {
+  static constexpr int kElems = kType == DType::F32 ? 4 : 8;
+  int64_t cols;
+  const float* x;
+  __device__ static void decode(const uint4& raw, float* out) {
+    if constexpr (kType == DType::F32) {
+      out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
+      out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
+    } else if constexpr (kType == DType::F16) {
+      const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __half22float2(h[k]);
+        out[2 * k] = f.x, out[2 * k + 1] = f.y;
+      }
+    } else {
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(h[k]);
+        out[2 * k] = f.x, out[2 * k + 1] = f.y;
+      }
+    }
+  }
+  __device__ void accumulate(const uint8_t* row, int lane, int64_t t0, int64_t n_tile, float* acc) const {
+    const uint4* w = reinterpret_cast<const uint4*>(row);
+    const int64_t n_vec = cols / kElems;
+#pragma unroll 4
+    for (int64_t v = lane; v < n_vec; v += 32) {
+      float wf[kElems];
+      decode(w[v], wf);
+#pragma unroll
+      for (int t = 0; t < kTokenTile; ++t) {
+        if (t >= n_tile) break;
+        const float4* xt = reinterpret_cast<const float4*>(x + (t0 + t) * cols + v * kElems);
+        float sum = 0;
+#pragma unroll
+        for (int k = 0; k < kElems / 4; ++k) {
+          const float4 xv = xt[k];
+          sum += wf[4 * k] * xv.x + wf[4 * k + 1] * xv.y + wf[4 * k + 2] * xv.z + wf[4 * k + 3] * xv.w;
+        }
+        acc[t] += sum;
+      }
+    }
+  }
+};
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Whole 16-byte steps in every row, from 16-byte aligned rows and activations.
+bool wide_rows_fit(DType type, const uint8_t* w, int64_t cols, int64_t row_bytes, const float* x) {
+  const bool float_type = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+  return float_type && cols % 8 == 0 && row_bytes % 16 == 0 && aligned16(w) && aligned16(x);
+}
 
 // One warp per weight row and a tile of kTokenTile tokens: the lanes' partial dots, summed.
 template <class Rows>
@@ -121,7 +192,9 @@ __global__ void matmul_kernel(Rows rows_dot, const uint8_t* w, int64_t rows, int
   const int64_t n_tile = min(int64_t(kTokenTile), n_tokens - t0);
   float acc[kTokenTile] = {};
   rows_dot.accumulate(w + r * row_bytes, lane, t0, n_tile, acc);
-  for (int64_t t = 0; t < n_tile; ++t) {
+#pragma unroll
+  for (int t = 0; t < kTokenTile; ++t) {
+    if (t >= n_tile) break;
     const float sum = warp_sum(acc[t]);
     if (lane == 0) y[(t0 + t) * rows + r] = sum;
   }
@@ -141,10 +214,27 @@ dim3 matmul_grid(int64_t rows, int64_t n_tokens) {
               unsigned((n_tokens + kTokenTile - 1) / kTokenTile));
 }
 
-void matmul_blas(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
-                 float* y) {
-  void* rounded = q.scratch(n_tokens * cols * 2);
-  if (!rounded) return;  // finish reports the allocation failure
+// Rows of a block type decoded to F16 [rows][cols], for the prompt GEMM.
+__global__ void decode_rows_kernel(DType type, const uint8_t* w, int64_t cols, int64_t row_bytes, int64_t n,
+                                   __half* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(decode_element(type, w + (i / cols) * row_bytes, i % cols));
+}
+
+// F16 or BF16 weights as they are; other types decoded to F16 in scratch first.
+void matmul_blas(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, int64_t row_bytes, const float* x,
+                 int64_t n_tokens, float* y) {
+  const bool as_is = type == DType::F16 || type == DType::BF16;
+  const int64_t weight_bytes = as_is ? 0 : rows * cols * 2;
+  uint8_t* scratch = static_cast<uint8_t*>(q.scratch(weight_bytes + n_tokens * cols * 2));
+  if (!scratch) return;  // finish reports the allocation failure
+  if (!as_is) {
+    const int64_t n = rows * cols;
+    decode_rows_kernel<<<unsigned((n + 255) / 256), 256, 0, stream_of(q)>>>(type, w, cols, row_bytes, n,
+                                                                            reinterpret_cast<__half*>(scratch));
+    w = scratch;
+  }
+  void* rounded = scratch + weight_bytes;
   const int64_t n = n_tokens * cols;
   const bool bf16 = type == DType::BF16;
   round_activations_kernel<<<unsigned((n + 255) / 256), 256, 0, stream_of(q)>>>(x, n, bf16, rounded);
@@ -185,9 +275,17 @@ void matmul(Queue& q, DType type, const uint8_t* w, int64_t rows, int64_t cols, 
   if (n_tokens == 0) return;
   const dim3 grid = matmul_grid(rows, n_tokens);
   const unsigned threads = 32 * kWarpsPerBlock;
+  if (n_tokens >= kBlasMinTokens && type != DType::F32)
+    return matmul_blas(q, type, w, rows, cols, row_bytes, x, n_tokens, y);
+  if (wide_rows_fit(type, w, cols, row_bytes, x)) {
+    const auto run = [&](auto rows_dot) {
+      matmul_kernel<<<grid, threads, 0, stream_of(q)>>>(rows_dot, w, rows, row_bytes, n_tokens, y);
+    };
+    if (type == DType::F32) return run(WideFloatRows<DType::F32>{cols, x});
+    if (type == DType::F16) return run(WideFloatRows<DType::F16>{cols, x});
+    return run(WideFloatRows<DType::BF16>{cols, x});
+  }
   if (!int8_path(type)) {
-    if ((type == DType::F16 || type == DType::BF16) && n_tokens >= kBlasMinTokens)
-      return matmul_blas(q, type, w, rows, cols, x, n_tokens, y);
     matmul_kernel<<<grid, threads, 0, stream_of(q)>>>(FloatRows{type, cols, x}, w, rows, row_bytes, n_tokens, y);
     return;
   }
