@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   beast::flat_buffer buffer(autoglm::kMaxUnparsedBytes);
   // Keep-alive: read requests until the bytes run out or one is refused, as a session does.
   for (int i = 0; i < 8; ++i) {
-    http::request_parser<http::string_body> parser;
+    http::request_parser<autoglm::ArrivingStringBody> parser;
     autoglm::apply_request_limits(parser, config.max_body_bytes);
     beast::error_code ec;
     http::read(server, buffer, parser, ec);

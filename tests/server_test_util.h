@@ -39,6 +39,7 @@ class ServerTest : public ::testing::Test {
     server = std::make_unique<HttpServer>(*api, 2);
     ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
     port = server->port();
+    api->set_listening_address("127.0.0.1", port);  // as Server::start does
     if (load) {
       const Status loaded = api->load();
       ASSERT_TRUE(loaded.is_ok()) << loaded.message();

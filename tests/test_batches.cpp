@@ -376,7 +376,9 @@ TEST_F(BatchesApi, AFullStoreIsA503AndLosesNothing) {
   for (int i = 0; i < 200 && upload(small).status == 200; ++i) {
   }
   EXPECT_EQ(upload(small).status, 503);
-  const auto job = call("POST", "/v1/async/completions", json{{"prompt", std::string(16000, 'z')}}.dump());
+  // (Its bytes are in `user`: a prompt past the context window is refused before it is stored.)
+  const auto job = call("POST", "/v1/async/completions",
+                        json{{"prompt", "Once"}, {"max_tokens", 1}, {"user", std::string(16000, 'z')}}.dump());
   EXPECT_EQ(job.status, 503);
   EXPECT_EQ(call("GET", "/health").status, 200);  // the server goes on
   EXPECT_EQ(call("POST", "/v1/completions", R"({"prompt": "Once", "max_tokens": 2})").status, 200);

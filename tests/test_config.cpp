@@ -135,6 +135,28 @@ TEST(ServerConfig, ErrorsNameKeyAndLine) {
   expect_error("model: [unclosed\n", "YAML syntax error");
 }
 
+// A model-chosen {placeholder} may not pick an http tool's host or port unless the tool says
+// so; a parameter of a tool with a cwd is confined under it unless it is not a path.
+TEST(ServerConfig, ToolAddressAndPathRulesAreRead) {
+  const std::string params = "    parameters: {type: object, properties: {p: {type: string}}}\n";
+  expect_error("tools:\n  - name: a\n" + params + "    exec: {http: {url: \"http://127.0.0.1:{p}/x\"}}\n",
+               "cfg.yaml: tools[0].exec.http.url: placeholder {p} is in the host or port");
+  auto c = parse_server_config("tools:\n  - name: a\n" + params +
+                                   "    exec: {http: {url: \"http://127.0.0.1:{p}/x\", allow_placeholder_host_port: "
+                                   "true}}\n  - name: b\n" +
+                                   params + "    exec: {command: [/bin/echo, \"{p}\"], cwd: /tmp}\n" +
+                                   "    arguments: {p: {not_a_path: true}}\n",
+                               "cfg.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_TRUE(c->tools[0].exec.allow_placeholder_host_port);
+  EXPECT_TRUE(c->tools[1].arguments.at("p").not_a_path);
+  expect_error("tools:\n  - name: b\n" + params + "    exec: {command: [/bin/echo, \"{p}\"]}\n" +
+                   "    arguments: {p: {not_a_path: true, path_under: /srv}}\n",
+               "tools[0].arguments.p: path_under and not_a_path: true contradict each other");
+  expect_error("tools:\n  - name: b\n" + params + "    exec: {command: [/bin/echo]}\n    arguments: {p: {text: 1}}\n",
+               "'tools[0].arguments.p.text' is not a known key (allow_leading_dash, path_under, not_a_path)");
+}
+
 TEST(ServerConfig, ToolsExampleParses) {
   auto c = load_server_config(std::string(AUTOGLM_SOURCE_DIR) + "/config/tools.example.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
@@ -169,6 +191,26 @@ TEST(ServerConfig, DefaultFileParses) {
 
 namespace autoglm {
 namespace {
+
+// A key file saved on Windows (CRLF) locked everyone out: each key kept its '\r'.
+TEST(ServerConfig, ApiKeyFilesWithCrlfLineEndsGiveTheKeys) {
+  const std::string path = testing::TempDir() + "/keys_crlf.txt";
+  std::ofstream(path, std::ios::binary) << "# operators\r\nkey-one\r\n\r\n  key-two \r\n";
+  auto c = parse_server_config("api_keys: {file: " + path + "}\n", "test.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"key-one", "key-two"}));
+}
+
+// The body budget's keys: a client's share and the wait for a body's bytes.
+TEST(ServerConfig, BodyBudgetKeys) {
+  auto c = parse_server_config("max_body_bytes_in_flight_per_client: 65536\nbody_timeout_s: 2.5\n", "t.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->max_body_bytes_in_flight_per_client, 65536);
+  EXPECT_EQ(c->body_timeout_s, 2.5);
+  auto bad = parse_server_config("body_timeout_s: 0\n", "t.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("body_timeout_s"), std::string::npos) << bad.status().message();
+}
 
 TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
   auto a = parse_server_config("scheduler: {max_step_ms: auto}\n", "t.yaml");

@@ -55,6 +55,7 @@ void check_golden(const std::string& name) {
     EXPECT_EQ(ids, want) << name << " case " << i << ": '" << text << "'";
     EXPECT_EQ(ids_special, want_special) << name << " case " << i;
     EXPECT_EQ(decoded, c["decoded"].get<std::string>()) << name << " case " << i;
+    EXPECT_LE((*tok)->min_tokens(text.size()), ids.size()) << name << " case " << i << ": a bound too high";
   }
   EXPECT_EQ(failures, 0) << name;
 }

@@ -56,8 +56,8 @@ TEST(JsonRequest, BadTextIsAnErrorThatSaysWhy) {
     auto j = parse_json_request(text, 128, max);
     return j.is_ok() ? std::string("parsed") : j.status().message();
   };
-  EXPECT_NE(keys(R"({"a": 1, "b": 2, "c": 3})", 2).find("more than 2 keys (limit json_object_keys)"),
-            std::string::npos);
+  // Read after what was parsed ("the body ..."), the message is a sentence.
+  EXPECT_EQ(keys(R"({"a": 1, "b": 2, "c": 3})", 2), "has an object with more than 2 keys (limit json_object_keys)");
   EXPECT_EQ(keys(R"({"a": 1, "b": 2, "a": 3})", 2), "parsed");  // a repeated key is not a new one
   EXPECT_NE(error(R"({"t": 3E3333})").find("number overflow"), std::string::npos) << error(R"({"t": 3E3333})");
   EXPECT_NE(error("{\"a\": \"\xff\"}").find("UTF-8"), std::string::npos) << error("{\"a\": \"\xff\"}");

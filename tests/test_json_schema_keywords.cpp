@@ -11,6 +11,7 @@
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
 #include "sample/regex.h"
+#include "sample/schema_formats.h"
 #include "sample/schema_numbers.h"
 
 namespace autoglm {
@@ -144,7 +145,9 @@ TEST(SchemaKeywords, WhatCannotBeEnforcedIsRefusedWithThePath) {
                  "schema at #/items: 'uniqueItems' is not supported");
   expect_refused(R"j({"type": "object", "not": {}})j", "'not' is not supported");
   expect_refused(R"j({"type": "number", "multipleOf": 0.01})j", "'multipleOf' 0.01 is not supported");
-  expect_refused(R"j({"type": "integer", "multipleOf": 999983, "minimum": -9007199254740991})j", "automaton states");
+  // A state per remainder: refused before its 10^6 states are built (it took 0.7 s and 480 MB).
+  expect_refused(R"j({"type": "integer", "multipleOf": 999983, "minimum": -9007199254740991})j",
+                 "'multipleOf' 999983 is not supported (whole numbers up to 20000)");
   expect_refused(R"j({"type": "number", "minimum": 0.5})j", "'minimum' 0.500000 on a number");
   expect_refused(R"j({"type": "integer", "minimum": 3, "maximum": 2})j", "no value lies between");
   expect_refused(R"j({"type": "integer", "minimum": 1, "maximum": 4, "multipleOf": 5})j", "no integer in range");
@@ -157,6 +160,84 @@ TEST(SchemaKeywords, WhatCannotBeEnforcedIsRefusedWithThePath) {
   expect_refused(R"j({"type": "array", "maxItems": 18446744073709551615})j", "minItems <= maxItems <= 1000");
   expect_refused(R"j({"type": "array", "minItems": 2.5})j", "'minItems' must be an integer");
   EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"j({"type": "array", "minItems": 2.0, "maxItems": 3})j")).is_ok());
+}
+
+// Issue 37: `^(c{1,100}){1,100}$` has only 10001 DFA states, but each is a set of thousands
+// of NFA states; building them took seconds and 800 MB of a request-preparation thread. The
+// work budget refuses it with the schema path, having spent little more than max_steps.
+TEST(SchemaKeywords, NestedCountedRepetitionIsRefusedWithinTheBudget) {
+  const std::string bomb = "^(c{1,100}){1,100}$";
+  AutomatonBudget budget;
+  auto dfa = compile_regex(bomb, budget);
+  ASSERT_FALSE(dfa.is_ok());
+  EXPECT_NE(dfa.status().message().find("needs more than 4000000 steps"), std::string::npos) << dfa.status().message();
+  // Checked at least once per DFA edge; one edge costs at most a closure over the NFA (its
+  // states and their epsilon moves) and the labels of one DFA state.
+  EXPECT_GT(budget.steps(), budget.limits().max_steps);
+  EXPECT_LE(budget.steps(), budget.limits().max_steps + 4 * budget.limits().max_nfa_states);
+  expect_refused(json{{"type", "string"}, {"pattern", bomb}}.dump(),
+                 "schema at #: 'pattern': pattern needs more than 4000000 steps");
+  expect_refused(
+      json{{"properties", {{"a", {{"type", "array"}, {"items", {{"type", "string"}, {"pattern", bomb}}}}}}}}.dump(),
+      "schema at #/properties/a/items: 'pattern': pattern needs more than 4000000 steps");
+}
+
+// A class's ranges are its memory and its boundaries' work: 2000 of them repeated 100 times
+// count as more than max_nfa_states and are refused before any determinizing.
+TEST(SchemaKeywords, RepeatedLargeClassesCountTheirRanges) {
+  std::string cls = "^[";
+  for (uint32_t k = 0; k < 2000; ++k) {  // U+4E00, U+4E02, ...: 2000 ranges of one character
+    const uint32_t c = 0x4e00 + 2 * k;
+    cls += char(0xe0 | (c >> 12)), cls += char(0x80 | ((c >> 6) & 0x3f)), cls += char(0x80 | (c & 0x3f));
+  }
+  AutomatonBudget budget;
+  auto dfa = compile_regex(cls + "]{1,100}$", budget);
+  ASSERT_FALSE(dfa.is_ok());
+  EXPECT_NE(dfa.status().message().find("needs more than 100000 automaton states"), std::string::npos)
+      << dfa.status().message();
+  EXPECT_EQ(budget.steps(), 0u);
+  EXPECT_TRUE(compile_regex(cls + "]{1,10}$").is_ok());  // ten copies fit
+}
+
+// Ordinary patterns and every built-in format use a small part of the budget, and still
+// constrain the string exactly.
+TEST(SchemaKeywords, OrdinaryPatternsFitTheBudgetAndStillConstrain) {
+  const std::string email = R"(^[a-z]{1,20}@[a-z]{2,10}\.com$)";
+  AutomatonBudget budget;
+  ASSERT_TRUE(compile_regex(email, budget).is_ok());
+  EXPECT_LT(budget.steps(), budget.limits().max_steps / 1000);
+  auto g = schema_grammar(json{{"type", "string"}, {"pattern", email}});
+  ASSERT_TRUE(g);
+  for (const char* ok : {R"("abc@de.com")", R"("a@bcdefghijk.com")", R"("abcdefghijklmnopqrst@xy.com")"})
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {R"("abc@d.com")", R"("ABC@de.com")", R"("abc@de.org")", R"("@de.com")",
+                          R"("abcdefghijklmnopqrstu@xy.com")", R"("a@bcdefghijkl.com")", R"("abc@de.comx")"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+  for (const char* f : {"date", "time", "date-time", "duration", "email", "hostname", "ipv4", "ipv6", "uri", "uuid"}) {
+    AutomatonBudget each;
+    EXPECT_TRUE(compile_regex(format_regex(f), each).is_ok()) << f;
+    EXPECT_LT(each.steps(), each.limits().max_steps / 100) << f;
+  }
+}
+
+// One budget per schema: patterns that each fit do not add up to a slow request.
+TEST(SchemaKeywords, PatternsOfOneSchemaShareTheBudget) {
+  const std::string heavy = "^(c{1,30}){1,30}$";  // c{1,900}, the long way round
+  AutomatonBudget alone;
+  ASSERT_TRUE(compile_regex(heavy, alone).is_ok());
+  ASSERT_GT(alone.steps(), alone.limits().max_steps / 2);
+  EXPECT_TRUE(json_schema_to_gbnf(json{{"type", "string"}, {"pattern", heavy}}).is_ok());
+  // The same pattern twice is converted once (its rules are shared); a different one spends again.
+  const json same = {
+      {"type", "object"},
+      {"properties",
+       {{"a", {{"type", "string"}, {"pattern", heavy}}}, {"b", {{"type", "string"}, {"pattern", heavy}}}}}};
+  EXPECT_TRUE(json_schema_to_gbnf(same).is_ok());
+  const json two = {{"type", "object"},
+                    {"properties",
+                     {{"a", {{"type", "string"}, {"pattern", heavy}}},
+                      {"b", {{"type", "string"}, {"pattern", "^(d{1,30}){1,30}$"}}}}}};
+  expect_refused(two.dump(), "schema at #/properties/b: 'pattern': pattern needs more than 4000000 steps");
 }
 
 TEST(SchemaKeywords, AllOfFollowsReferences) {

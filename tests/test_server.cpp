@@ -143,37 +143,133 @@ std::string chunked_tokenize(const std::string& size_line, const std::string& tr
          size_line + "\r\n{\"content\":\"hello\"}\r\n0\r\n" + trailer + "\r\n";
 }
 
+// The request line and headers of a POST /tokenize with `key` whose body will be `length` bytes.
+std::string tokenize_head(const std::string& key, size_t length, const std::string& extra = "") {
+  return "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " + key +
+         "\r\nContent-Length: " + std::to_string(length) + "\r\n" + extra + "\r\n";
+}
+
+tcp::socket connected(net::io_context& ioc, int port) {
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  return s;
+}
+
+// Whether the server has closed this connection (a read finds its end, or a reset), without
+// waiting for it.
+bool closed_by_server(tcp::socket& s) {
+  s.non_blocking(true);
+  std::array<char, 256> buf;
+  beast::error_code ec;
+  s.read_some(net::buffer(buf), ec);
+  return ec && ec != net::error::would_block && ec != net::error::try_again;
+}
+
 // A request the server refuses anyway (wrong key, unknown route) is answered from its headers,
-// before its body arrives; bodies held at once are bounded across connections.
+// before its body arrives; bodies held at once are bounded across connections, counted as
+// their bytes arrive.
 TEST_F(Server, BodiesAreReadOnlyAfterTheKeyCheckAndWithinTheirBudget) {
   ServerConfig cfg;
   cfg.api_keys = {"key-a"};
   cfg.max_body_bytes_in_flight = 100000;
   start(cfg);
-  const auto head = [](const std::string& key, size_t length) {
-    return "POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " + key +
-           "\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
-  };
   // No body is sent: the old server waited for it (until its idle timeout) before checking the key.
-  EXPECT_EQ(raw_exchange(port, head("wrong", 8000000)), 401);
-  // One connection holds 80 000 announced bytes while it sends nothing more (its 100 Continue
-  // says the server has reserved them)...
+  EXPECT_EQ(raw_exchange(port, tokenize_head("wrong", 8000000)), 401);
+  // One connection holds 60 000 bytes of an 80 000-byte body it stops sending...
   net::io_context ioc;
-  tcp::socket holder(ioc);
-  holder.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
-  std::string expecting = head("key-a", 80000);
-  expecting.insert(expecting.size() - 2, "Expect: 100-continue\r\n");
-  net::write(holder, net::buffer(expecting));
-  std::string interim(25, '\0');
-  net::read(holder, net::buffer(interim));
-  ASSERT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
-  // ...so another 80 000 would pass the budget: 503, try again.
-  EXPECT_EQ(raw_exchange(port, head("key-a", 80000)), 503);
-  holder.close();  // its reservation goes with it, once the server has seen the close
+  tcp::socket holder = connected(ioc, port);
+  net::write(holder, net::buffer(tokenize_head("key-a", 80000) + std::string(60000, 'a')));
+  ASSERT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 60000; }))
+      << "the server never held the 60 000 bytes sent: " << server->body_bytes_in_flight();
+  // ...so a body announced at 80 000 more would pass the budget: 503, try again, before it is sent.
+  EXPECT_EQ(raw_exchange(port, tokenize_head("key-a", 80000)), 503);
+  holder.close();  // what it holds goes back, once the server has seen the close
+  EXPECT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 0; }))
+      << "the closed connection's bytes were never given back: " << server->body_bytes_in_flight();
   const std::string body = json{{"content", std::string(79000, 'a')}}.dump();
-  int status = 0;
-  test::wait_until([&] { return (status = raw_exchange(port, head("key-a", body.size()) + body)) == 200; });
-  EXPECT_EQ(status, 200) << "the closed connection's reservation was never returned";
+  EXPECT_EQ(raw_exchange(port, tokenize_head("key-a", body.size()) + body), 200);
+}
+
+// An announced Content-Length takes nothing from the budget (it used to be reserved at once and
+// held until the read deadline: a few header-only connections made every other POST a 503).
+TEST_F(Server, AnnouncedBodiesTakeNoBudgetUntilTheirBytesArrive) {
+  ServerConfig cfg;
+  cfg.max_body_bytes_in_flight = 100000;
+  start(cfg);
+  net::io_context ioc;
+  std::vector<tcp::socket> holders;
+  for (int i = 0; i < 8; ++i) {  // each is told to go on, so the server waits for its body
+    holders.push_back(connected(ioc, port));
+    net::write(holders.back(), net::buffer(tokenize_head("", 80000, "Expect: 100-continue\r\n")));
+    std::string interim(25, '\0');
+    beast::error_code ec;
+    net::read(holders.back(), net::buffer(interim), ec);
+    ASSERT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n") << "holder " << i << " was refused";
+  }
+  EXPECT_EQ(server->body_bytes_in_flight(), 0);
+  const std::string body = json{{"content", std::string(79000, 'a')}}.dump();
+  EXPECT_EQ(raw_exchange(port, tokenize_head("", body.size()) + body), 200);
+}
+
+// A parsed body counts against the budget too: a body of small values ([[],[],...]) takes
+// tens of times its bytes once parsed (four 8 MiB ones added 512 MB at once).
+TEST_F(Server, ParsedBodiesCountAgainstTheBodyBudget) {
+  ServerConfig cfg;
+  cfg.max_body_bytes_in_flight = 2 << 20;
+  start(cfg);
+  std::string empties = "[]";
+  for (int i = 0; i < 100000; ++i) empties += ",[]";
+  const Response refused = request(port, "POST", "/v1/embeddings", R"({"input": [)" + empties + "]}");
+  expect_error(refused, 503, "");
+  EXPECT_NE(refused.body.find("a parsed body counts too"), std::string::npos) << refused.body;
+  EXPECT_EQ(refused.retry_after, "1");
+  EXPECT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 0; }))
+      << "the refused body's bytes were never given back: " << server->body_bytes_in_flight();
+  EXPECT_EQ(request(port, "POST", "/tokenize", R"({"content": "hello"})").status, 200);
+}
+
+// A body that never starts, or stops, is closed after body_timeout_s (not the 60 s of a whole
+// request), and what it sent goes back to the budget.
+TEST_F(Server, BodiesThatStopComingAreClosedAfterTheBodyTimeout) {
+  ServerConfig cfg;
+  cfg.body_timeout_s = 2;
+  start(cfg);
+  net::io_context ioc;
+  tcp::socket silent = connected(ioc, port);
+  tcp::socket stalled = connected(ioc, port);
+  net::write(silent, net::buffer(tokenize_head("", 1000)));
+  net::write(stalled, net::buffer(tokenize_head("", 1000) + std::string(600, 'a')));
+  ASSERT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 600; }))
+      << "the server never held the 600 bytes sent: " << server->body_bytes_in_flight();
+  const auto bound = std::chrono::seconds(30);  // the old deadline was 60 s
+  EXPECT_TRUE(test::wait_until([&] { return closed_by_server(silent); }, bound))
+      << "a connection that sent only headers was kept";
+  EXPECT_TRUE(test::wait_until([&] { return closed_by_server(stalled); }, bound))
+      << "a connection whose body stopped was kept";
+  EXPECT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 0; }))
+      << "the stalled body's bytes were never given back: " << server->body_bytes_in_flight();
+}
+
+// On a keyed server one key holds at most max_body_bytes_in_flight_per_client; the others
+// still have the rest.
+TEST_F(Server, OneKeyCannotTakeTheWholeBodyBudget) {
+  ServerConfig cfg;
+  cfg.api_keys = {"key-a", "key-b"};
+  cfg.max_body_bytes = 40000;
+  cfg.max_body_bytes_in_flight = 100000;
+  cfg.max_body_bytes_in_flight_per_client = 50000;
+  start(cfg);
+  net::io_context ioc;
+  tcp::socket holder = connected(ioc, port);
+  net::write(holder, net::buffer(tokenize_head("key-a", 40000) + std::string(30000, 'a')));
+  ASSERT_TRUE(test::wait_until([&] { return server->body_bytes_in_flight() == 30000; }))
+      << "the server never held the 30 000 bytes sent: " << server->body_bytes_in_flight();
+  // key-a has 20 000 left of its share: a second 40 000-byte body is refused from its headers.
+  // (Half-closed: a server that waited for the body would end it, not hang the test.)
+  EXPECT_EQ(raw_exchange(port, tokenize_head("key-a", 40000), true), 503);
+  // key-b has the rest of the budget.
+  const std::string body = json{{"content", std::string(35000, 'a')}}.dump();
+  EXPECT_EQ(raw_exchange(port, tokenize_head("key-b", body.size()) + body), 200);
 }
 
 // logit_bias with OpenAI's semantics: -100 bans a token, +100 forces it; a wrong entry is a
@@ -800,6 +896,9 @@ TEST_F(Server, ConfiguredLimitsAreAppliedAndNamed) {
     wide[key] = i;
   }
   refused("/v1/chat/completions", with(chat, "metadata", wide), "", "json_object_keys");
+  EXPECT_NE(request(port, "POST", "/v1/chat/completions", with(chat, "metadata", wide).dump())
+                .body.find("the body has an object with more than 64 keys"),
+            std::string::npos);
   std::string words;
   for (int i = 0; i < 60; ++i) words += " once upon a time";
   refused("/v1/completions", {{"prompt", words}}, "prompt", "prompt_tokens");
@@ -839,6 +938,35 @@ TEST_F(Server, LoadingAnswers503) {
   EXPECT_EQ(request(port, "GET", "/health").status, 200);
 }
 
+// A prompt the limits refuse is refused from its length, or from what has been encoded of it,
+// never encoded whole (four 6.8 MB prompts held the preparation workers for 30 s): the error
+// says "at least" and names the bound.
+TEST_F(Server, PromptsOverTheLimitsAreRefusedBeforeTheyAreEncodedWhole) {
+  ServerConfig cfg;
+  cfg.limits.prompt_tokens = 100;
+  start(cfg);
+  std::string text;
+  while (text.size() < 200000) text += "Once upon a time there was a little girl. ";
+  const auto refused = [&](const char* route, const json& body, const char* param, const std::string& bound) {
+    const Response r = request(port, "POST", route, body.dump());
+    expect_error(r, 400, param);
+    EXPECT_NE(r.body.find("at least"), std::string::npos) << "encoded whole: " << r.body;
+    EXPECT_NE(r.body.find(bound), std::string::npos) << r.body;
+  };
+  refused("/v1/completions", {{"prompt", text}, {"max_tokens", 1}}, "prompt", "limit prompt_tokens");
+  refused("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", 1}},
+          "messages", "limit prompt_tokens");
+  // Just over the limit: refused naming it, as before.
+  const Response near =
+      request(port, "POST", "/v1/completions", json{{"prompt", text.substr(0, 600)}, {"max_tokens", 1}}.dump());
+  expect_error(near, 400, "prompt");
+  EXPECT_NE(near.body.find("limit prompt_tokens"), std::string::npos) << near.body;
+  server.reset();
+  cfg.limits.prompt_tokens = 0;  // the context window is the bound
+  start(cfg);
+  refused("/v1/completions", {{"prompt", text}, {"max_tokens", 1}}, "prompt", "context window");
+}
+
 TEST_F(Server, BadInputGetsItsStatus) {
   ServerConfig cfg;
   cfg.max_body_bytes = 64 * 1024;
@@ -859,6 +987,15 @@ TEST_F(Server, BadInputGetsItsStatus) {
                        R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
                            "json_schema": {"schema": {"type": "string", "nullable": 1}}}})"),
                400, "response_format.json_schema.schema");
+  // Issue 37: a pattern whose automaton took seconds and 800 MB to build is refused within its
+  // work budget, naming the schema path.
+  const Response bomb = request(port, "POST", "/v1/chat/completions",
+                                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
+                                    "json_schema", "json_schema": {"schema": {"type": "string",
+                                    "pattern": "^(c{1,100}){1,100}$"}}}})");
+  expect_error(bomb, 400, "response_format.json_schema.schema");
+  EXPECT_NE(bomb.body.find("schema at #: 'pattern': pattern needs more than 4000000 steps"), std::string::npos)
+      << bomb.body;
   // Found by fuzz_request_json: a number too large for a double is a 400 like any bad JSON.
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "temperature": 3E3333})"), 400, "");
   expect_error(request(port, "POST", "/v1/completions", R"({"prompt": "x", "priority": "vip"})"), 400, "priority");
@@ -905,6 +1042,19 @@ TEST_F(Server, ApiKeysAreChecked) {
   EXPECT_EQ(request(port, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "Bearer sk-test").status,
             200);
   EXPECT_EQ(request(port, "GET", "/health").status, 200);  // health needs no key
+}
+
+// On a keyed server, which routes exist is told only to a caller with a key: an unknown route or a
+// wrong method without one is a 401, as any other request.
+TEST_F(Server, UnknownRoutesAndMethodsNeedTheKeyFirst) {
+  ServerConfig cfg;
+  cfg.api_keys = {"sk-test"};
+  start(cfg);
+  expect_error(request(port, "GET", "/v1/no-such-route"), 401, "");
+  expect_error(request(port, "GET", "/v1/chat/completions"), 401, "");
+  expect_error(request(port, "GET", "/v1/no-such-route", "", "Bearer sk-test"), 404, "");
+  expect_error(request(port, "GET", "/v1/chat/completions", "", "Bearer sk-test"), 405, "");
+  EXPECT_EQ(request(port, "GET", "/ready").status, 200);  // the probes need no key
 }
 
 TEST_F(Server, FullQueueAnswers429WithRetryAfter) {
@@ -1009,6 +1159,38 @@ TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
   });
   EXPECT_EQ(used, baseline) << "the blocks never came back";
   EXPECT_GE(cancelled, 1) << "the stream was never cancelled";
+}
+
+// A client that keeps its connection but stops reading: the stream's writes stay pending, and
+// after stream_write_timeout_s the request is cancelled and its blocks freed (before: it held them
+// until all 30000 tokens were generated into a buffer nobody read).
+TEST_F(Server, AStreamWhoseClientStopsReadingIsCancelled) {
+  ServerConfig cfg;
+  cfg.context_window = 32768;
+  cfg.stream_write_timeout_s = 0.2;
+  start(cfg);
+  const double baseline = metric(port, "autoglm_kv_blocks_used");
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.open(tcp::v4());
+  s.set_option(net::socket_base::receive_buffer_size(4096));  // full after a few chunks
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+  http::request<http::string_body> req(http::verb::post, "/v1/chat/completions", 11);
+  json body = json::parse(chat("Once upon a time", 30000, true));
+  body["ignore_eos"] = true;
+  body["logprobs"] = true;
+  body["top_logprobs"] = 20;  // about 2 KB per token: the buffers fill within the first hundred
+  req.body() = body.dump();
+  req.prepare_payload();
+  http::write(s, req);  // and never a read
+  double used = -1, cancelled = 0;
+  test::wait_until([&] {
+    used = metric(port, "autoglm_kv_blocks_used");
+    cancelled = metric(port, "autoglm_requests_total{finish_reason=\"cancelled\"}");
+    return used == baseline && cancelled >= 1;
+  });
+  EXPECT_GE(cancelled, 1) << "the stream was never cancelled";
+  EXPECT_EQ(used, baseline) << "the blocks never came back";
 }
 
 // The response cache: a repeated deterministic request is answered from it (same text, usage
@@ -1270,6 +1452,97 @@ TEST_F(Server, ToolProcessesInheritNoServerSocket) {
   EXPECT_EQ(out["steps"][0]["result"], "0\n1\n2\n3\n") << r.body;
 }
 
+// A task whose client goes away stops: the tool it runs is killed, and none of the steps it
+// had left runs. (The client resets the connection, as one that is killed or times out with
+// SO_LINGER 0 does; a plain FIN could be a half-close, which still gets its reply.)
+TEST_F(Server, TaskStopsWhenItsClientGoesAway) {
+  const std::string log = test::temp_path("task-steps.log"), gate = test::temp_path("task-gate");
+  std::filesystem::remove(log);
+  std::filesystem::remove(gate);
+  // Each run notes itself, then waits for the gate (which this test opens only at the end).
+  const std::string script = "echo ran >> " + log + "; while [ ! -e " + gate + " ]; do sleep 0.01; done";
+  ToolConfig block;
+  block.name = "block";
+  block.description = "Wait for the gate";
+  block.parameters_json = R"({"type": "object", "additionalProperties": false})";
+  block.exec.command = {"/bin/sh", "-c", script};
+  block.exec.timeout_ms = 60000;
+  ServerConfig cfg;
+  cfg.tools = {block};
+  start(cfg);
+  const auto steps_run = [&] {
+    std::ifstream in(log);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  // Gone by a plain close (a FIN, as a client that timed out sends it), then by a reset.
+  for (const bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "closed with a reset" : "closed with a FIN");
+    const int round = reset ? 2 : 1;
+    std::filesystem::remove(log);
+    std::filesystem::remove(gate);
+    {
+      net::io_context ioc;
+      tcp::socket client(ioc);
+      client.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), uint16_t(port)));
+      // force_action call: every one of the six steps calls the tool.
+      const std::string body = json{{"input", "wait six times"}, {"force_action", "call"}, {"max_steps", 6}}.dump();
+      const std::string req =
+          "POST /v1/tasks HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
+      boost::system::error_code ec;
+      net::write(client, net::buffer(req), ec);
+      ASSERT_FALSE(ec) << ec.message();
+      ASSERT_TRUE(test::wait_until([&] { return test::process_with_argument(script); })) << "the tool never started";
+      if (reset) client.set_option(net::socket_base::linger(true, 0));  // close() now resets the connection
+      client.close(ec);
+    }
+    const bool cancelled =
+        test::wait_until([&] { return metric(port, "autoglm_tasks_total{status=\"cancelled\"}") >= round; });
+    const bool tool_gone = !test::process_with_argument(script);
+    std::ofstream(gate).put('x');  // open the gate: a task still running would now run its other steps
+    EXPECT_TRUE(cancelled) << "the task was never reported cancelled";
+    EXPECT_TRUE(tool_gone) << "the running tool outlived its client";
+    EXPECT_TRUE(test::wait_until([&] { return api->in_flight() == 0; })) << "the task is still in flight";
+    EXPECT_EQ(steps_run(), 1) << "a step ran after the client went away";
+    EXPECT_EQ(metric(port, "autoglm_tool_calls_total{tool=\"block\",status=\"error\"}"), round);
+  }
+  std::filesystem::remove(log);
+  std::filesystem::remove(gate);
+}
+
+// A task refused because the engine's queue is full is a 429 like any other: type
+// rate_limit_error and a Retry-After.
+TEST_F(Server, TaskRefusedByAFullQueueIsARateLimitError) {
+  ServerConfig cfg;
+  cfg.max_queued = 2;
+  cfg.tools = {echo_tool()};
+  start(cfg);
+  Response first, second, task;
+  bool both = false;
+  std::thread a, b;
+  {
+    // Held: the two chats stay queued, so the task's generation finds the queue full.
+    test::EngineHold hold(*api);
+    a = std::thread([&] { first = request(port, "POST", "/v1/chat/completions", chat("one", 2)); });
+    if (test::wait_until([&] { return api->in_flight() >= 1; }))
+      b = std::thread([&] { second = request(port, "POST", "/v1/chat/completions", chat("two", 2)); });
+    both = b.joinable() && test::wait_until([&] { return api->in_flight() >= 2; });
+    if (both) task = request(port, "POST", "/v1/tasks", json{{"input", "echo hi"}, {"max_steps", 1}}.dump());
+  }  // released: the chats finish
+  a.join();
+  if (b.joinable()) b.join();
+  ASSERT_TRUE(both) << "the two chats never got in flight";
+  expect_error(task, 429, "");
+  EXPECT_EQ(task.j()["error"]["type"], "rate_limit_error") << task.body;
+  EXPECT_EQ(task.retry_after, "1");
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(second.status, 200) << second.body;
+  EXPECT_TRUE(test::wait_until([&] { return api->in_flight() == 0; }));
+}
+
 // A session answers only to the key that created it; another key gets exactly the reply an
 // unknown id gets. Ids are 128-bit random, not counters.
 TEST_F(Server, TaskSessionsBelongToTheirKey) {
@@ -1421,6 +1694,32 @@ TEST_F(Server, SlowRequestsDoNotHoldTheIoThreads) {
   ASSERT_TRUE(all_preparing) << "the three slow requests were never prepared together";
   EXPECT_EQ(health.status, 200);
   EXPECT_LT(health_done, first_slow_done.load()) << "the health check waited for a slow request";
+}
+
+// Probes are answered on the I/O threads: with every preparation worker held (four embeddings
+// requests waiting on a held engine), /health and /ready still answer.
+TEST_F(Server, ProbesAnswerWhileEveryPreparationWorkerIsBusy) {
+  start();
+  std::optional<test::EngineHold> hold(std::in_place, *api);
+  std::vector<std::thread> held;
+  for (int i = 0; i < 4; ++i)
+    held.emplace_back([&] { test::http_call(port, "POST", "/v1/embeddings", R"({"input": "hello"})"); });
+  const bool all_preparing = test::wait_until([&] { return server->requests_preparing() == 4; });
+  std::atomic<bool> answered{false};
+  test::HttpResult health, ready;
+  std::thread probe([&] {
+    health = test::http_call(port, "GET", "/health");
+    ready = test::http_call(port, "GET", "/ready");
+    answered = true;
+  });
+  const bool in_time = test::wait_until([&] { return answered.load(); }, std::chrono::seconds(30));
+  hold.reset();  // the embeddings (and, on a server that queued them, the probes) go on
+  probe.join();
+  for (auto& t : held) t.join();
+  ASSERT_TRUE(all_preparing) << "the four embeddings requests were never prepared together";
+  EXPECT_TRUE(in_time) << "the probes waited behind the preparation workers";
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(ready.status, 200) << ready.body;
 }
 
 TEST_F(Server, ClientsOverTheirRateGet429) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "sample/grammar.h"
+#include "sample/json_schema.h"
 #include "tasks/calculator.h"
 #include "tasks/executors.h"
 #include "tasks/task_pipeline.h"
@@ -102,6 +105,39 @@ TEST(ToolExecutors, OptionsAndPathsOutsideTheirRootAreRefused) {
   auto bad = ToolRegistry::build({wrong});
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("tools[0].arguments.mesage"), std::string::npos) << bad.status().message();
+}
+
+// An operator who sets a command tool's cwd means it to stay there: a value that would
+// resolve outside it is refused unless the parameter says it is not a path. A value is
+// checked, not rewritten (the command runs in cwd, where it means the same path).
+TEST(ToolExecutors, CwdConfinesValuesUnlessTheParameterIsNotAPath) {
+  namespace fs = std::filesystem;
+  const fs::path root = test::temp_path("tool-cwd");
+  fs::remove_all(root);
+  fs::create_directories(root / "docs");
+  fs::create_symlink("/etc", root / "escape");
+  ToolConfig show = command_tool("show", {"/bin/echo", "{message}"});
+  show.exec.cwd = root.string();
+  auto reg = registry({show});
+  ASSERT_TRUE(reg);
+  for (const std::string evil : {"../secret", "docs/../../x", "/etc/passwd", "escape/passwd"}) {
+    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
+    EXPECT_FALSE(o.ok) << evil;
+    EXPECT_NE(o.error.find("tool 'show', parameter 'message': '" + evil + "' resolves outside"), std::string::npos)
+        << o.error;
+    EXPECT_NE(o.error.find("arguments.message.not_a_path"), std::string::npos) << o.error;
+  }
+  EXPECT_EQ(execute_tool(*reg, reg->tools()[0], json{{"message", "docs/a.txt"}}, "test").output, "docs/a.txt\n");
+  show.arguments["message"].not_a_path = true;  // free text: the cwd does not confine it
+  reg = registry({show});
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(execute_tool(*reg, reg->tools()[0], json{{"message", "../x"}}, "test").output, "../x\n");
+  show.arguments["message"].path_under = root.string();
+  auto both = ToolRegistry::build({show});
+  ASSERT_FALSE(both.is_ok());
+  EXPECT_NE(both.status().message().find("tools[0].arguments.message: path_under and not_a_path"), std::string::npos)
+      << both.status().message();
+  fs::remove_all(root);
 }
 
 TEST(ToolExecutors, TimeoutOversizedOutputAndFailuresAreOutcomes) {
@@ -302,6 +338,135 @@ TEST(ToolExecutors, HttpErrorStatusIsAStepError) {
   EXPECT_EQ(o.output, "busy");
 }
 
+// A loopback HTTP server that takes one request and never answers: it reports when the
+// request has arrived and when the client has given up on it (closed the connection).
+class HoldingHttp {
+ public:
+  HoldingHttp() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(fd_, 4);
+    thread_ = std::thread([this] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[8192];
+      std::string seen;
+      ssize_t n;
+      while ((n = recv(c, buf, sizeof(buf), 0)) > 0) {
+        seen.append(buf, size_t(n));
+        if (seen.find("\r\n\r\n") != std::string::npos) got_request_ = true;
+      }
+      abandoned_ = true;  // end of file: the client closed without an answer
+      close(c);
+    });
+  }
+  ~HoldingHttp() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  bool got_request() const { return got_request_; }
+  bool abandoned() const { return abandoned_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> got_request_{false}, abandoned_{false};
+  std::thread thread_;
+};
+
+// A task's client went away: the tool it runs stops at once instead of at its timeout. A
+// command is killed with what it started; an HTTP request is abandoned.
+TEST(ToolExecutors, CancellationStopsARunningCommand) {
+  auto reg = registry({command_tool("blocks", {"/usr/bin/setsid", "/bin/sleep", "4245.25"}, 60000)});
+  ASSERT_TRUE(reg);
+  std::atomic<bool> cancel{false};
+  ToolOutcome o;
+  std::thread run([&] {
+    o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test", [&] { return cancel.load(); });
+  });
+  const bool started = test::wait_until([] { return test::process_with_argument("4245.25"); });
+  cancel = true;
+  run.join();
+  ASSERT_TRUE(started) << "the command never started";
+  EXPECT_EQ(o.error, "cancelled");
+  EXPECT_FALSE(o.ok);
+  EXPECT_FALSE(test::process_with_argument("4245.25")) << "the command outlived its cancelled task";
+  EXPECT_EQ(reg->stats().snapshot().at("blocks").error, 1);
+}
+
+TEST(ToolExecutors, CancellationAbandonsAnHttpRequest) {
+  HoldingHttp server;
+  ToolConfig t = command_tool("held", {"/bin/true"}, 60000);
+  t.exec.command.clear();
+  t.exec.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/slow";
+  auto reg = registry({t});
+  ASSERT_TRUE(reg);
+  std::atomic<bool> cancel{false};
+  ToolOutcome o;
+  std::thread run([&] {
+    o = execute_tool(*reg, reg->tools()[0], json{{"message", "x"}}, "test", [&] { return cancel.load(); });
+  });
+  const bool arrived = test::wait_until([&] { return server.got_request(); });
+  cancel = true;
+  run.join();
+  ASSERT_TRUE(arrived) << "the request never reached the server";
+  EXPECT_EQ(o.error, "cancelled");
+  EXPECT_TRUE(test::wait_until([&] { return server.abandoned(); })) << "the connection was kept open";
+}
+
+// Placeholders in an http tool's host or port would let the model choose where the request
+// goes (any port of an allowlisted host): refused unless the tool allows it.
+TEST(ToolRegistry, PlaceholdersChooseNoHostOrPortUnlessAllowed) {
+  TinyHttp server("HTTP/1.0 200 OK\r\n\r\nreached");
+  ToolConfig t = command_tool("w", {"/bin/true"});
+  t.exec.command.clear();
+  for (const std::string url : {"http://127.0.0.1:{message}/x", "http://{message}/x", "http://{message}:80/"}) {
+    t.exec.url = url;
+    auto r = ToolRegistry::build({t});
+    ASSERT_FALSE(r.is_ok()) << url;
+    EXPECT_NE(r.status().message().find("tools[0].exec.http.url: placeholder {message} is in the host or port"),
+              std::string::npos)
+        << r.status().message();
+  }
+  t.exec.url = "http://127.0.0.1:{message}/x";
+  t.exec.allow_placeholder_host_port = true;
+  auto reg = registry({t});
+  ASSERT_TRUE(reg);
+  const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", std::to_string(server.port())}}, "t");
+  EXPECT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.output, "reached");
+  t.exec.url = "http://{message}/x";  // allowed: the filled host must still be on the allowlist
+  reg = registry({t});
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(execute_tool(*reg, reg->tools()[0], json{{"message", "example.com"}}, "t").error,
+            "host 'example.com' is not on the http allowlist");
+}
+
+// The server's own API is never a tool's target, however the URL names it.
+TEST(ToolExecutors, TheServersOwnAddressIsNeverATarget) {
+  TinyHttp own("HTTP/1.0 200 OK\r\n\r\n{}");  // stands in for the server's API
+  const std::string port = std::to_string(own.port());
+  ToolConfig t = command_tool("self", {"/bin/true"});
+  t.exec.command.clear();
+  for (const ListenAddress& listening : {ListenAddress{"127.0.0.1", own.port()}, ListenAddress{"0.0.0.0", own.port()}})
+    for (const std::string host : {"127.0.0.1", "localhost"}) {
+      t.exec.url = "http://" + host + ":" + port + "/v1/models";
+      auto reg = ToolRegistry::build({t}, {}, listening);
+      ASSERT_TRUE(reg.is_ok()) << reg.status().message();
+      const ToolOutcome o = execute_tool(**reg, (*reg)->tools()[0], json{{"message", "x"}}, "t");
+      EXPECT_FALSE(o.ok) << listening.host << " " << host;
+      EXPECT_EQ(o.error, host + ":" + port + " is this server's own listening address: refused") << o.error;
+    }
+  EXPECT_EQ(own.request(), "") << "the request reached the server's own address";
+}
+
 TEST(ToolExecutors, Builtins) {
   ToolConfig calc;
   calc.name = "calculator";
@@ -348,6 +513,25 @@ TEST(ToolRegistry, BadDefinitionsNameTheKeyPath) {
   builtin.exec.command.clear();
   builtin.exec.builtin = "rm";
   expect_error(builtin, "tools[1].exec.builtin: 'rm' is not a builtin");
+}
+
+// A tool whose schema lists no properties takes no arguments: its arguments are generated
+// under additionalProperties false unless the schema says otherwise.
+TEST(ToolRegistry, ArgumentsGetNoKeysTheSchemaDoesNotList) {
+  ToolConfig none = command_tool("none", {"/bin/true"});
+  none.parameters_json = R"({"type": "object", "properties": {}})";
+  ToolConfig map = command_tool("map", {"/bin/true"});
+  map.parameters_json = R"({"type": "object", "additionalProperties": {"type": "string"}})";
+  auto reg = registry({none, map});
+  ASSERT_TRUE(reg);
+  const json& params = reg->find("none")->parameters;
+  EXPECT_EQ(params["additionalProperties"], false) << params.dump();
+  EXPECT_EQ(reg->find("none")->openai()["function"]["parameters"], params);  // the model is shown the same
+  auto grammar = Grammar::parse(*json_schema_to_gbnf(params));
+  ASSERT_TRUE(grammar.is_ok()) << grammar.status().message();
+  EXPECT_TRUE(GrammarState(*grammar).advance_bytes("{}").accepting());
+  EXPECT_FALSE(GrammarState(*grammar).advance_bytes("{\"path\": \"/etc\"}").accepting()) << "an invented key";
+  EXPECT_EQ(reg->find("map")->parameters["additionalProperties"], json::parse(R"({"type": "string"})"));
 }
 
 class Pipeline : public ::testing::Test {
@@ -453,6 +637,37 @@ TEST_F(Pipeline, TimeoutAndOversizedOutputAreStepErrors) {
   out = run(r);
   EXPECT_EQ(out["status"], "failed");
   EXPECT_NE(out["steps"][0]["error"].get<std::string>().find("output exceeds 500 bytes"), std::string::npos);
+}
+
+// A cancelled task runs no further step: here the check turns true once the first tool has
+// run, and the five calls after it never happen.
+TEST_F(Pipeline, CancelledTaskRunsNoFurtherStep) {
+  const std::string log = test::temp_path("cancelled-steps.log");
+  std::filesystem::remove(log);
+  ToolConfig mark = command_tool("mark", {"/bin/sh", "-c", "echo ran >> " + log});
+  mark.parameters_json = R"({"type": "object", "additionalProperties": false})";
+  auto marks = registry({mark});
+  ASSERT_TRUE(marks);
+  TaskPipeline tasks(*engine, *tok, *tmpl, marks, TaskOptions{});
+  const auto steps_run = [&] {
+    std::ifstream in(log);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  TaskRequest r;
+  r.input = "mark it six times";
+  r.force_action = "call";  // every step calls the tool: without the cancel, six would run
+  r.max_steps = 6;
+  r.seed = 9;
+  r.cancelled = [&] { return steps_run() >= 1; };
+  auto out = tasks.run(r);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ((*out)["status"], "cancelled") << out->dump();
+  EXPECT_EQ((*out)["steps"].size(), 1u) << out->dump();
+  EXPECT_EQ(steps_run(), 1);
+  EXPECT_FALSE(tasks.has_session((*out)["session"], "")) << "a cancelled turn was kept";
+  std::filesystem::remove(log);
 }
 
 TEST_F(Pipeline, AllowListHidesOtherTools) {

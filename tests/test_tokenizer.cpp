@@ -54,6 +54,7 @@ void check_vectors(const std::string& vocab_file, const std::string& vectors) {
     const auto ids = tok->encode(inputs[i], /*add_special=*/false, /*parse_special=*/false);
     if (ids != expected[i]) ++failures;
     EXPECT_EQ(ids, expected[i]) << vocab_file << " case " << i << ": '" << inputs[i] << "'";
+    EXPECT_LE(tok->min_tokens(inputs[i].size()), ids.size()) << vocab_file << " case " << i << ": a bound too high";
   }
   EXPECT_EQ(failures, 0);
 }
@@ -116,6 +117,28 @@ TEST(Tokenizer, ControlTokensParsedOnlyWhenAsked) {
   const auto plain = tok->encode("<|im_start|>user", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), im_start), 0);
   EXPECT_EQ(tok->decode(plain), "<|im_start|>user");
+}
+
+// A prompt over its cap is known to be so without encoding all of it: encoding stops between
+// words once past the cap (what is out is the full encoding's start), and a text whose length
+// alone passes it is bounded from below.
+TEST(Tokenizer, EncodingStopsOncePastItsCap) {
+  AUTOGLM_REQUIRE_SHARED("models/vocab/ggml-vocab-qwen2.gguf");
+  auto tok = load_tokenizer("models/vocab/ggml-vocab-qwen2.gguf");
+  ASSERT_TRUE(tok);
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "word" + std::to_string(i) + " ";
+  const auto full = tok->encode(text, false);
+  const auto capped = tok->encode(text, false, false, {}, 100);
+  EXPECT_GT(capped.size(), 100u);
+  EXPECT_LT(capped.size(), 200u) << "encoding went on past the cap";
+  EXPECT_TRUE(std::equal(capped.begin(), capped.end(), full.begin()));
+  EXPECT_LE(tok->min_tokens(text.size()), full.size());
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto spm = load_tokenizer("models/stories260K.gguf");
+  ASSERT_TRUE(spm);
+  EXPECT_GT(spm->min_tokens(text.size()), 100u) << "an SPM vocabulary with unk and byte tokens has a bound";
+  EXPECT_LE(spm->min_tokens(text.size()), spm->encode(text, false).size());
 }
 
 TEST(Tokenizer, BpeRoundTripsBytes) {

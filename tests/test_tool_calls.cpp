@@ -169,5 +169,35 @@ TEST(ToolCalls, ForcedCallGrammars) {
   EXPECT_NE(missing.status().message().find("'nope'"), std::string::npos);
 }
 
+// A function whose schema lists no properties takes no arguments: the model may not invent
+// keys (additionalProperties defaults to false for tool arguments). An explicit
+// additionalProperties schema still makes a map.
+TEST(ToolCalls, ArgumentsGetNoKeysTheSchemaDoesNotList) {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "now"}},
+    {"type": "function", "function": {"name": "tag",
+      "parameters": {"type": "object", "additionalProperties": {"type": "string"}}}}
+  ])");
+  const auto accepts = [&](const std::string& only, const std::string& arguments) {
+    auto text = tool_call_grammar(ToolCallFamily::kHermes, tools, only);
+    EXPECT_TRUE(text.is_ok()) << text.status().message();
+    auto grammar = text ? Grammar::parse(*text) : Result<std::shared_ptr<const Grammar>>(invalid_argument("no text"));
+    EXPECT_TRUE(grammar.is_ok()) << grammar.status().message();
+    const std::string call =
+        "<tool_call>\n{\"name\": \"" + only + "\", \"arguments\": " + arguments + "}\n</tool_call>";
+    return grammar && GrammarState(*grammar).advance_bytes(call).accepting();
+  };
+  EXPECT_TRUE(accepts("ping", "{}"));
+  EXPECT_FALSE(accepts("ping", "{\"x\": 1}")) << "an invented key";
+  EXPECT_TRUE(accepts("now", "{}"));
+  EXPECT_FALSE(accepts("now", "{\"x\": 1}")) << "an invented key";
+  EXPECT_TRUE(accepts("tag", "{\"x\": \"y\"}")) << "a declared map";
+  EXPECT_EQ(tool_arguments_schema(json::parse(R"({"type": "object"})"))["additionalProperties"], false);
+  const json open = json::parse(R"({"type": "object", "additionalProperties": true})");
+  EXPECT_EQ(tool_arguments_schema(open), open);  // the schema's own choice stands
+  EXPECT_EQ(tool_arguments_schema(json::parse(R"({"type": "string"})")), json::parse(R"({"type": "string"})"));
+}
+
 }  // namespace
 }  // namespace autoglm

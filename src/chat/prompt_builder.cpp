@@ -19,15 +19,34 @@ ordered_json PromptBuilder::special_token_variables() const {
 }
 
 std::vector<int32_t> PromptBuilder::encode(const std::string& text, bool parse_special,
-                                           const std::vector<Tokenizer::ByteRange>& plain) const {
+                                           const std::vector<Tokenizer::ByteRange>& plain, size_t max_tokens) const {
   const Vocab& v = tokenizer_.vocab();
   const std::string& bos = v.bos >= 0 ? v.pieces[size_t(v.bos)] : "";
   const bool has_bos = !bos.empty() && text.compare(0, bos.size(), bos) == 0;
-  return tokenizer_.encode(text, /*add_special=*/!has_bos, parse_special, plain);
+  return tokenizer_.encode(text, /*add_special=*/!has_bos, parse_special, plain, max_tokens);
+}
+
+// Refused from the text's length when that alone passes the cap, else as soon as the ids
+// encoded so far do: a prompt the limits refuse is never encoded whole.
+Result<std::vector<int32_t>> PromptBuilder::encode_within(const std::string& text, bool parse_special,
+                                                          const std::vector<Tokenizer::ByteRange>& plain,
+                                                          const TokenCap& cap) const {
+  const size_t least = tokenizer_.min_tokens(text.size());
+  if (least > cap.tokens)
+    return out_of_range("the prompt has at least " + std::to_string(least) + " tokens (" + std::to_string(text.size()) +
+                        " bytes), " + cap.over);
+  std::vector<int32_t> ids = encode(text, parse_special, plain, cap.tokens);
+  if (ids.size() > cap.tokens)
+    return out_of_range("the prompt has more than " + std::to_string(cap.tokens) + " tokens, " + cap.over);
+  return ids;
 }
 
 std::vector<int32_t> PromptBuilder::encode_text(const std::string& text) const {
   return encode(text, /*parse_special=*/false);
+}
+
+Result<std::vector<int32_t>> PromptBuilder::encode_text(const std::string& text, const TokenCap& cap) const {
+  return encode_within(text, /*parse_special=*/false, {}, cap);
 }
 
 Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* error_param) const {
@@ -50,7 +69,9 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
   Prompt prompt;
   std::vector<Tokenizer::ByteRange> plain;
   prompt.text = guard.restore(*text, plain);
-  prompt.ids = encode(prompt.text, /*parse_special=*/true, plain);
+  auto ids = encode_within(prompt.text, /*parse_special=*/true, plain, request.cap);
+  if (!ids) return fail("messages", ids.status());
+  prompt.ids = std::move(ids).value();
   if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
     const bool named = request.tool_choice == ToolChoice::kNamed;
     auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");

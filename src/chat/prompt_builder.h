@@ -27,6 +27,13 @@ enum class ToolChoice {
   kNamed,     // a call to `tool_name` is forced
 };
 
+// The most tokens a prompt may have, and what an error says of that bound ("over the limit of
+// 120 (limit prompt_tokens)"). A prompt known to pass it is refused before it is all encoded.
+struct TokenCap {
+  size_t tokens = SIZE_MAX;
+  std::string over;
+};
+
 struct PromptRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // tool_calls' arguments as objects
   nlohmann::ordered_json tools;                                       // OpenAI tool objects, or null
@@ -34,6 +41,7 @@ struct PromptRequest {
   std::string tool_name;                                                      // for kNamed
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // enable_thinking...
   bool add_generation_prompt = true;
+  TokenCap cap;
 };
 
 struct Prompt {
@@ -53,6 +61,8 @@ class PromptBuilder {
   // Plain text (completions): BOS added unless the text starts with it; special tokens in
   // the text are not parsed.
   std::vector<int32_t> encode_text(const std::string& text) const;
+  // The same, refused (out_of_range, naming the cap) once the text is known to pass `cap`.
+  Result<std::vector<int32_t>> encode_text(const std::string& text, const TokenCap& cap) const;
 
   ToolCallFamily family() const { return family_; }
   // {"bos_token", "eos_token"}: the variables every render gets.
@@ -60,7 +70,9 @@ class PromptBuilder {
 
  private:
   std::vector<int32_t> encode(const std::string& text, bool parse_special,
-                              const std::vector<Tokenizer::ByteRange>& plain = {}) const;
+                              const std::vector<Tokenizer::ByteRange>& plain = {}, size_t max_tokens = SIZE_MAX) const;
+  Result<std::vector<int32_t>> encode_within(const std::string& text, bool parse_special,
+                                             const std::vector<Tokenizer::ByteRange>& plain, const TokenCap& cap) const;
 
   const ChatTemplate& template_;
   const Tokenizer& tokenizer_;

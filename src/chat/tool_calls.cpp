@@ -195,6 +195,16 @@ ToolCallParser::Output ToolCallParser::parse_whole_message(bool final, bool cut_
   return out;
 }
 
+json tool_arguments_schema(const json& parameters) {
+  if (!parameters.is_object() || parameters.contains("additionalProperties")) return parameters;
+  const bool object = parameters.value("type", json()) == "object" ||
+                      (!parameters.contains("type") && parameters.contains("properties"));
+  if (!object) return parameters;
+  json out = parameters;
+  out["additionalProperties"] = false;
+  return out;
+}
+
 Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, const std::string& only) {
   std::string calls, rules;
   int n = 0;
@@ -205,8 +215,9 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
     std::string prefix = "t";  // each tool's schema rules apart
     prefix += std::to_string(n++);
     prefix += '-';
-    AUTOGLM_ASSIGN_OR_RETURN(std::string gbnf,
-                             json_schema_to_gbnf(fn.value("parameters", json{{"type", "object"}}), prefix));
+    AUTOGLM_ASSIGN_OR_RETURN(
+        std::string gbnf,
+        json_schema_to_gbnf(tool_arguments_schema(fn.value("parameters", json{{"type", "object"}})), prefix));
     rules += gbnf;
     const std::string args = prefix + "root";
     std::string call;

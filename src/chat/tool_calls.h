@@ -58,8 +58,14 @@ class ToolCallParser {
   std::vector<ToolCall> calls_;
 };
 
+// A function's parameter schema as its arguments are generated under it: an object schema
+// without `additionalProperties` gets `false`, so a model cannot invent argument keys (a
+// `properties: {}` or property-less object takes `{}` only). Other schemas are unchanged.
+nlohmann::json tool_arguments_schema(const nlohmann::json& parameters);
+
 // The grammar (GBNF) of one call in the family's format to any of `tools` (OpenAI tool
-// objects), arguments constrained by each function's parameter schema; `only`: that name.
+// objects), arguments constrained by each function's parameter schema (tool_arguments_schema);
+// `only`: that name.
 Result<std::string> tool_call_grammar(ToolCallFamily family, const nlohmann::json& tools, const std::string& only);
 
 }  // namespace autoglm

@@ -56,7 +56,7 @@ class LinearBuilder : public nlohmann::json_sax<json> {
     using Pairs = std::vector<std::pair<const std::string, json>>;
     auto& items = static_cast<Pairs&>(top.value->get_ref<json::object_t&>());
     if (int64_t(items.size()) >= max_keys_ && !top.keys.count(key_)) {
-      fail("an object has more than " + std::to_string(max_keys_) + " keys (limit json_object_keys)", true);
+      fail("has an object with more than " + std::to_string(max_keys_) + " keys (limit json_object_keys)", true);
       return nullptr;
     }
     const auto [it, added] = top.keys.try_emplace(key_, items.size());

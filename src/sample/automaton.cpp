@@ -1,6 +1,8 @@
 #include "sample/automaton.h"
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <map>
 
 namespace autoglm {
@@ -56,12 +58,17 @@ bool code_set_contains(const CodeSet& a, uint32_t c) {
 
 namespace {
 
-std::vector<int32_t> closure(const Nfa& nfa, std::vector<int32_t> states) {
+// The states reachable from `states` by epsilon moves, sorted. Each state visited and each
+// move looked at is a step.
+std::vector<int32_t> closure(const Nfa& nfa, std::vector<int32_t> states, AutomatonBudget& budget) {
   std::vector<bool> seen(nfa.states.size(), false);
   for (int32_t s : states) seen[size_t(s)] = true;
-  for (size_t i = 0; i < states.size(); ++i)
-    for (int32_t e : nfa.states[size_t(states[i])].epsilon)
+  for (size_t i = 0; i < states.size(); ++i) {
+    const std::vector<int32_t>& moves = nfa.states[size_t(states[i])].epsilon;
+    budget.spend(1 + moves.size());
+    for (int32_t e : moves)
       if (!seen[size_t(e)]) seen[size_t(e)] = true, states.push_back(e);
+  }
   std::sort(states.begin(), states.end());
   return states;
 }
@@ -77,6 +84,12 @@ std::vector<uint32_t> boundaries(const std::vector<const CodeSet*>& sets) {
   return points;
 }
 
+// Binary search: a label can have thousands of ranges, and every interval asks.
+bool label_contains(const CodeSet& set, uint32_t c) {
+  auto it = std::upper_bound(set.begin(), set.end(), c, [](uint32_t v, const CharRange& r) { return v < r.lo; });
+  return it != set.begin() && c <= std::prev(it)->hi;
+}
+
 void add_edge(std::vector<Dfa::Edge>& edges, uint32_t lo, uint32_t hi, int32_t target) {
   if (!edges.empty() && edges.back().target == target && edges.back().range.hi + 1 == lo)
     edges.back().range.hi = hi;
@@ -89,46 +102,79 @@ Status too_large(const std::string& what, size_t limit, const char* kind) {
                           " states (simplify it or drop it)");
 }
 
+// The edges of one DFA state: for each interval between `points`, the closure of the
+// labelled moves of `set` that cover it.
+Result<std::vector<Dfa::Edge>> subset_edges(const Nfa& nfa, const std::vector<int32_t>& set,
+                                            const std::function<int32_t(std::vector<int32_t>)>& id_of,
+                                            AutomatonBudget& budget, const std::string& what) {
+  std::vector<const CodeSet*> labels;
+  for (int32_t s : set)
+    if (nfa.states[size_t(s)].target >= 0) labels.push_back(&nfa.states[size_t(s)].label);
+  const std::vector<uint32_t> points = boundaries(labels);
+  budget.spend(set.size() + points.size());
+  std::vector<Dfa::Edge> edges;
+  for (size_t k = 0; k + 1 < points.size(); ++k) {
+    budget.spend(labels.size());
+    AUTOGLM_RETURN_IF_ERROR(budget.check(what));
+    std::vector<int32_t> targets;
+    for (int32_t s : set) {
+      const Nfa::State& st = nfa.states[size_t(s)];
+      if (st.target >= 0 && label_contains(st.label, points[k])) targets.push_back(st.target);
+    }
+    if (targets.empty()) continue;
+    add_edge(edges, points[k], points[k + 1] - 1, id_of(closure(nfa, std::move(targets), budget)));
+  }
+  return edges;
+}
+
+// The target of `s` on `c`, with `at` the index of the first edge that may still hold it:
+// the callers ask in increasing `c`, so one state's edges are walked once, not per point.
+int32_t step_forward(const Dfa& d, int32_t s, uint32_t c, size_t& at) {
+  if (s < 0) return -1;
+  const std::vector<Dfa::Edge>& edges = d.states[size_t(s)].edges;
+  while (at < edges.size() && edges[at].range.hi < c) ++at;
+  return at < edges.size() && edges[at].range.lo <= c ? edges[at].target : -1;
+}
+
 }  // namespace
 
-Result<Dfa> determinize(const Nfa& nfa, const AutomatonLimits& limits, const std::string& what) {
+Status AutomatonBudget::check(const std::string& what) const {
+  if (steps_ <= limits_.max_steps) return Status::ok();
+  return invalid_argument(
+      what + " needs more than " + std::to_string(limits_.max_steps) +
+      " steps to build its automaton (a schema's automata share them; repetitions inside repetitions "
+      "multiply them: simplify it)");
+}
+
+Result<Dfa> determinize(const Nfa& nfa, AutomatonBudget& budget, const std::string& what) {
+  const AutomatonLimits& limits = budget.limits();
   if (nfa.states.size() > limits.max_nfa_states) return too_large(what, limits.max_nfa_states, "automaton");
   Dfa dfa;
   std::map<std::vector<int32_t>, int32_t> ids;
-  std::vector<std::vector<int32_t>> pending;
+  // The sets waiting for their edges, as the map's own keys (map nodes never move): a copy
+  // would double the memory, which is the subset construction's largest cost.
+  std::vector<const std::vector<int32_t>*> pending;
   auto id_of = [&](std::vector<int32_t> set) {
     auto [it, fresh] = ids.try_emplace(std::move(set), int32_t(dfa.states.size()));
     if (fresh) {
       dfa.states.emplace_back();
       dfa.states.back().accepting = std::binary_search(it->first.begin(), it->first.end(), nfa.accept);
-      pending.push_back(it->first);
+      pending.push_back(&it->first);
     }
     return it->second;
   };
-  id_of(closure(nfa, {0}));
+  id_of(closure(nfa, {0}, budget));
   for (size_t next = 0; next < pending.size(); ++next) {
     if (dfa.states.size() > limits.max_dfa_states) return too_large(what, limits.max_dfa_states, "automaton");
-    const std::vector<int32_t> set = pending[next];
-    std::vector<const CodeSet*> labels;
-    for (int32_t s : set)
-      if (nfa.states[size_t(s)].target >= 0) labels.push_back(&nfa.states[size_t(s)].label);
-    const std::vector<uint32_t> points = boundaries(labels);
-    std::vector<Dfa::Edge> edges;
-    for (size_t k = 0; k + 1 < points.size(); ++k) {
-      std::vector<int32_t> targets;
-      for (int32_t s : set) {
-        const Nfa::State& st = nfa.states[size_t(s)];
-        if (st.target >= 0 && code_set_contains(st.label, points[k])) targets.push_back(st.target);
-      }
-      if (targets.empty()) continue;
-      add_edge(edges, points[k], points[k + 1] - 1, id_of(closure(nfa, std::move(targets))));
-    }
+    AUTOGLM_ASSIGN_OR_RETURN(std::vector<Dfa::Edge> edges, subset_edges(nfa, *pending[next], id_of, budget, what));
     dfa.states[next].edges = std::move(edges);
   }
+  AUTOGLM_RETURN_IF_ERROR(budget.check(what));
   return trim(dfa);
 }
 
-Result<Dfa> combine(const Dfa& a, const Dfa& b, Combine how, const AutomatonLimits& limits, const std::string& what) {
+Result<Dfa> combine(const Dfa& a, const Dfa& b, Combine how, AutomatonBudget& budget, const std::string& what) {
+  const AutomatonLimits& limits = budget.limits();
   Dfa out;
   std::map<std::pair<int32_t, int32_t>, int32_t> ids;
   std::vector<std::pair<int32_t, int32_t>> pending;
@@ -160,15 +206,12 @@ Result<Dfa> combine(const Dfa& a, const Dfa& b, Combine how, const AutomatonLimi
     if (y >= 0)
       for (const Dfa::Edge& e : b.states[size_t(y)].edges) ys.push_back(e.range);
     const std::vector<uint32_t> points = boundaries({&xs, &ys});
-    auto step = [](const Dfa& d, int32_t s, uint32_t c) {
-      if (s < 0) return -1;
-      for (const Dfa::Edge& e : d.states[size_t(s)].edges)
-        if (c >= e.range.lo && c <= e.range.hi) return e.target;
-      return -1;
-    };
+    budget.spend(1 + 2 * points.size() + xs.size() + ys.size());
+    AUTOGLM_RETURN_IF_ERROR(budget.check(what));
     std::vector<Dfa::Edge> edges;
+    size_t at_x = 0, at_y = 0;
     for (size_t k = 0; k + 1 < points.size(); ++k) {
-      const int32_t nx = step(a, x, points[k]), ny = step(b, y, points[k]);
+      const int32_t nx = step_forward(a, x, points[k], at_x), ny = step_forward(b, y, points[k], at_y);
       if (alive(nx, ny)) add_edge(edges, points[k], points[k + 1] - 1, id_of({nx, ny}));
     }
     out.states[next].edges = std::move(edges);
@@ -176,6 +219,8 @@ Result<Dfa> combine(const Dfa& a, const Dfa& b, Combine how, const AutomatonLimi
   return trim(out);
 }
 
+// Linear in states and edges: usefulness spreads backwards along reversed edges from the
+// accepting states (a fixed-point sweep took one sweep per state of a chain: n^2).
 Dfa trim(const Dfa& dfa) {
   const size_t n = dfa.states.size();
   if (n == 0) return dfa;
@@ -185,16 +230,23 @@ Dfa trim(const Dfa& dfa) {
   for (size_t i = 0; i < order.size(); ++i)
     for (const Dfa::Edge& e : dfa.states[size_t(order[i])].edges)
       if (!reached[size_t(e.target)]) reached[size_t(e.target)] = true, order.push_back(e.target);
-  for (size_t s = 0; s < n; ++s) useful[s] = dfa.states[s].accepting;
-  for (bool changed = true; changed;) {  // backwards to a fixed point
-    changed = false;
-    for (size_t s = 0; s < n; ++s)
-      if (!useful[s])
-        for (const Dfa::Edge& e : dfa.states[s].edges)
-          if (useful[size_t(e.target)]) {
-            useful[s] = changed = true;
-            break;
-          }
+  // The reversed edges in two flat arrays: the sources of t are sources[first[t], first[t + 1]).
+  std::vector<uint32_t> first(n + 1, 0);  // edges are far fewer than 2^32 (the step budget)
+  for (const Dfa::State& st : dfa.states)
+    for (const Dfa::Edge& e : st.edges) ++first[size_t(e.target) + 1];
+  for (size_t t = 0; t < n; ++t) first[t + 1] += first[t];
+  std::vector<int32_t> sources(first[n]);
+  std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+  std::vector<int32_t> todo;
+  for (size_t s = 0; s < n; ++s) {
+    for (const Dfa::Edge& e : dfa.states[s].edges) sources[fill[size_t(e.target)]++] = int32_t(s);
+    if (dfa.states[s].accepting) useful[s] = true, todo.push_back(int32_t(s));
+  }
+  while (!todo.empty()) {
+    const size_t t = size_t(todo.back());
+    todo.pop_back();
+    for (uint32_t k = first[t]; k < first[t + 1]; ++k)
+      if (!useful[size_t(sources[k])]) useful[size_t(sources[k])] = true, todo.push_back(sources[k]);
   }
   if (!useful[0]) return Dfa{};
   std::vector<int32_t> renumber(n, -1);

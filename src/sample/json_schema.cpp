@@ -471,16 +471,16 @@ class Converter {
   }
 
   Result<Dfa> intersect_regexes(const std::vector<std::pair<std::string, std::string>>& regexes,
-                                const std::string& path) const {
+                                const std::string& path) {
     Dfa all;
     for (size_t i = 0; i < regexes.size(); ++i) {
-      auto one = compile_regex(regexes[i].second);
+      auto one = compile_regex(regexes[i].second, automata_);
       if (!one) return refuse(path, regexes[i].first + ": " + one.status().message());
       if (i == 0) {
         all = std::move(*one);
         continue;
       }
-      auto both = combine(all, *one, Combine::kBoth, {}, regexes[i].first);
+      auto both = combine(all, *one, Combine::kBoth, automata_, regexes[i].first);
       if (!both) return refuse(path, both.status().message());
       all = std::move(*both);
     }
@@ -497,8 +497,12 @@ class Converter {
       const json& m = s["multipleOf"];
       if (!m.is_number() || m.get<double>() <= 0) return refuse(path, "'multipleOf' must be a number above 0");
       const double d = m.get<double>();
-      if (std::floor(d) != d || d > 1e6)
-        return refuse(path, "'multipleOf' " + m.dump() + " is not supported (whole numbers up to 10^6)");
+      // Its automaton has a state per remainder, built before the combined one is measured:
+      // a divisor over the states limit would be refused only after hundreds of MB.
+      const double most = double(automata_.limits().max_dfa_states);
+      if (std::floor(d) != d || d > most)
+        return refuse(path, "'multipleOf' " + m.dump() + " is not supported (whole numbers up to " +
+                                std::to_string(int64_t(most)) + ")");
       divisor = int64_t(d);
       integer = true;  // a whole multipleOf admits only integers
     }
@@ -506,8 +510,8 @@ class Converter {
     auto regex = number_regex(bounds, integer);
     if (!regex) return refuse(path, regex.status().message());
     const std::string what = "'multipleOf' " + std::to_string(divisor);
-    auto dfa = compile_regex(*regex);
-    if (dfa && divisor > 1) dfa = combine(*dfa, multiple_of_dfa(divisor), Combine::kBoth, {}, what);
+    auto dfa = compile_regex(*regex, automata_);
+    if (dfa && divisor > 1) dfa = combine(*dfa, multiple_of_dfa(divisor), Combine::kBoth, automata_, what);
     if (!dfa) return refuse(path, dfa.status().message());
     if (dfa->states.empty()) return refuse(path, "no integer in range is a multiple of " + std::to_string(divisor));
     return add_dfa_rules(*dfa, rule_name(path + "-number"), TextForm::kRaw, rules_);
@@ -537,6 +541,9 @@ class Converter {
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
   std::map<std::string, std::string> strings_;  // the same string constraints share rules
+  // One work budget for all of the schema's automata: a schema of many patterns that each
+  // fit must not add up to seconds of a request-preparation thread.
+  AutomatonBudget automata_;
   int counter_ = 0;
 };
 

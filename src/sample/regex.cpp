@@ -280,17 +280,19 @@ class RegexParser {
   size_t i_ = 0;
 };
 
-// Thompson construction; stops adding states once over the limit.
+// Thompson construction; stops adding states once over the limit. Counted repetitions are
+// copied out, so nesting multiplies: the size (states and label ranges, see
+// AutomatonLimits) is checked as states are added, before any of the work of determinizing.
 class NfaBuilder {
  public:
   explicit NfaBuilder(size_t limit) : limit_(limit) { nfa_.states.emplace_back(); }
 
   int32_t fresh() {
-    if (nfa_.states.size() > limit_) return 0;  // the caller sees overflowed()
+    if (overflowed()) return 0;  // the caller sees overflowed()
     nfa_.states.emplace_back();
     return int32_t(nfa_.states.size() - 1);
   }
-  bool overflowed() const { return nfa_.states.size() > limit_; }
+  bool overflowed() const { return nfa_.states.size() + label_ranges_ > limit_; }
   void epsilon(int32_t from, int32_t to) { nfa_.states[size_t(from)].epsilon.push_back(to); }
 
   // Adds `node` starting at `from`; returns the state where it ends.
@@ -299,7 +301,9 @@ class NfaBuilder {
     switch (node.kind) {
       case Node::kSet: {
         const int32_t s = fresh(), t = fresh();
+        if (overflowed()) return from;
         epsilon(from, s);
+        label_ranges_ += node.set.size();
         nfa_.states[size_t(s)].label = node.set;
         nfa_.states[size_t(s)].target = t;
         return t;
@@ -342,6 +346,7 @@ class NfaBuilder {
  private:
   Nfa nfa_;
   size_t limit_;
+  size_t label_ranges_ = 0;
 };
 
 Node any_string() {
@@ -350,42 +355,48 @@ Node any_string() {
   return rep;
 }
 
-Result<Dfa> to_dfa(const Node& node, const AutomatonLimits& limits) {
-  NfaBuilder builder(limits.max_nfa_states);
+Result<Dfa> to_dfa(const Node& node, AutomatonBudget& budget) {
+  const size_t limit = budget.limits().max_nfa_states;
+  NfaBuilder builder(limit);
   const int32_t end = builder.emit(node, 0);
   if (builder.overflowed())
-    return invalid_argument("pattern: needs more than " + std::to_string(limits.max_nfa_states) +
+    return invalid_argument("pattern: needs more than " + std::to_string(limit) +
                             " automaton states (repetition counts multiply; simplify it)");
-  return determinize(builder.finish(end), limits, "pattern");
+  return determinize(builder.finish(end), budget, "pattern");
 }
 
-Result<Dfa> branch_dfa(Branch b, const AutomatonLimits& limits) {
+Result<Dfa> branch_dfa(Branch b, AutomatonBudget& budget) {
   Node whole{Node::kSeq, {}, {}};
   if (!b.anchored_start) whole.kids.push_back(any_string());
   whole.kids.push_back(std::move(b.body));
   if (!b.anchored_end) whole.kids.push_back(any_string());
-  AUTOGLM_ASSIGN_OR_RETURN(Dfa dfa, to_dfa(whole, limits));
+  AUTOGLM_ASSIGN_OR_RETURN(Dfa dfa, to_dfa(whole, budget));
   for (Lookahead& la : b.lookaheads) {  // the rest of the string starts with la.body
     Node prefix{Node::kSeq, {}, {}};
     prefix.kids.push_back(std::move(la.body));
     prefix.kids.push_back(any_string());
-    AUTOGLM_ASSIGN_OR_RETURN(const Dfa ahead, to_dfa(prefix, limits));
+    AUTOGLM_ASSIGN_OR_RETURN(const Dfa ahead, to_dfa(prefix, budget));
     AUTOGLM_ASSIGN_OR_RETURN(
-        dfa, combine(dfa, ahead, la.positive ? Combine::kBoth : Combine::kFirstOnly, limits, "pattern"));
+        dfa, combine(dfa, ahead, la.positive ? Combine::kBoth : Combine::kFirstOnly, budget, "pattern"));
   }
   return dfa;
 }
 
 }  // namespace
 
-Result<Dfa> compile_regex(const std::string& pattern, const AutomatonLimits& limits) {
+Result<Dfa> compile_regex(const std::string& pattern, AutomatonBudget& budget) {
   AUTOGLM_ASSIGN_OR_RETURN(std::vector<Branch> branches, RegexParser(pattern).parse());
-  AUTOGLM_ASSIGN_OR_RETURN(Dfa result, branch_dfa(std::move(branches[0]), limits));
+  AUTOGLM_ASSIGN_OR_RETURN(Dfa result, branch_dfa(std::move(branches[0]), budget));
   for (size_t k = 1; k < branches.size(); ++k) {
-    AUTOGLM_ASSIGN_OR_RETURN(const Dfa next, branch_dfa(std::move(branches[k]), limits));
-    AUTOGLM_ASSIGN_OR_RETURN(result, combine(result, next, Combine::kEither, limits, "pattern"));
+    AUTOGLM_ASSIGN_OR_RETURN(const Dfa next, branch_dfa(std::move(branches[k]), budget));
+    AUTOGLM_ASSIGN_OR_RETURN(result, combine(result, next, Combine::kEither, budget, "pattern"));
   }
   return result;
+}
+
+Result<Dfa> compile_regex(const std::string& pattern, const AutomatonLimits& limits) {
+  AutomatonBudget budget(limits);
+  return compile_regex(pattern, budget);
 }
 
 }  // namespace autoglm

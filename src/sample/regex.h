@@ -15,6 +15,9 @@
 
 namespace autoglm {
 
+// Spends from `budget` (shared by a schema's automata); past any of its limits, an error.
+Result<Dfa> compile_regex(const std::string& pattern, AutomatonBudget& budget);
+// With a budget of its own.
 Result<Dfa> compile_regex(const std::string& pattern, const AutomatonLimits& limits = {});
 
 }  // namespace autoglm

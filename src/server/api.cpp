@@ -173,7 +173,7 @@ Status ApiService::load(const RuntimeOptions& base) {
     }
   }
   ModelService& first = default_model();
-  AUTOGLM_ASSIGN_OR_RETURN(tools_, ToolRegistry::build(config_.tools, config_.http_allowlist));
+  AUTOGLM_ASSIGN_OR_RETURN(tools_, ToolRegistry::build(config_.tools, config_.http_allowlist, listening_));
   tasks_ = std::make_shared<TaskPipeline>(*first.engine, *first.tokenizer, *first.runtime->parts().chat_template,
                                           tools_, config_.task);
   AUTOGLM_RETURN_IF_ERROR(reload_routes(config_));
@@ -270,6 +270,14 @@ Reply ApiService::handle(const HttpRequest& request) {
 }
 
 Reply ApiService::handle_admitted(const HttpRequest& request) {
+  // A parsed body takes many times its bytes when it is all small values (four 8 MiB bodies of
+  // [[],[],...] added 512 MB): that memory is held from the body budget before parsing.
+  if (request.hold_memory && !request.hold_memory(parsed_json_overhead(request.body))) {
+    Reply busy = error_reply(503, "too much request data in flight (a parsed body counts too); try again shortly", "",
+                             "service_unavailable");
+    busy.headers.emplace_back("Retry-After", "1");
+    return busy;
+  }
   Reply r;
   try {
     r = route(request);
@@ -341,9 +349,8 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
       known = true;
       method_ok = method_ok || m == req.method || (m == "GET" && req.method == "HEAD");  // HEAD: GET without a body
     }
-  if (!known) return error_reply(404, "no route " + req.method + " " + path);
   // A browser's preflight: answered (with no key) when CORS is on and the origin allowed.
-  if (req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
+  if (known && req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
     Reply r = error_reply(204, "");
     r.body.clear();
     r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
@@ -353,9 +360,8 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
     r.headers.emplace_back("Access-Control-Max-Age", std::to_string(config_.cors_max_age));
     return r;
   }
-  if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
   // The probes, and the web UI's files (they hold no data: the pages ask for a key themselves).
-  if (probe || web_ui_path(path)) return std::nullopt;
+  if (known && method_ok && (probe || web_ui_path(path))) return std::nullopt;
   const std::string key = bearer_key(req.authorization);
   const bool open_route = path == "/metrics" && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
@@ -365,6 +371,9 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                          !req.authorization.empty() ? "invalid API key" : "missing API key (Authorization: Bearer ...)",
                          "", "authentication_error");
   }
+  // After the key: without one, which routes exist is not told.
+  if (!known) return error_reply(404, "no route " + req.method + " " + path);
+  if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
   if (path != "/metrics")
     if (auto wait = rate_limiter_.take(config_.api_keys.empty() ? "address " + req.client_address : "key " + key)) {
       Reply r =
@@ -525,6 +534,11 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end())
     request->allowed_tools = &it->second;  // config_ outlives the task: the service waits for tasks
   auto handle = std::make_shared<StreamHandle>();
+  // The reply's handle is cancelled when the client goes (or a drain ends it): the task stops.
+  request->cancelled = [weak = std::weak_ptr<StreamHandle>(handle)] {
+    const auto h = weak.lock();
+    return !h || h->cancelled();
+  };
   auto tasks = tasks_;
   ServerMetrics* metrics = &metrics_;
   {
@@ -570,16 +584,24 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   }).detach();
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(handle, 1, nullptr);
+  r.input_end_cancels = true;
   // In flight until the reply has been sent, not only until the task is done.
   r.consume = [in_flight = track(handle), failure](const StreamEvent& ev, size_t) {
     ReplyChunk chunk;
     chunk.complete = true;
     chunk.status = ev.finish_reason == FinishReason::kError ? failure->first : http_status_of(ev.finish_reason);
-    const char* type = chunk.status >= 500 ? "server_error" : "invalid_request_error";
+    const char* type = chunk.status >= 500   ? "server_error"
+                       : chunk.status == 429 ? "rate_limit_error"
+                                             : "invalid_request_error";
     chunk.bytes = ev.finish_reason != FinishReason::kError
                       ? ev.text
                       : error_reply(chunk.status, ev.error, failure->second, type).body;
     return chunk;
+  };
+  // A full engine queue is a 429 that says when to come back, as busy_reply does.
+  r.decided_headers = [failure]() -> std::vector<std::pair<std::string, std::string>> {
+    if (failure->first == 429) return {{"Retry-After", "1"}};
+    return {};
   };
   return r;
 }

@@ -40,6 +40,9 @@ struct HttpRequest {
   std::string cache_control;   // the Cache-Control header (no-cache bypasses the response cache)
   // Every header, names lower-case (routes look at them: rules, sticky arms, the arm override).
   std::vector<std::pair<std::string, std::string>> headers;
+  // Holds `bytes` more for this request from the server's body budget (the memory of its
+  // parsed body); false when the budget cannot take them. Unset: nothing to hold.
+  std::function<bool(int64_t bytes)> hold_memory;
 };
 
 struct Reply {
@@ -56,6 +59,9 @@ struct Reply {
   // for that event; a whole reply carries them too.
   std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
+  // The client's end of input (FIN) ends the request too, not only a reset: a task's tools have
+  // side effects, and a client that timed out and closed sends a FIN, which a half-close also is.
+  bool input_end_cancels = false;
 };
 
 // The key of an `Authorization: Bearer KEY` header; empty without one.
@@ -108,6 +114,8 @@ class ApiService {
   // /metrics still answer), while those in flight go on. in_flight() counts generations whose
   // reply is not done, and tasks.
   void begin_drain();
+  // Where the HTTP server listens (before load): http tools never target it.
+  void set_listening_address(std::string host, int port) { listening_ = ListenAddress{std::move(host), port}; }
   int64_t in_flight();
   // The thread pool the loaded models' engines share. Each engine step holds one of its turns,
   // so a caller holding a turn keeps every engine from stepping (tests order events by it).
@@ -197,6 +205,7 @@ class ApiService {
   ServerMetrics metrics_;
   std::vector<std::unique_ptr<ModelService>> models_;  // the first answers requests that name none
   std::shared_ptr<ToolRegistry> tools_;
+  std::optional<ListenAddress> listening_;
   std::shared_ptr<TaskPipeline> tasks_;  // on the first model
   mutable std::mutex routes_mutex_;
   std::shared_ptr<const RouteTable> routes_;  // replaced whole by reload_routes

@@ -43,6 +43,18 @@ double uniform_draw() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return std::uniform_real_distribution<double>(0, 1)(rng);
 }
+
+// The most tokens a prompt may have: limits.prompt_tokens, or the context window less one
+// generated token. (The same words as check_request_limits and the engine's check.)
+TokenCap prompt_cap(int64_t n_ctx, const RequestLimits& limits) {
+  const int64_t room = n_ctx - 1;
+  if (limits.prompt_tokens > 0 && limits.prompt_tokens <= room)
+    return {size_t(limits.prompt_tokens),
+            "over the limit of " + std::to_string(limits.prompt_tokens) + " (limit prompt_tokens)"};
+  return {size_t(std::max<int64_t>(room, 0)), "which does not fit the context window of " + std::to_string(n_ctx) +
+                                                  " tokens (with room for one generated token)"};
+}
+
 }  // namespace
 
 // The request path: typed request -> prompt -> engine request -> stream handle whose
@@ -264,8 +276,10 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
   std::vector<int32_t> prompt;
   const char* prompt_param = chat ? "messages" : "prompt";
   p.prompt_param = prompt_param;
+  const TokenCap cap = prompt_cap(m.engine->config().n_ctx, config_.limits);
   if (chat) {
     ChatRequest request = parse_chat_request(j, config_);
+    request.conversation.cap = cap;
     std::string error_param;
     auto built = m.prompts->build(request.conversation, &error_param);
     if (!built) bad(error_param, built.status().message());
@@ -280,7 +294,9 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
     }
   } else {
     CompletionRequest request = parse_completion_request(j, config_);
-    prompt = m.prompts->encode_text(request.prompt);
+    auto encoded = m.prompts->encode_text(request.prompt, cap);
+    if (!encoded) bad(prompt_param, encoded.status().message());
+    prompt = std::move(encoded).value();
     params = std::move(request.params);
   }
   shape.chat = chat;

@@ -58,7 +58,9 @@ Status read_exec(const ConfigReader& r, const YAML::Node& node, const std::strin
       AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, e.command));
       if (e.command.empty()) return r.error(kv.second, at, "must name a program");
     } else if (key == "http") {
-      if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a mapping (method, url, headers, timeout_ms)");
+      if (!kv.second.IsMap())
+        return r.error(kv.second, at,
+                       "must be a mapping (method, url, headers, timeout_ms, allow_placeholder_host_port)");
       for (const auto& h : kv.second) {
         const std::string hk = h.first.Scalar(), hat = at + "." + hk;
         if (hk == "method") {
@@ -70,8 +72,11 @@ Status read_exec(const ConfigReader& r, const YAML::Node& node, const std::strin
         } else if (hk == "headers") {
           if (!h.second.IsMap()) return r.error(h.second, hat, "must map header names to values");
           for (const auto& hv : h.second) e.headers.emplace_back(hv.first.Scalar(), hv.second.Scalar());
+        } else if (hk == "allow_placeholder_host_port") {
+          AUTOGLM_RETURN_IF_ERROR(r.scalar(h.second, hat, e.allow_placeholder_host_port));
         } else {
-          return r.error(h.first, hat, "is not a known key (method, url, headers, timeout_ms)");
+          return r.error(h.first, hat,
+                         "is not a known key (method, url, headers, timeout_ms, allow_placeholder_host_port)");
         }
       }
       if (e.url.empty()) return r.error(kv.second, at + ".url", "is required");
@@ -93,13 +98,14 @@ Status read_exec(const ConfigReader& r, const YAML::Node& node, const std::strin
   return Status::ok();
 }
 
-// arguments: {NAME: {allow_leading_dash: bool, path_under: /dir}}
+// arguments: {NAME: {allow_leading_dash: bool, path_under: /dir, not_a_path: bool}}
 Status read_argument_rules(const ConfigReader& r, const YAML::Node& node, const std::string& path,
                            std::map<std::string, ArgumentRule>& rules) {
-  if (!node.IsMap()) return r.error(node, path, "must map parameter names to rules (allow_leading_dash, path_under)");
+  static const std::string kKeys = "(allow_leading_dash, path_under, not_a_path)";
+  if (!node.IsMap()) return r.error(node, path, "must map parameter names to rules " + kKeys);
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar(), at = path + "." + name;
-    if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a mapping (allow_leading_dash, path_under)");
+    if (!kv.second.IsMap()) return r.error(kv.second, at, "must be a mapping " + kKeys);
     ArgumentRule rule;
     for (const auto& item : kv.second) {
       const std::string key = item.first.Scalar();
@@ -109,8 +115,10 @@ Status read_argument_rules(const ConfigReader& r, const YAML::Node& node, const 
         AUTOGLM_RETURN_IF_ERROR(r.scalar(item.second, at + "." + key, rule.path_under));
         if (rule.path_under.empty() || rule.path_under[0] != '/')
           return r.error(item.second, at + "." + key, "must be an absolute directory");
+      } else if (key == "not_a_path") {
+        AUTOGLM_RETURN_IF_ERROR(r.scalar(item.second, at + "." + key, rule.not_a_path));
       } else {
-        return r.error(item.first, at + "." + key, "is not a known key (allow_leading_dash, path_under)");
+        return r.error(item.first, at + "." + key, "is not a known key " + kKeys);
       }
     }
     rules[name] = rule;
@@ -220,14 +228,21 @@ Status read_priorities(const ConfigReader& r, const YAML::Node& node, ServerConf
   return Status::ok();
 }
 
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
 Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   if (node.IsMap()) {  // {file: path}: one key per line
     const YAML::Node file = node["file"];
     if (!file || node.size() != 1) return r.error(node, "api_keys", "must be a list of keys or {file: PATH}");
     std::ifstream in(file.Scalar());
     if (!in) return r.error(file, "api_keys.file", "cannot be read: " + file.Scalar());
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty() && line[0] != '#') c.api_keys.push_back(line);
+    for (std::string line; std::getline(in, line);) {
+      const std::string key = trimmed(line);  // a file saved with CRLF ends each key with '\r'
+      if (!key.empty() && key[0] != '#') c.api_keys.push_back(key);
+    }
     return Status::ok();
   }
   return r.strings(node, "api_keys", c.api_keys);
@@ -502,6 +517,17 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"max_body_bytes_in_flight",
        [&](const YAML::Node& n) {
          return r.ranged<int64_t>(n, "max_body_bytes_in_flight", c.max_body_bytes_in_flight, 1024, int64_t(1) << 40);
+       }},
+      {"max_body_bytes_in_flight_per_client",
+       [&](const YAML::Node& n) {
+         return r.ranged<int64_t>(n, "max_body_bytes_in_flight_per_client", c.max_body_bytes_in_flight_per_client, 0,
+                                  int64_t(1) << 40);
+       }},
+      {"body_timeout_s",
+       [&](const YAML::Node& n) { return r.ranged<double>(n, "body_timeout_s", c.body_timeout_s, 0.01, 3600); }},
+      {"stream_write_timeout_s",
+       [&](const YAML::Node& n) {
+         return r.ranged<double>(n, "stream_write_timeout_s", c.stream_write_timeout_s, 0.01, 3600);
        }},
       {"shutdown_grace_s",
        [&](const YAML::Node& n) { return r.ranged<double>(n, "shutdown_grace_s", c.shutdown_grace_s, 0, 3600); }},

@@ -68,12 +68,16 @@ struct ServerConfig {
   double draft_p_min = 0;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_body_bytes_in_flight = int64_t(512) << 20;  // bodies being read or prepared, all connections
-  double shutdown_grace_s = 30;                           // SIGTERM/SIGINT: how long requests in flight may finish
-  int64_t max_connections = 4096;                         // open connections; more are closed at once
-  std::string embeddings_pooling = "auto";                // /v1/embeddings: auto (the model's), last or mean
-  std::string access_log = "-";                           // one line per request: "-" stderr, a file, "" off
-  double rate_limit_per_second = 0;                       // requests per client (API key, or address); 0: off
-  double rate_limit_burst = 20;                           // requests a client may send at once
+  // Of max_body_bytes_in_flight, what one client (API key, or address) may hold; 0: a quarter.
+  int64_t max_body_bytes_in_flight_per_client = 0;
+  double body_timeout_s = 10;               // the longest wait for a body's next bytes (its whole body: 60 s)
+  double stream_write_timeout_s = 60;       // a stream's write pending this long: its client stopped reading
+  double shutdown_grace_s = 30;             // SIGTERM/SIGINT: how long requests in flight may finish
+  int64_t max_connections = 4096;           // open connections; more are closed at once
+  std::string embeddings_pooling = "auto";  // /v1/embeddings: auto (the model's), last or mean
+  std::string access_log = "-";             // one line per request: "-" stderr, a file, "" off
+  double rate_limit_per_second = 0;         // requests per client (API key, or address); 0: off
+  double rate_limit_burst = 20;             // requests a client may send at once
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
   bool metrics_require_key = false;

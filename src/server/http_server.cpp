@@ -46,15 +46,20 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
   return std::nullopt;
 }
 
+bool is_probe(const HttpRequest& r) {
+  const std::string path = path_of(r.target);
+  return (r.method == "GET" || r.method == "HEAD") && (path == "/health" || path == "/ready");
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ApiService& api, net::thread_pool& workers, std::atomic<int64_t>& open,
-          std::atomic<int64_t>& bodies_in_flight, std::atomic<int64_t>& preparing, AccessLog& access_log)
+          BodyBudget& bodies, std::atomic<int64_t>& preparing, AccessLog& access_log)
       : stream_(std::move(socket)),
         api_(api),
         workers_(workers),
         open_(open),
-        bodies_in_flight_(bodies_in_flight),
+        bodies_(bodies),
         preparing_(preparing),
         access_log_(access_log) {
     ++open_;
@@ -68,7 +73,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   // The headers first: a request the service refuses (no route, wrong key, over its rate, the
   // server draining) is answered before its body is read, and a body is read only while the
-  // memory of all bodies in flight stays under max_body_bytes_in_flight.
+  // bytes of bodies in flight stay under max_body_bytes_in_flight, in all and per client.
   void read_request() {
     access_ = AccessEntry{};
     access_.started = std::chrono::steady_clock::now();
@@ -77,7 +82,8 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     body_limit_ = api_.config().max_body_bytes;
     apply_request_limits(*parser_, body_limit_);
-    stream_.expires_after(kIdleTimeout);
+    request_deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;  // headers and body together
+    stream_.expires_at(request_deadline_);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -121,14 +127,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto refused = api_.admit(head_)) return send(std::move(*refused), false);  // the body is never read
     body_limit_ = api_.body_limit(head_);                                           // larger for uploads
     parser_->body_limit(uint64_t(body_limit_));
-    // A chunked body may grow to the limit: it is counted at the limit.
-    const uint64_t announced = parser_->chunked() ? uint64_t(body_limit_) : parser_->content_length().value_or(0);
-    body_budget_ = BodyBudget::reserve(bodies_in_flight_, int64_t(announced), api_.config().max_body_bytes_in_flight);
-    if (!body_budget_) {
-      Reply busy = error_reply(503, "too much request data in flight; try again shortly", "", "service_unavailable");
-      busy.headers.emplace_back("Retry-After", "1");
-      return send(std::move(busy), false);
-    }
+    // The budget counts bytes as they arrive; a body announced larger than what is left of it
+    // now is refused before it is read.
+    body_budget_ = bodies_.open(budget_client());
+    const auto announced = parser_->content_length();
+    if (announced && !body_budget_->fits(int64_t(*announced), budget_caps())) return send(too_much_in_flight(), false);
     // A client that asked to be told before it sends the body (curl does past 1 MiB) is told.
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -141,20 +144,62 @@ class Session : public std::enable_shared_from_this<Session> {
     read_body();
   }
 
+  // A piece at a time, each counted against the budget: a client that stops sending (or
+  // never starts) is closed after body_timeout_s, holding only what it sent.
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
+    if (parser_->is_done()) return on_request();
+    const auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(api_.config().body_timeout_s));
+    stream_.expires_at(std::min(request_deadline_, std::chrono::steady_clock::now() + wait));
+    http::async_read_some(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body_bytes(ec); });
   }
 
-  void on_request(beast::error_code ec) {
+  void on_body_bytes(beast::error_code ec) {
     if (read_failed(ec)) return;
+    if (!body_budget_->grow_to(int64_t(parser_->get().body().size()), budget_caps()))
+      return send(too_much_in_flight(), false);
+    read_body();
+  }
+
+  // Whose share of the budget a body takes: its API key (admit has checked it), or without
+  // keys its address.
+  std::string budget_client() const {
+    if (api_.config().api_keys.empty()) return "address " + head_.client_address;
+    return "key " + access_.key_id;
+  }
+
+  // A request's own body always fits its client's share (a single upload may be larger).
+  BodyBudget::Caps budget_caps() const {
+    const ServerConfig& c = api_.config();
+    const int64_t share = c.max_body_bytes_in_flight_per_client > 0 ? c.max_body_bytes_in_flight_per_client
+                                                                    : c.max_body_bytes_in_flight / 4;
+    return {c.max_body_bytes_in_flight, std::max(share, body_limit_)};
+  }
+
+  static Reply too_much_in_flight() {
+    Reply busy = error_reply(503, "too much request data in flight; try again shortly", "", "service_unavailable");
+    busy.headers.emplace_back("Retry-After", "1");
+    return busy;
+  }
+
+  void on_request() {
     auto& req = parser_->get();
     HttpRequest r = std::move(head_);
     r.body = std::move(req.body());
     keep_alive_ = req.keep_alive();
+    // A liveness or readiness probe reads a few flags: answered here at once, never queued
+    // behind slow preparations.
+    if (is_probe(r)) {
+      body_budget_.reset();
+      return send(api_.handle_admitted(r), keep_alive_);
+    }
     // Preparing a request (parsing, grammars, the chat template, tokenizing) runs on a worker,
     // so a slow one never holds an I/O thread that other clients' bytes need. The body's
-    // budget is held until the preparation is done with it.
+    // budget is held until the preparation is done with it, and takes its parsed form too.
+    r.hold_memory = [budget = body_budget_, caps = budget_caps(), body = int64_t(r.body.size())](int64_t bytes) {
+      return budget->grow_to(body + bytes, caps);
+    };
     ++preparing_;
     net::post(workers_, [self = shared_from_this(), r = std::move(r), budget = std::move(body_budget_)] {
       use_background_priority();  // the engine's forward passes come first
@@ -201,6 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
     generation_headers_ = std::move(reply.headers);
     decided_headers_ = std::move(reply.decided_headers);
     streaming_ = reply.streaming;
+    input_end_cancels_ = reply.input_end_cancels;
     stream_.expires_never();
     head_sent_ = false;
     if (streaming_) {
@@ -260,6 +306,7 @@ class Session : public std::enable_shared_from_this<Session> {
         return overflow ? self->close() : self->read_request();
       }
       if (!self->handle_ || self->complete_) return;
+      if (ec == net::error::eof && self->input_end_cancels_) return self->handle_->cancel();
       if (ec == net::error::eof) {  // half-closed, or gone: a stream finds out with its next write
         self->keep_alive_ = false;
         if (self->streaming_ && self->head_sent_) {
@@ -317,15 +364,29 @@ class Session : public std::enable_shared_from_this<Session> {
     writing_ = true;
     auto data = std::make_shared<std::string>(std::move(pending_));
     pending_.clear();
+    start_write_deadline();
     net::async_write(stream_.socket(), net::buffer(*data),
                      [self = shared_from_this(), data](beast::error_code ec, size_t) {
                        self->writing_ = false;
+                       self->write_deadline_.cancel();
                        if (ec) {
                          if (self->handle_) self->handle_->cancel();
                          return self->close();
                        }
                        self->flush();
                      });
+  }
+
+  // A client that stops reading leaves a stream's write pending: past stream_write_timeout_s its
+  // request is cancelled (the sequence and its KV go) and the connection closed.
+  void start_write_deadline() {
+    write_deadline_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(api_.config().stream_write_timeout_s)));
+    write_deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || !self->writing_) return;  // the write finished in time
+      if (self->handle_) self->handle_->cancel();
+      self->close();
+    });
   }
 
   // One chunk of the chunked stream.
@@ -360,6 +421,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     hold_.cancel();
+    write_deadline_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -368,39 +430,42 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   ApiService& api_;
   net::thread_pool& workers_;
-  std::atomic<int64_t>& open_;              // the server's count of open connections
-  std::atomic<int64_t>& bodies_in_flight_;  // the server's bytes of request bodies held
-  std::atomic<int64_t>& preparing_;         // the server's requests handed to workers, not yet prepared
+  std::atomic<int64_t>& open_;       // the server's count of open connections
+  BodyBudget& bodies_;               // the server's bytes of request bodies held
+  std::atomic<int64_t>& preparing_;  // the server's requests handed to workers, not yet prepared
   AccessLog& access_log_;
   AccessEntry access_;                                                   // of the request being answered
   HttpRequest head_;                                                     // the request being read, until its body is in
   std::string origin_;                                                   // of the request being answered (CORS headers)
   std::vector<std::pair<std::string, std::string>> generation_headers_;  // the generation reply's own
   bool head_only_ = false;                                               // a HEAD request: the reply's headers only
-  std::shared_ptr<BodyBudget> body_budget_;
-  int64_t body_limit_ = 0;  // of the request being read
+  std::shared_ptr<BodyBudget::Reservation> body_budget_;                 // of the request being read, until prepared
+  int64_t body_limit_ = 0;                                               // of the request being read
+  std::chrono::steady_clock::time_point request_deadline_;               // its headers and body must be in by then
   beast::flat_buffer buffer_{kMaxUnparsedBytes};
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<ArrivingStringBody>> parser_;
   bool keep_alive_ = true;
   std::shared_ptr<ChoiceStreams> handle_;
   std::function<ReplyChunk(const StreamEvent&, size_t)> consume_;
   std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers_;
   bool head_sent_ = false;  // a stream's head (it waits for the first event when headers are decided then)
   bool streaming_ = false;
+  bool input_end_cancels_ = false;  // Reply::input_end_cancels of the request being answered
   bool complete_ = false;
   bool writing_ = false;
   std::string pending_;
   std::array<char, 512> probe_{};
-  bool probing_ = false;                            // a disconnect probe's read is pending
-  bool resume_after_probe_ = false;                 // the probe, once stopped, starts the next request
-  net::steady_timer hold_{stream_.get_executor()};  // keeps a half-closed session until its reply
+  bool probing_ = false;                                      // a disconnect probe's read is pending
+  bool resume_after_probe_ = false;                           // the probe, once stopped, starts the next request
+  net::steady_timer hold_{stream_.get_executor()};            // keeps a half-closed session until its reply
+  net::steady_timer write_deadline_{stream_.get_executor()};  // of a stream's pending write
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
   std::atomic<int64_t> open_connections{0};  // first: sessions destroyed with ioc count down
-  std::atomic<int64_t> bodies_in_flight{0};
+  BodyBudget bodies;                         // before the sessions, whose reservations go back to it
   std::atomic<int64_t> preparing{0};
   std::unique_ptr<AccessLog> access_log;  // before the sessions, which write to it
   net::io_context ioc;
@@ -434,8 +499,7 @@ struct HttpServer::Impl {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies_in_flight, preparing,
-                                  *access_log)
+        std::make_shared<Session>(std::move(socket), api, workers, open_connections, bodies, preparing, *access_log)
             ->start();
       }
       accept(api);
@@ -452,6 +516,10 @@ HttpServer::~HttpServer() {
 
 int64_t HttpServer::requests_preparing() const {
   return impl_->preparing.load();
+}
+
+int64_t HttpServer::body_bytes_in_flight() const {
+  return impl_->bodies.in_flight();
 }
 
 Status HttpServer::start(const std::string& host, int port) {

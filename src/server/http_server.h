@@ -25,6 +25,8 @@ class HttpServer {
   // Requests read whole and being prepared on a worker (parsed, templated, tokenized), for
   // tests that order events by it.
   int64_t requests_preparing() const;
+  // Bytes of request bodies read and held (being read, or waiting for their preparation).
+  int64_t body_bytes_in_flight() const;
   // Stops accepting and closes connections; waits for the I/O threads.
   void stop();
   // Graceful shutdown: new requests get 503 while those in flight finish, for up to

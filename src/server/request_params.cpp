@@ -11,6 +11,28 @@ void bad(const std::string& param, const std::string& message) {
   throw ParamError{param, message};
 }
 
+int64_t parsed_json_overhead(const std::string& body) {
+  constexpr int64_t kPerValue = 64;  // a json value, its place in a container, the container's own
+  const size_t start = body.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos || body[start] != '{') return 0;
+  int64_t values = 1;
+  bool in_string = false;
+  for (size_t i = start; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == '[' || c == '{') {
+      ++values;
+    }
+  }
+  return values * kPerValue;
+}
+
 json parse_body(const std::string& body, const RequestLimits& limits) {
   // Linear however many keys an object has; nesting is refused as it is read, before it is built.
   auto j = parse_json_request(body, limits.json_depth, limits.json_object_keys);

@@ -21,6 +21,9 @@ struct ParamError {
 
 // The body as a JSON object; past the json_depth and json_object_keys limits it is a 400.
 json parse_body(const std::string& body, const RequestLimits& limits);
+// About the memory a JSON body takes once parsed, beyond its own bytes: every value, however
+// small ("[]," is 3 bytes), is a node of tens of bytes. 0 for a body that is no JSON object.
+int64_t parsed_json_overhead(const std::string& body);
 
 double number_param(const json& body, const char* name, double lo, double hi, double dflt);
 int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi, int64_t dflt);

@@ -40,6 +40,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   p.http = std::make_unique<HttpServer>(*p.api, kIoThreads);
   AUTOGLM_RETURN_IF_ERROR(p.http->start(p.config.host, p.config.port));
   if (options.on_listening) options.on_listening(p.config.host, p.http->port());
+  p.api->set_listening_address(p.config.host, p.http->port());
   if (Status st = p.api->load(options.base); !st) {
     p.http->stop();
     p.http.reset();

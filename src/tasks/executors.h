@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tasks/fd_read.h"
 #include "tasks/tools.h"
 
 namespace autoglm {
@@ -23,8 +24,10 @@ struct ToolOutcome {
 // tool and the parameter; confined paths come back resolved.
 Result<nlohmann::json> checked_arguments(const Tool& tool, const nlohmann::json& arguments);
 
+// `cancelled` is asked while the tool runs: once true, a command is killed (with all it
+// started) and an HTTP request abandoned; the outcome's error is then "cancelled".
 ToolOutcome execute_tool(const ToolRegistry& registry, const Tool& tool, const nlohmann::json& arguments,
-                         const std::string& who);
+                         const std::string& who, const CancelCheck& cancelled = {});
 
 // A template with each {name} replaced by that argument's text; each value is encoded with
 // `encode` (identity for argv elements: a value stays one argument whatever it holds).

@@ -13,21 +13,29 @@ int64_t ms_left(SteadyTime deadline) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
 }
 
-bool wait_readable(int fd, SteadyTime deadline) {
+bool wait_ready(int fd, short events, SteadyTime deadline, const CancelCheck& cancelled) {
+  // A cancelled task learns of it only by asking: short slices keep a dead client's tool brief.
+  const int64_t slice = cancelled ? 20 : 1000;
   for (;;) {
     const int64_t left = ms_left(deadline);
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int r = poll(&p, 1, int(std::min<int64_t>(left, 1000)));
+    if (left <= 0 || (cancelled && cancelled())) return false;
+    pollfd p{fd, events, 0};
+    const int r = poll(&p, 1, int(std::min<int64_t>(left, slice)));
     if (r < 0 && errno != EINTR) return false;
     if (r > 0) return true;
   }
 }
 
-std::string read_all(int fd, SteadyTime deadline, int64_t max_bytes, std::string& out, int64_t timeout_ms) {
+bool wait_readable(int fd, SteadyTime deadline, const CancelCheck& cancelled) {
+  return wait_ready(fd, POLLIN, deadline, cancelled);
+}
+
+std::string read_all(int fd, SteadyTime deadline, int64_t max_bytes, std::string& out, int64_t timeout_ms,
+                     const CancelCheck& cancelled) {
   char buf[4096];
   for (;;) {
-    if (!wait_readable(fd, deadline)) {
+    if (!wait_readable(fd, deadline, cancelled)) {
+      if (cancelled && cancelled()) return kCancelledError;
       if (ms_left(deadline) > 0) return std::string("poll: ") + std::strerror(errno);
       return "timed out after " + std::to_string(timeout_ms) + " ms";
     }

@@ -171,9 +171,9 @@ std::string exit_error(int status, const CommandSpec& spec) {
 }
 
 // The command's wait status from the supervisor, once the output has ended.
-std::optional<int> read_wait_status(int fd, SteadyTime deadline) {
+std::optional<int> read_wait_status(int fd, SteadyTime deadline, const CancelCheck& cancelled) {
   int status = 0;
-  if (!wait_readable(fd, deadline)) return std::nullopt;
+  if (!wait_readable(fd, deadline, cancelled)) return std::nullopt;
   if (read(fd, &status, sizeof(status)) != ssize_t(sizeof(status))) return std::nullopt;
   return status;
 }
@@ -230,12 +230,13 @@ CommandResult run_confined(const CommandSpec& spec) {
     running_supervisors().insert(supervisor);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.timeout_ms);
-  r.error = read_all(out[0], deadline, spec.max_output_bytes, r.output, spec.timeout_ms);
+  r.error = read_all(out[0], deadline, spec.max_output_bytes, r.output, spec.timeout_ms, spec.cancelled);
   if (r.error.empty()) {
-    r.wait_status = read_wait_status(status_pipe[0], deadline);
+    r.wait_status = read_wait_status(status_pipe[0], deadline, spec.cancelled);
     if (!r.wait_status)
-      r.error = ms_left(deadline) > 0 ? "the command's supervisor ended unexpectedly"
-                                      : "timed out after " + std::to_string(spec.timeout_ms) + " ms";
+      r.error = spec.cancelled && spec.cancelled() ? kCancelledError
+                : ms_left(deadline) > 0            ? "the command's supervisor ended unexpectedly"
+                                                   : "timed out after " + std::to_string(spec.timeout_ms) + " ms";
     else
       r.error = exit_error(*r.wait_status, spec);
   }

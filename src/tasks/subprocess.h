@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tasks/fd_read.h"
+
 namespace autoglm {
 
 struct CommandSpec {
@@ -20,12 +22,13 @@ struct CommandSpec {
   std::string cwd;                // empty: the server's
   int64_t timeout_ms = 10000;
   int64_t max_output_bytes = 65536;
+  CancelCheck cancelled;  // true: the command is killed and the run ends with "cancelled"
 };
 
 struct CommandResult {
   std::string output;              // stdout and stderr, interleaved, at most max_output_bytes
   std::string error;               // empty when the command ran to its end and exited 0: a timeout, the
-                                   // output cap, "could not run ...", "exited with status N", ...
+                                   // output cap, "cancelled", "could not run ...", "exited with status N", ...
   std::optional<int> wait_status;  // the command's status as waitpid gives it, when it ended
 };
 

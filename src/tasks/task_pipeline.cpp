@@ -21,6 +21,21 @@ std::string tool_call_id(size_t step) {
   return "call_task_" + std::to_string(step);
 }
 
+bool is_cancelled(const TaskRequest& r) {
+  return r.cancelled && r.cancelled();
+}
+
+// How often a step's generation looks at the task's cancel check while it waits.
+constexpr auto kCancelPoll = std::chrono::milliseconds(20);
+constexpr auto kGenerationTimeout = std::chrono::minutes(10);  // between two events
+
+// The result of a task stopped early: the steps so far, nothing kept in the session.
+json& mark_cancelled(json& result) {
+  result["status"] = "cancelled";
+  result["error"] = "the task was cancelled (its client went away, or the server is stopping)";
+  return result;
+}
+
 }  // namespace
 
 TaskPipeline::TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
@@ -93,7 +108,14 @@ Result<std::string> TaskPipeline::generate(const ordered_json& messages, const j
   AUTOGLM_ASSIGN_OR_RETURN(auto handle, engine_.submit(std::move(g)));
   std::string text;
   StreamEvent ev;
-  while (handle->next(ev, std::chrono::minutes(10))) {
+  auto deadline = Clock::now() + kGenerationTimeout;  // this long without an event: timed out
+  while (Clock::now() < deadline) {
+    if (!handle->next(ev, kCancelPoll)) {
+      if (!is_cancelled(request)) continue;
+      handle->cancel();  // the engine frees the sequence within a step
+      return Status(StatusCode::kInternal, "generation cancelled");
+    }
+    deadline = Clock::now() + kGenerationTimeout;
     text += ev.text;
     if (ev.finished) {
       if (ev.finish_reason == FinishReason::kError)
@@ -148,6 +170,7 @@ Result<json> TaskPipeline::run(const TaskRequest& request) {
   const Tool* forced =
       request.force_action.empty() ? tools_->triggered_by(request.input, request.allowed_tools) : nullptr;
   for (int step = 0; step < max_steps; ++step) {
+    if (is_cancelled(request)) return mark_cancelled(result);
     const Tool* tool = nullptr;
     json arguments;
     if (step == 0 && forced) {
@@ -156,14 +179,14 @@ Result<json> TaskPipeline::run(const TaskRequest& request) {
       auto text = generate(system("Call the tool '" + forced->config.name + "' (" + forced->config.description +
                                   "). Answer with its arguments as one JSON object."),
                            tool_defs, *gbnf, request, step);
-      if (!text) return text.status();
+      if (!text) return is_cancelled(request) ? Result<json>(mark_cancelled(result)) : text.status();
       tool = forced;
       arguments = json::parse(*text, nullptr, false);
     } else {
       auto gbnf = json_schema_to_gbnf(decision_schema(tools, !steps.empty(), request.force_action));
       if (!gbnf) return gbnf.status();
       auto text = generate(system(kDecideInstruction), tool_defs, *gbnf, request, step);
-      if (!text) return text.status();
+      if (!text) return is_cancelled(request) ? Result<json>(mark_cancelled(result)) : text.status();
       const json decision = json::parse(*text, nullptr, false);
       const std::string action = decision.is_object() ? decision.value("action", "") : "";
       if (action == "clarify") {
@@ -194,11 +217,12 @@ Result<json> TaskPipeline::run(const TaskRequest& request) {
       save_session(id, session);
       return result;
     }
-    const ToolOutcome outcome = execute_tool(*tools_, *tool, arguments, request.who);
+    const ToolOutcome outcome = execute_tool(*tools_, *tool, arguments, request.who, request.cancelled);
     json record = {
         {"tool", tool->config.name}, {"arguments", arguments}, {"result", outcome.output}, {"ms", outcome.ms}};
     if (!outcome.ok) record["error"] = outcome.error;
     steps.push_back(record);
+    if (is_cancelled(request)) return mark_cancelled(result);
     const std::string call_id = tool_call_id(steps.size());
     session.messages.push_back(
         {{"role", "assistant"},

@@ -6,7 +6,8 @@
 // tool or {"action": "finish", "answer": ...}, up to max_steps. Every step is recorded. A
 // clarification keeps the session, which the client continues with the same `session`;
 // sessions expire after a TTL and, because each turn's prompt extends the last, reuse the
-// prefix cache.
+// prefix cache. A cancelled task stops between steps and stops the tool it runs; its turn is
+// not kept in the session.
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "chat/chat_template.h"
 #include "chat/prompt_builder.h"
 #include "engine/engine.h"
+#include "tasks/fd_read.h"
 #include "tasks/tools.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +44,9 @@ struct TaskRequest {
   std::string who;                                          // for the execution log
   std::optional<uint64_t> seed;
   int max_steps = 0;  // 0: the pipeline's default
+  // True once the task should stop (its client went away): no further step runs, a running
+  // generation or tool is stopped, and the result's status is "cancelled". Empty: never.
+  CancelCheck cancelled;
 };
 
 class TaskPipeline {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chat/tool_calls.h"
 #include "sample/json_schema.h"
 
 namespace autoglm {
@@ -21,6 +22,27 @@ Status check_placeholders(const std::string& text, const json& params, const std
   return Status::ok();
 }
 
+// An http tool's URL: a fixed http:// host on the allowlist (placeholders choose the host or
+// port only where the tool allows it), a known method.
+Status check_http(const ToolExec& e, const json& params, const std::vector<std::string>& allowlist,
+                  const std::string& path) {
+  const std::string host = url_host(e.url);
+  if (host.empty()) return path_error(path + ".http.url", "must be an http:// URL");
+  const std::vector<std::string> in_address = placeholders(url_authority(e.url));
+  if (!in_address.empty() && !e.allow_placeholder_host_port)
+    return path_error(path + ".http.url", "placeholder {" + in_address[0] +
+                                              "} is in the host or port: the model would choose where the request "
+                                              "goes (http.allow_placeholder_host_port: true allows it)");
+  const bool host_filled_later = !placeholders(host).empty();  // then checked when the tool runs
+  if (!host_filled_later && std::find(allowlist.begin(), allowlist.end(), host) == allowlist.end())
+    return path_error(path + ".http.url", "host '" + host + "' is not on the http allowlist");
+  static const std::vector<std::string> methods = {"GET", "POST", "PUT", "DELETE"};
+  if (std::find(methods.begin(), methods.end(), e.method) == methods.end())
+    return path_error(path + ".http.method", "must be GET, POST, PUT or DELETE");
+  AUTOGLM_RETURN_IF_ERROR(check_placeholders(e.url, params, path + ".http.url"));
+  return Status::ok();
+}
+
 Status check_exec(const ToolExec& e, const json& params, const std::vector<std::string>& allowlist,
                   const std::string& path) {
   const int kinds = int(!e.command.empty()) + int(!e.url.empty()) + int(!e.builtin.empty());
@@ -34,16 +56,7 @@ Status check_exec(const ToolExec& e, const json& params, const std::vector<std::
     for (size_t i = 0; i < e.command.size(); ++i)
       AUTOGLM_RETURN_IF_ERROR(check_placeholders(e.command[i], params, path + ".command[" + std::to_string(i) + "]"));
   }
-  if (!e.url.empty()) {
-    const std::string host = url_host(e.url);
-    if (host.empty()) return path_error(path + ".http.url", "must be an http:// URL");
-    if (std::find(allowlist.begin(), allowlist.end(), host) == allowlist.end())
-      return path_error(path + ".http.url", "host '" + host + "' is not on the http allowlist");
-    static const std::vector<std::string> methods = {"GET", "POST", "PUT", "DELETE"};
-    if (std::find(methods.begin(), methods.end(), e.method) == methods.end())
-      return path_error(path + ".http.method", "must be GET, POST, PUT or DELETE");
-    AUTOGLM_RETURN_IF_ERROR(check_placeholders(e.url, params, path + ".http.url"));
-  }
+  if (!e.url.empty()) AUTOGLM_RETURN_IF_ERROR(check_http(e, params, allowlist, path));
   if (!e.builtin.empty()) {
     const auto& names = builtin_tool_names();
     if (std::find(names.begin(), names.end(), e.builtin) == names.end())
@@ -86,6 +99,13 @@ std::vector<std::string> placeholders(const std::string& text) {
   return out;
 }
 
+std::string url_authority(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.compare(0, scheme.size(), scheme) != 0) return "";
+  const size_t end = url.find_first_of("/?#", scheme.size());
+  return url.substr(scheme.size(), end == std::string::npos ? std::string::npos : end - scheme.size());
+}
+
 std::string url_host(const std::string& url) {
   const std::string scheme = "http://";
   if (url.compare(0, scheme.size(), scheme) != 0) return "";
@@ -102,8 +122,10 @@ std::string url_host(const std::string& url) {
 }
 
 Result<std::shared_ptr<ToolRegistry>> ToolRegistry::build(const std::vector<ToolConfig>& configs,
-                                                          std::vector<std::string> http_allowlist) {
+                                                          std::vector<std::string> http_allowlist,
+                                                          std::optional<ListenAddress> own_address) {
   auto r = std::make_shared<ToolRegistry>();
+  r->own_address_ = std::move(own_address);
   r->http_allowlist_ =
       http_allowlist.empty() ? std::vector<std::string>{"127.0.0.1", "localhost", "::1"} : std::move(http_allowlist);
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -117,6 +139,7 @@ Result<std::shared_ptr<ToolRegistry>> ToolRegistry::build(const std::vector<Tool
     }
     if (!t.parameters.is_object() || (t.parameters.contains("type") && t.parameters["type"] != "object"))
       return path_error(path + ".parameters", "must be a JSON Schema of type object");
+    t.parameters = tool_arguments_schema(t.parameters);  // no argument keys beyond the listed ones
     if (auto g = json_schema_to_gbnf(t.parameters); !g) return path_error(path + ".parameters", g.status().message());
     for (size_t k = 0; k < t.config.triggers.size(); ++k) {
       auto re = Regex::compile(t.config.triggers[k], false, /*caseless=*/true);
@@ -124,9 +147,12 @@ Result<std::shared_ptr<ToolRegistry>> ToolRegistry::build(const std::vector<Tool
       t.triggers.push_back(*re);
     }
     AUTOGLM_RETURN_IF_ERROR(check_exec(t.config.exec, t.parameters, r->http_allowlist_, path + ".exec"));
-    for (const auto& [name, rule] : t.config.arguments)
+    for (const auto& [name, rule] : t.config.arguments) {
       if (!t.parameters.contains("properties") || !t.parameters["properties"].contains(name))
         return path_error(path + ".arguments." + name, "names no property of 'parameters'");
+      if (rule.not_a_path && !rule.path_under.empty())
+        return path_error(path + ".arguments." + name, "path_under and not_a_path: true contradict each other");
+    }
     r->tools_.push_back(std::move(t));
   }
   return r;

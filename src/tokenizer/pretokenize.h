@@ -30,6 +30,12 @@ class PreTokenizer {
 
   // A ByteLevel step is present: words reach the model as GPT-2 byte-level strings.
   bool byte_level() const { return byte_level_; }
+  // A step drops what it matches (Whitespace, WhitespaceSplit, a removing Split): text may vanish.
+  bool removes_text() const {
+    for (const Step& step : steps_)
+      if (step.kind == Kind::kSplit && step.behavior == SplitBehavior::kRemoved) return true;
+    return false;
+  }
 
  private:
   enum class Kind { kSplit, kPrefixSpace, kMetaspace };

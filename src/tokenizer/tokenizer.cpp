@@ -64,9 +64,26 @@ Tokenizer::Tokenizer(Vocab vocab, TextPipeline pipeline) : vocab_(std::move(voca
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](int32_t a, int32_t b) {
     return vocab_.pieces[size_t(a)].size() > vocab_.pieces[size_t(b)].size();
   });
+  // A piece stands for at most its own bytes (SPM's marker and byte-level BPE's characters are
+  // longer than the bytes they stand for); an unknown character, up to 4 bytes, is one unk or
+  // byte tokens. Only where no text can vanish.
+  const bool all_bytes =
+      std::all_of(vocab_.byte_tokens.begin(), vocab_.byte_tokens.end(), [](int32_t id) { return id >= 0; }) &&
+      (vocab_.kind == TokenizerKind::kSpm || vocab_.byte_fallback);
+  bool byte_level_complete = vocab_.kind == TokenizerKind::kBpe && vocab_.byte_level;  // every byte's character
+  for (int b = 0; b < 256 && byte_level_complete; ++b)
+    byte_level_complete = vocab_.find(byte_to_unicode(uint8_t(b))) >= 0;
+  const bool nothing_vanishes =
+      !pipeline_.normalizer && pipeline_.added_rules.empty() && !(pipeline_.pre && pipeline_.pre->removes_text()) &&
+      !(vocab_.fuse_unk && vocab_.kind == TokenizerKind::kBpe) && (vocab_.unk >= 0 || all_bytes || byte_level_complete);
+  if (nothing_vanishes) {
+    max_token_bytes_ = 4;
+    for (const std::string& piece : vocab_.pieces) max_token_bytes_ = std::max(max_token_bytes_, piece.size());
+  }
 }
 
-void Tokenizer::encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const {
+void Tokenizer::encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out,
+                            size_t max_tokens) const {
   if (vocab_.kind == TokenizerKind::kSpm) {
     const bool prefix = vocab_.add_space_prefix && after_special;
     spm_encode(vocab_, utf8::replace_all(prefix ? " " + text : text, " ", kSpaceMarker), out);
@@ -79,7 +96,10 @@ void Tokenizer::encode_text(const std::string& text, bool after_special, bool fi
     bpe_encode_word(vocab_, normalized, out);
     return;
   }
-  for (const std::string& word : pipeline_.pre->split(normalized, first)) bpe_encode_word(vocab_, word, out);
+  for (const std::string& word : pipeline_.pre->split(normalized, first)) {
+    if (out.size() > max_tokens) return;
+    bpe_encode_word(vocab_, word, out);
+  }
 }
 
 // Fragments of plain text and the added tokens found between them (longest token first).
@@ -141,13 +161,13 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special
 }
 
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special,
-                                       const std::vector<ByteRange>& plain) const {
+                                       const std::vector<ByteRange>& plain, size_t max_tokens) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
   bool after_special = true;
   bool first = true;
   const auto fragments = split_added_tokens(text, parse_special, plain);
-  for (size_t i = 0; i < fragments.size(); ++i) {
+  for (size_t i = 0; i < fragments.size() && out.size() <= max_tokens; ++i) {
     const Fragment& f = fragments[i];
     if (f.id >= 0) {
       out.push_back(f.id);
@@ -158,7 +178,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special
     // Neighbouring text fragments (a plain range beside trusted text) are one text.
     size_t len = f.len;
     while (i + 1 < fragments.size() && fragments[i + 1].id < 0) len += fragments[++i].len;
-    encode_text(text.substr(f.start, len), after_special, first, out);
+    encode_text(text.substr(f.start, len), after_special, first, out, max_tokens);
     after_special = false;
     first = false;
   }

@@ -4,6 +4,7 @@
 // through the subword model (SPM or BPE). Decoding runs the decoder chain.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -50,8 +51,14 @@ class Tokenizer {
   struct ByteRange {
     size_t begin, end;
   };
+  // With `max_tokens`, encoding stops between words once more than that many ids are out: a
+  // prompt over a limit is known to be so without encoding all of it (the ids are then cut short).
   std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special,
-                              const std::vector<ByteRange>& plain) const;
+                              const std::vector<ByteRange>& plain, size_t max_tokens = SIZE_MAX) const;
+  // At most this many tokens for `text_bytes` of text: each token stands for at most
+  // as many bytes as the longest piece. 0 where the pipeline may drop or absorb text (a
+  // normalizer, added tokens that absorb whitespace, fused or dropped unknown characters).
+  size_t min_tokens(size_t text_bytes) const { return max_token_bytes_ == 0 ? 0 : text_bytes / max_token_bytes_; }
 
   // The bytes a token stands for; control and unknown tokens only when `special`.
   std::string token_to_piece(int32_t id, bool special = false) const;
@@ -72,12 +79,14 @@ class Tokenizer {
   };
   std::vector<Fragment> split_added_tokens(const std::string& text, bool parse_special,
                                            const std::vector<ByteRange>& plain) const;
-  void encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out) const;
+  void encode_text(const std::string& text, bool after_special, bool first, std::vector<int32_t>& out,
+                   size_t max_tokens) const;
   std::string decode_with_pipeline(const std::vector<int32_t>& ids, bool special) const;
 
   Vocab vocab_;
   TextPipeline pipeline_;
   std::vector<int32_t> special_by_length_;  // special tokens, longest text first
+  size_t max_token_bytes_ = 0;              // the most text bytes one token stands for; 0: unknown
 };
 
 // Streams text token by token without ever splitting a UTF-8 character.
