@@ -64,6 +64,30 @@ TEST(ToolExecutors, MaliciousArgumentsStayOneLiteralArgument) {
   EXPECT_FALSE(std::filesystem::exists(marker)) << "a shell ran";
 }
 
+// Tool "show"'s `message` values that leave root_with_an_escape's folder are refused, naming the
+// tool, the parameter and the value (and `hint`, when given).
+void expect_escapes_refused(const ToolRegistry& reg, const std::string& hint) {
+  for (const std::string evil : {"../secret", "docs/../../x", "/etc/passwd", "escape/passwd"}) {
+    const ToolOutcome o = execute_tool(reg, reg.tools()[0], json{{"message", evil}}, "test");
+    EXPECT_FALSE(o.ok) << evil;
+    EXPECT_NE(o.error.find("tool 'show', parameter 'message': '" + evil + "' resolves outside"), std::string::npos)
+        << o.error;
+    if (!hint.empty()) {
+      EXPECT_NE(o.error.find(hint), std::string::npos) << o.error;
+    }
+  }
+}
+
+// A fresh folder `name` with docs/ inside and escape/, a symlink out of it to /etc.
+std::filesystem::path root_with_an_escape(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path root = test::temp_path(name);
+  fs::remove_all(root);
+  fs::create_directories(root / "docs");
+  fs::create_symlink("/etc", root / "escape");
+  return root;
+}
+
 TEST(ToolExecutors, OptionsAndPathsOutsideTheirRootAreRefused) {
   // A leading '-' reaches the command as an option: refused unless the parameter allows it.
   auto reg = registry({command_tool("echo", {"/bin/echo", "{message}"})});
@@ -82,20 +106,12 @@ TEST(ToolExecutors, OptionsAndPathsOutsideTheirRootAreRefused) {
   // A path confined under a root: '..' and symlinks that leave it are refused; inside, the
   // command gets the resolved path.
   namespace fs = std::filesystem;
-  const fs::path root = test::temp_path("tool-root");
-  fs::remove_all(root);
-  fs::create_directories(root / "docs");
-  fs::create_symlink("/etc", root / "escape");
+  const fs::path root = root_with_an_escape("tool-root");
   ToolConfig cat = command_tool("show", {"/bin/echo", "{message}"});
   cat.arguments["message"].path_under = root.string();
   reg = registry({cat});
   ASSERT_TRUE(reg);
-  for (const std::string evil : {"../secret", "docs/../../x", "/etc/passwd", "escape/passwd"}) {
-    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
-    EXPECT_FALSE(o.ok) << evil;
-    EXPECT_NE(o.error.find("tool 'show', parameter 'message': '" + evil + "' resolves outside"), std::string::npos)
-        << o.error;
-  }
+  expect_escapes_refused(*reg, "");
   const ToolOutcome ok = execute_tool(*reg, reg->tools()[0], json{{"message", "docs/../docs/a.txt"}}, "test");
   EXPECT_TRUE(ok.ok) << ok.error;
   EXPECT_EQ(ok.output, (fs::weakly_canonical(root) / "docs" / "a.txt").string() + "\n");
@@ -112,21 +128,12 @@ TEST(ToolExecutors, OptionsAndPathsOutsideTheirRootAreRefused) {
 // checked, not rewritten (the command runs in cwd, where it means the same path).
 TEST(ToolExecutors, CwdConfinesValuesUnlessTheParameterIsNotAPath) {
   namespace fs = std::filesystem;
-  const fs::path root = test::temp_path("tool-cwd");
-  fs::remove_all(root);
-  fs::create_directories(root / "docs");
-  fs::create_symlink("/etc", root / "escape");
+  const fs::path root = root_with_an_escape("tool-cwd");
   ToolConfig show = command_tool("show", {"/bin/echo", "{message}"});
   show.exec.cwd = root.string();
   auto reg = registry({show});
   ASSERT_TRUE(reg);
-  for (const std::string evil : {"../secret", "docs/../../x", "/etc/passwd", "escape/passwd"}) {
-    const ToolOutcome o = execute_tool(*reg, reg->tools()[0], json{{"message", evil}}, "test");
-    EXPECT_FALSE(o.ok) << evil;
-    EXPECT_NE(o.error.find("tool 'show', parameter 'message': '" + evil + "' resolves outside"), std::string::npos)
-        << o.error;
-    EXPECT_NE(o.error.find("arguments.message.not_a_path"), std::string::npos) << o.error;
-  }
+  expect_escapes_refused(*reg, "arguments.message.not_a_path");
   EXPECT_EQ(execute_tool(*reg, reg->tools()[0], json{{"message", "docs/a.txt"}}, "test").output, "docs/a.txt\n");
   show.arguments["message"].not_a_path = true;  // free text: the cwd does not confine it
   reg = registry({show});
@@ -265,19 +272,25 @@ TEST(ToolExecutors, ServerDeathEndsTheCommandsItStarted) {
   EXPECT_TRUE(eventually([] { return !test::process_with_argument("4244.25"); })) << "the tool outlived the server";
 }
 
+// A listening socket on a free loopback port (the port in `port`).
+int listen_on_loopback(int& port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  listen(fd, 4);
+  return fd;
+}
+
 // A one-shot HTTP server on loopback: answers each connection with `reply`, keeps the request.
 class TinyHttp {
  public:
   explicit TinyHttp(std::string reply) : reply_(std::move(reply)) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    listen(fd_, 4);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this] {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
@@ -343,15 +356,7 @@ TEST(ToolExecutors, HttpErrorStatusIsAStepError) {
 class HoldingHttp {
  public:
   HoldingHttp() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    listen(fd_, 4);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this] {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
