@@ -272,7 +272,14 @@ Reply ApiService::handle(const HttpRequest& request) {
 Reply ApiService::handle_admitted(const HttpRequest& request) {
   // A parsed body takes many times its bytes when it is all small values (four 8 MiB bodies of
   // [[],[],...] added 512 MB): that memory is held from the body budget before parsing.
-  if (request.hold_memory && !request.hold_memory(parsed_json_overhead(request.body))) {
+  const int64_t overhead = parsed_json_overhead(request.body);
+  const int64_t most =
+      std::min(config_.max_body_bytes_in_flight, std::max(body_budget_share(config_), config_.max_body_bytes));
+  if (request.hold_memory && overhead > 0 && int64_t(request.body.size()) + overhead > most)  // never fits
+    return error_reply(413, "the body would take about " + std::to_string(int64_t(request.body.size()) + overhead) +
+                                " bytes parsed (its JSON values count too), more than the " + std::to_string(most) +
+                                " one client may hold (max_body_bytes_in_flight_per_client)");
+  if (request.hold_memory && !request.hold_memory(overhead)) {
     Reply busy = error_reply(503, "too much request data in flight (a parsed body counts too); try again shortly", "",
                              "service_unavailable");
     busy.headers.emplace_back("Retry-After", "1");
@@ -298,6 +305,11 @@ std::string path_of(const std::string& target) {
 std::string bearer_key(const std::string& authorization) {
   const std::string bearer = "Bearer ";
   return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
+}
+
+bool ApiService::accepts_key(const std::string& key) const {
+  return std::any_of(config_.api_keys.begin(), config_.api_keys.end(),
+                     [&](const std::string& k) { return constant_time_equal(k, key); });
 }
 
 std::optional<Reply> ApiService::admit(const HttpRequest& req) {
@@ -365,8 +377,7 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   const std::string key = bearer_key(req.authorization);
   const bool open_route = path == "/metrics" && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
-    if (std::none_of(config_.api_keys.begin(), config_.api_keys.end(),
-                     [&](const std::string& k) { return constant_time_equal(k, key); }))
+    if (!accepts_key(key))
       return error_reply(401,
                          !req.authorization.empty() ? "invalid API key" : "missing API key (Authorization: Bearer ...)",
                          "", "authentication_error");

@@ -117,6 +117,8 @@ class ApiService {
   // Where the HTTP server listens (before load): http tools never target it.
   void set_listening_address(std::string host, int port) { listening_ = ListenAddress{std::move(host), port}; }
   int64_t in_flight();
+  // Whether `key` is one of the configured API keys (compared in constant time).
+  bool accepts_key(const std::string& key) const;
   // The thread pool the loaded models' engines share. Each engine step holds one of its turns,
   // so a caller holding a turn keeps every engine from stepping (tests order events by it).
   ThreadPool& thread_pool() { return *default_model().runtime->parts().pool; }

@@ -721,4 +721,9 @@ Result<ServerConfig> load_server_config(const std::string& path, const ConfigOve
   return parse_server_config(merged.c_str(), (path.empty() ? std::string("defaults") : path) + " with overrides");
 }
 
+int64_t body_budget_share(const ServerConfig& c) {
+  return c.max_body_bytes_in_flight_per_client > 0 ? c.max_body_bytes_in_flight_per_client
+                                                   : c.max_body_bytes_in_flight / 4;
+}
+
 }  // namespace autoglm

@@ -28,6 +28,10 @@ struct ServedModel {
   std::shared_ptr<const ServerConfig> config;  // the top-level keys with the entry's own on top
 };
 
+// What one client (API key, or address) may hold of max_body_bytes_in_flight: the configured
+// share, or a quarter.
+int64_t body_budget_share(const ServerConfig& c);
+
 // A LoRA adapter served over a model: requests name it as their `model`.
 struct LoraAdapterConfig {
   std::string name;

@@ -162,19 +162,17 @@ class Session : public std::enable_shared_from_this<Session> {
     read_body();
   }
 
-  // Whose share of the budget a body takes: its API key (admit has checked it), or without
-  // keys its address.
+  // Whose share of the budget a body takes: its API key when it is one of the server's (routes
+  // that need no key read bodies too: made-up keys must not each get a share), else its address.
   std::string budget_client() const {
-    if (api_.config().api_keys.empty()) return "address " + head_.client_address;
-    return "key " + access_.key_id;
+    if (api_.accepts_key(bearer_key(head_.authorization))) return "key " + access_.key_id;
+    return "address " + head_.client_address;
   }
 
   // A request's own body always fits its client's share (a single upload may be larger).
   BodyBudget::Caps budget_caps() const {
     const ServerConfig& c = api_.config();
-    const int64_t share = c.max_body_bytes_in_flight_per_client > 0 ? c.max_body_bytes_in_flight_per_client
-                                                                    : c.max_body_bytes_in_flight / 4;
-    return {c.max_body_bytes_in_flight, std::max(share, body_limit_)};
+    return {c.max_body_bytes_in_flight, std::max(body_budget_share(c), body_limit_)};
   }
 
   static Reply too_much_in_flight() {
@@ -306,8 +304,8 @@ class Session : public std::enable_shared_from_this<Session> {
         return overflow ? self->close() : self->read_request();
       }
       if (!self->handle_ || self->complete_) return;
-      if (ec == net::error::eof && self->input_end_cancels_) return self->handle_->cancel();
       if (ec == net::error::eof) {  // half-closed, or gone: a stream finds out with its next write
+        if (self->input_end_cancels_) self->handle_->cancel();  // a task's tools must not outlive it
         self->keep_alive_ = false;
         if (self->streaming_ && self->head_sent_) {
           self->append_chunk(": \n\n");  // an SSE comment: a closed peer answers it with a reset
@@ -383,7 +381,8 @@ class Session : public std::enable_shared_from_this<Session> {
     write_deadline_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(api_.config().stream_write_timeout_s)));
     write_deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec || !self->writing_) return;  // the write finished in time
+      // The write finished in time (a tick queued as it finished finds a later write's expiry).
+      if (ec || !self->writing_ || self->write_deadline_.expiry() > std::chrono::steady_clock::now()) return;
       if (self->handle_) self->handle_->cancel();
       self->close();
     });

@@ -14,7 +14,7 @@ void bad(const std::string& param, const std::string& message) {
 int64_t parsed_json_overhead(const std::string& body) {
   constexpr int64_t kPerValue = 64;  // a json value, its place in a container, the container's own
   const size_t start = body.find_first_not_of(" \t\r\n");
-  if (start == std::string::npos || body[start] != '{') return 0;
+  if (start == std::string::npos || (body[start] != '{' && body[start] != '[')) return 0;
   int64_t values = 1;
   bool in_string = false;
   for (size_t i = start; i < body.size(); ++i) {
