@@ -123,16 +123,21 @@ class AsyncJobsApi : public ::testing::Test {
   json get(const std::string& path, const Headers& headers = {}) {
     return test::http_call(port, "GET", path, "", headers).j();
   }
-  // Polls a job until it has ended (or a minute passed).
-  json wait_for(const std::string& id, const Headers& headers = {}) {
+  // Polls a job until `settled` holds (bounded: a minute), and gives its last state.
+  json poll_job(const std::string& id, const std::function<bool(const json&)>& settled, const Headers& headers = {}) {
     json job;
-    for (int i = 0; i < 1200; ++i) {
-      job = get("/v1/jobs/" + id, headers);
-      const std::string status = job.value("status", "");
-      if (status == "completed" || status == "failed" || status == "cancelled") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    test::wait_until([&] { return settled(job = get("/v1/jobs/" + id, headers)); });
     return job;
+  }
+  // Until the job has ended.
+  json wait_for(const std::string& id, const Headers& headers = {}) {
+    return poll_job(
+        id,
+        [](const json& job) {
+          const std::string status = job.value("status", "");
+          return status == "completed" || status == "failed" || status == "cancelled";
+        },
+        headers);
   }
   static json with(json base, const json& extra) {
     base.update(extra);
@@ -141,16 +146,12 @@ class AsyncJobsApi : public ::testing::Test {
   static json chat(const std::string& content, int max_tokens) {
     return {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", max_tokens}, {"temperature", 0}};
   }
-  // Polls until a job's callback has settled (delivered or failed), or half a minute passed.
+  // Until a job's callback has settled (delivered or failed).
   json wait_for_callback(const std::string& id) {
-    json job;
-    for (int i = 0; i < 600; ++i) {
-      job = get("/v1/jobs/" + id);
+    return poll_job(id, [](const json& job) {
       const std::string state = job.contains("callback") ? job["callback"].value("state", "") : "";
-      if (state == "delivered" || state == "failed") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return job;
+      return state == "delivered" || state == "failed";
+    });
   }
   ServerConfig base;
   std::string data_dir;

@@ -21,6 +21,7 @@
 #include "server/async_jobs.h"
 #include "server/batches.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
@@ -450,28 +451,15 @@ INSTANTIATE_TEST_SUITE_P(Faults, FullStore, ::testing::Values(WriteFault::kDiskF
                          [](const auto& info) { return info.param == WriteFault::kDiskFull ? "DiskFull" : "IoError"; });
 
 // Over HTTP on stories260K: the start-up error of a damaged store, and the 503s of a full one.
-class DamagedStoreServer : public ::testing::Test {
+class DamagedStoreServer : public test::ServerTest {
  protected:
   void SetUp() override {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     dir = fresh_dir(std::string("server-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    cfg.model = test::shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
     cfg.jobs.data_dir = dir;
     cfg.jobs.concurrency = 1;
   }
-  Status start() {
-    api = std::make_unique<ApiService>(cfg);
-    server = std::make_unique<HttpServer>(*api, 2);
-    if (Status st = server->start("127.0.0.1", 0); !st.is_ok()) return st;
-    port = server->port();
-    return api->load();
-  }
-  void TearDown() override {
-    if (server) server->stop();
-    server.reset();
-    api.reset();
-  }
+  Status start() { return try_start(cfg); }
   test::HttpResult call(const std::string& method, const std::string& path, const std::string& body = "",
                         const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     return test::http_call(port, method, path, body, headers);
@@ -486,9 +474,6 @@ class DamagedStoreServer : public ::testing::Test {
   }
   ServerConfig cfg;
   std::string dir;
-  std::unique_ptr<ApiService> api;
-  std::unique_ptr<HttpServer> server;
-  int port = 0;
 };
 
 TEST_F(DamagedStoreServer, TheStartFailsNamingTheFile) {
