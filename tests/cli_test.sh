@@ -206,5 +206,40 @@ else
   skip_or_fail "Hugging Face folder checks" "$hf"
 fi
 
+# info's parameter counts: a dense model's active parameters are all of them; a mixture of
+# experts counts only its used experts. create-model's MoE files load in llama.cpp where the
+# anchor is built (bash ../shared/tools/build-llama-anchor.sh); without it that check is skipped.
+active_and_total() {  # active_and_total INFO_OUTPUT: prints "ACTIVE TOTAL"
+  [[ "$1" =~ active\ params:\ +([0-9]+)\ .*\ of\ ([0-9]+) ]] && echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+}
+out=$("$bin" info -m "$tmp/tiny.gguf" 2>&1)
+check "info active params" "active params:" "$out"
+check "info bytes per token" "bytes per token:" "$out"
+read -r active total <<<"$(active_and_total "$out")"
+if [ -n "$total" ] && [ "$active" = "$total" ]; then echo "ok   info dense: active == total"; else
+  echo "FAIL info dense: active '$active' vs total '$total'"; failures=$((failures + 1)); fi
+anchor="${LLAMA_ANCHOR_BIN:-$HOME/.cache/llama-anchor/build/bin}/llama-bench"
+for arch in qwen3moe glm4moe gpt-oss deepseek2; do
+  moe=$tmp/moe-$arch.gguf
+  out=$("$bin" create-model --arch "$arch" --preset tiny --n-layer 2 --type q8_0 -o "$moe" 2>&1)
+  check "create-model --arch $arch" "$arch tiny, Q8_0 weights" "$out"
+  out=$("$bin" info -m "$moe" 2>&1)
+  check "info $arch experts" "experts:         8, 2 used per token" "$out"
+  read -r active total <<<"$(active_and_total "$out")"
+  if [ -n "$total" ] && [ "$active" -lt "$total" ]; then echo "ok   info $arch: active < total"; else
+    echo "FAIL info $arch: active '$active' vs total '$total' in: $out"; failures=$((failures + 1)); fi
+  if [ -x "$anchor" ]; then
+    out=$("$anchor" -m "$moe" -p 4 -n 2 -r 1 -t 1 2>&1)
+    check "llama.cpp loads create-model's $arch" "| $arch" "$out"
+  else
+    echo "skip llama.cpp loads create-model's $arch (no anchor at $anchor)"
+  fi
+done
+out=$("$bin" create-model --arch llama --preset 30b-a3b -o "$tmp/x.gguf" 2>&1)
+check "create-model MoE preset for a dense arch" "--preset '30b-a3b' is not one of tiny, 150m, 1b" "$out"
+out=$("$bin" create-model --arch qwen2 --preset 150m --n-layer 1 --type q8_0 -o "$tmp/one.gguf" 2>&1 &&
+  "$bin" info -m "$tmp/one.gguf" 2>&1)
+check "create-model --n-layer" "layers:          1" "$out"
+
 echo "cli: $failures failed"
 [ "$failures" -eq 0 ]

@@ -22,7 +22,7 @@ namespace autoglm {
 namespace {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
 
 std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -322,6 +322,87 @@ TEST(Dequantize, Q6_KSignedScales) {
   ref::dequantize_row(DType::Q6_K, block, y, 256);
   EXPECT_FLOAT_EQ(y[0], 62.0f);
   EXPECT_FLOAT_EQ(y[1], 64.0f);
+}
+
+// MXFP4: value = doubled e2m1 table[code] * 2^(e - 128); low nibbles are elements 0..15.
+TEST(Dequantize, Mxfp4BlockLayout) {
+  uint8_t block[17] = {};
+  block[0] = 127;    // 2^-1 times the doubled table: the e2m1 values themselves
+  block[1] = 0xc7;   // element 0: code 7 -> 6.0; element 16: code 12 -> -2.0
+  block[2] = 0x8f;   // element 1: code 15 -> -6.0; element 17: code 8 (-0) -> 0
+  block[16] = 0x21;  // element 15: code 1 -> 0.5; element 31: code 2 -> 1.0
+  float y[32];
+  ref::dequantize_row(DType::MXFP4, block, y, 32);
+  EXPECT_FLOAT_EQ(y[0], 6.0f);
+  EXPECT_FLOAT_EQ(y[16], -2.0f);
+  EXPECT_FLOAT_EQ(y[1], -6.0f);
+  EXPECT_FLOAT_EQ(y[17], 0.0f);
+  EXPECT_FLOAT_EQ(y[15], 0.5f);
+  EXPECT_FLOAT_EQ(y[31], 1.0f);
+  EXPECT_FLOAT_EQ(y[2], 0.0f);
+  // The smallest exponents give subnormal scales, exactly.
+  for (uint8_t e : {uint8_t(0), uint8_t(1)}) {
+    block[0] = e;
+    ref::dequantize_row(DType::MXFP4, block, y, 32);
+    EXPECT_EQ(y[15], std::ldexp(1.0f, int(e) - 128)) << int(e);
+    EXPECT_EQ(y[0], std::ldexp(12.0f, int(e) - 128)) << int(e);
+  }
+  block[0] = 254;
+  ref::dequantize_row(DType::MXFP4, block, y, 32);
+  EXPECT_EQ(y[15], std::ldexp(1.0f, 126));
+}
+
+// The exponent is llama.cpp's floor(log2(amax)) - 2, so its largest value 12 * 2^(e - 128) is 1.5x
+// the power of two at or below amax (larger values clip), and codes are the nearest values.
+TEST(Quantize, Mxfp4ExponentAndCodes) {
+  float x[32] = {};
+  x[0] = 3.9f;    // amax: floor(log2) = 1, e = 126, step 0.25, clipped to 12 * 0.25 = 3
+  x[1] = -0.26f;  // nearest -0.25: code 9
+  x[2] = 0.625f;  // tie between 0.5 and 0.75: the smaller magnitude (code 2)
+  x[16] = -1.3f;  // nearest -1.5: code 13 (-6 * 0.25)
+  uint8_t block[17];
+  ref::quantize_row(DType::MXFP4, x, block, 32);
+  EXPECT_EQ(block[0], 126);
+  EXPECT_EQ(block[1], 0xd7);
+  EXPECT_EQ(block[2] & 0x0f, 9);
+  EXPECT_EQ(block[3] & 0x0f, 2);
+  const float zeros[32] = {};
+  ref::quantize_row(DType::MXFP4, zeros, block, 32);
+  EXPECT_EQ(block[0], 0);
+  float y[32];
+  ref::dequantize_row(DType::MXFP4, block, y, 32);
+  EXPECT_TRUE(std::all_of(y, y + 32, [](float v) { return v == 0.0f; }));
+}
+
+// Weights and activations far from 1 (subnormal and huge scales) through every kernel set.
+TEST(Matmul, Mxfp4ExtremeScalesOnEveryIsa) {
+  for (float scale : {2e-38f, 1e30f}) {  // exponents 1 (a subnormal scale) and 226
+    const int64_t rows = 9, cols = 64, tokens = 5;
+    const auto w = random_values(size_t(rows * cols), 31, scale);
+    const int64_t row_bytes = dtype_row_bytes(DType::MXFP4, cols);
+    std::vector<uint8_t> q(size_t(row_bytes * rows));
+    for (int64_t r = 0; r < rows; ++r)
+      ref::quantize_row(DType::MXFP4, &w[size_t(r * cols)], &q[size_t(r * row_bytes)], cols);
+    const cpu::WeightMatrix m{DType::MXFP4, q.data(), rows, cols, row_bytes};
+    cpu::WeightMatrix packed = m;
+    ThreadPool pool(1);
+    const cpu::PackedBuffer buffer = cpu::pack_matrix(pool, packed);
+    const auto x = random_values(size_t(tokens * cols), 32);
+    std::vector<float> seen(x.size()), y(size_t(rows * tokens));
+    for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"})
+      for (const cpu::WeightMatrix* layout : {&m, static_cast<const cpu::WeightMatrix*>(&packed)}) {
+        if (!cpu::select_kernel_isa(isa)) continue;
+        cpu::activations_as_seen(DType::MXFP4, x.data(), tokens, cols, seen.data());
+        cpu::matmul(pool, *layout, x.data(), tokens, y.data());
+        for (int64_t tk = 0; tk < tokens; ++tk)
+          for (int64_t r = 0; r < rows; ++r) {
+            const double want = ref::dot(DType::MXFP4, &q[size_t(r * row_bytes)], &seen[size_t(tk * cols)], cols);
+            EXPECT_NEAR(y[size_t(tk * rows + r)], want, 1e-4 * (std::fabs(want) + scale))
+                << isa << (layout->packed ? " packed" : "") << " scale " << scale;
+          }
+      }
+  }
+  cpu::select_kernel_isa("avx2");
 }
 
 TEST(Ops, RmsNorm) {

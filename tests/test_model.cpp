@@ -521,3 +521,230 @@ TEST(Attention, Q8KvNeedsHeadSizesOf32) {
 
 }  // namespace
 }  // namespace autoglm
+
+// create-model's mixture-of-experts presets and the parameter counts of `info`.
+#include "model/param_count.h"
+
+namespace autoglm {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// The tiny mixture-of-experts preset: n_embd 256, 4 heads of 64 (2 KV heads), 8 experts of
+// 256 with 2 used, dense FFN 512, 4 blocks; deepseek2's MLA: q_lora 256, kv_lora 256, rope 32,
+// nope 64, v_head 64.
+constexpr int64_t kEmbd = 256, kHeads = 4, kExperts = 8, kFfExp = 256;
+
+struct MoeFile {
+  std::string path;
+  std::unique_ptr<GgufFile> file;
+  ~MoeFile() { std::remove(path.c_str()); }
+};
+
+std::unique_ptr<MoeFile> create_tiny(const std::string& arch, DType type, int64_t n_layer = 0) {
+  CreateModelOptions o;
+  o.arch = arch;
+  o.type = type;
+  o.n_layer = n_layer;
+  auto m = std::make_unique<MoeFile>();
+  m->path = test::temp_path("moe-" + arch + ".gguf");
+  const Status st = create_random_model(o, m->path);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  auto f = GgufFile::open(m->path);
+  EXPECT_TRUE(f.is_ok()) << f.status().message();
+  if (f.is_ok()) m->file = std::move(*f);
+  return m;
+}
+
+// "" when `name` is there with these dims, else what is wrong.
+std::string tensor_problem(const GgufFile& f, const std::string& name, const Dims& dims) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) return name + " is missing";
+  if (t->dims != dims) return name + " has other dims";
+  return "";
+}
+
+int64_t key(const GgufFile& f, const std::string& k) {
+  return f.get_int(k).value_or(-1);
+}
+
+class MoePreset : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoePreset, HasLlamaCppKeysAndExpertTensors) {
+  const std::string arch = GetParam(), a = arch + ".";
+  auto m = create_tiny(arch, DType::Q8_0);
+  ASSERT_TRUE(m->file);
+  const GgufFile& f = *m->file;
+  EXPECT_EQ(f.get_string("general.architecture"), arch);
+  EXPECT_EQ(key(f, a + "block_count"), 4);
+  EXPECT_EQ(key(f, a + "embedding_length"), kEmbd);
+  EXPECT_EQ(key(f, a + "attention.head_count"), kHeads);
+  EXPECT_EQ(key(f, a + "expert_count"), kExperts);
+  EXPECT_EQ(key(f, a + "expert_used_count"), 2);
+  EXPECT_EQ(key(f, a + "expert_feed_forward_length"), kFfExp);
+  EXPECT_EQ(f.find(a + "nextn_predict_layers"), nullptr);
+  const bool dense_lead = arch == "glm4moe" || arch == "deepseek2";
+  EXPECT_EQ(key(f, a + "leading_dense_block_count"), dense_lead ? 1 : -1);
+  const std::string b = "blk.3.";
+  EXPECT_EQ(tensor_problem(f, b + "ffn_gate_inp.weight", {kEmbd, kExperts}), "");
+  EXPECT_EQ(f.find_tensor(b + "ffn_gate_inp.weight")->type, DType::F32);
+  EXPECT_EQ(tensor_problem(f, b + "ffn_gate_exps.weight", {kEmbd, kFfExp, kExperts}), "");
+  EXPECT_EQ(tensor_problem(f, b + "ffn_up_exps.weight", {kEmbd, kFfExp, kExperts}), "");
+  EXPECT_EQ(tensor_problem(f, b + "ffn_down_exps.weight", {kFfExp, kEmbd, kExperts}), "");
+  if (arch != "gpt-oss") {
+    EXPECT_EQ(f.find_tensor(b + "ffn_down_exps.weight")->type, DType::Q8_0);
+  }
+  EXPECT_EQ(f.find_tensor("blk.4.attn_norm.weight"), nullptr);
+  if (dense_lead) {
+    EXPECT_EQ(tensor_problem(f, "blk.0.ffn_gate.weight", {kEmbd, 512}), "");
+    EXPECT_EQ(f.find_tensor("blk.0.ffn_gate_inp.weight"), nullptr);
+    EXPECT_EQ(tensor_problem(f, b + "exp_probs_b.bias", {kExperts}), "");
+    EXPECT_EQ(tensor_problem(f, b + "ffn_gate_shexp.weight", {kEmbd, kFfExp}), "");
+    EXPECT_EQ(tensor_problem(f, b + "ffn_down_shexp.weight", {kFfExp, kEmbd}), "");
+    EXPECT_EQ(key(f, a + "expert_shared_count"), 1);
+    EXPECT_EQ(key(f, a + "expert_gating_func"), 2);
+    EXPECT_TRUE(f.get_bool(a + "expert_weights_norm").value_or(false));
+    EXPECT_GT(f.get_float(a + "expert_weights_scale").value_or(0), 1.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, MoePreset, ::testing::Values("qwen3moe", "glm4moe", "gpt-oss", "deepseek2"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+TEST(CreateModel, Qwen3MoeAndGlm4MoeAttention) {
+  auto q = create_tiny("qwen3moe", DType::F16);
+  ASSERT_TRUE(q->file);
+  EXPECT_EQ(tensor_problem(*q->file, "blk.0.attn_q.weight", {kEmbd, kHeads * 64}), "");
+  EXPECT_EQ(tensor_problem(*q->file, "blk.0.attn_q_norm.weight", {64}), "");
+  EXPECT_EQ(tensor_problem(*q->file, "blk.0.ffn_norm.weight", {kEmbd}), "");
+  EXPECT_EQ(key(*q->file, "qwen3moe.attention.key_length"), 64);
+  auto g = create_tiny("glm4moe", DType::F16);
+  ASSERT_TRUE(g->file);
+  EXPECT_EQ(key(*g->file, "glm4moe.rope.dimension_count"), 32);  // partial rotary: half a head
+  EXPECT_EQ(tensor_problem(*g->file, "blk.1.attn_q.bias", {kHeads * 64}), "");
+  EXPECT_EQ(tensor_problem(*g->file, "blk.1.attn_k.bias", {2 * 64}), "");
+  EXPECT_EQ(tensor_problem(*g->file, "blk.1.post_attention_norm.weight", {kEmbd}), "");
+  EXPECT_EQ(g->file->find_tensor("blk.1.ffn_norm.weight"), nullptr);
+}
+
+TEST(CreateModel, GptOssSinksBiasesAndYarn) {
+  auto m = create_tiny("gpt-oss", DType::Q8_0);
+  ASSERT_TRUE(m->file);
+  const GgufFile& f = *m->file;
+  EXPECT_EQ(tensor_problem(f, "blk.1.attn_sinks.weight", {kHeads}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.attn_output.bias", {kEmbd}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.attn_v.bias", {2 * 64}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.post_attention_norm.weight", {kEmbd}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.ffn_gate_inp.bias", {kExperts}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.ffn_gate_exps.bias", {kFfExp, kExperts}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.ffn_up_exps.bias", {kFfExp, kExperts}), "");
+  EXPECT_EQ(tensor_problem(f, "blk.1.ffn_down_exps.bias", {kEmbd, kExperts}), "");
+  EXPECT_GT(key(f, "gpt-oss.attention.sliding_window"), 0);
+  EXPECT_EQ(f.get_string("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_GT(key(f, "gpt-oss.rope.scaling.original_context_length"), 0);
+  const auto mxfp4 = dtype_from_name("mxfp4");
+  const DType experts = mxfp4 && ref::dtype_is_supported(*mxfp4) ? *mxfp4 : DType::Q8_0;
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_up_exps.weight")->type, experts);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_q.weight")->type, DType::Q8_0);
+}
+
+TEST(CreateModel, Deepseek2SplitMla) {
+  auto m = create_tiny("deepseek2", DType::F16);
+  ASSERT_TRUE(m->file);
+  const GgufFile& f = *m->file;
+  const int64_t q_lora = 256, kv_lora = 256, rope = 32, nope = 64, v_head = 64;
+  EXPECT_EQ(key(f, "deepseek2.attention.q_lora_rank"), q_lora);
+  EXPECT_EQ(key(f, "deepseek2.attention.kv_lora_rank"), kv_lora);
+  EXPECT_EQ(key(f, "deepseek2.attention.key_length"), kv_lora + rope);
+  EXPECT_EQ(key(f, "deepseek2.attention.value_length"), kv_lora);
+  EXPECT_EQ(key(f, "deepseek2.attention.key_length_mla"), nope + rope);
+  EXPECT_EQ(key(f, "deepseek2.attention.value_length_mla"), v_head);
+  EXPECT_EQ(key(f, "deepseek2.rope.dimension_count"), rope);
+  EXPECT_EQ(key(f, "deepseek2.attention.head_count_kv"), 1);
+  for (const char* b : {"blk.0.", "blk.2."}) {
+    const std::string p = b;
+    EXPECT_EQ(tensor_problem(f, p + "attn_q_a.weight", {kEmbd, q_lora}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_q_a_norm.weight", {q_lora}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_q_b.weight", {q_lora, kHeads * (nope + rope)}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_kv_a_mqa.weight", {kEmbd, kv_lora + rope}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_kv_a_norm.weight", {kv_lora}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_k_b.weight", {nope, kv_lora, kHeads}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_v_b.weight", {kv_lora, v_head, kHeads}), "");
+    EXPECT_EQ(tensor_problem(f, p + "attn_output.weight", {kHeads * v_head, kEmbd}), "");
+    EXPECT_EQ(f.find_tensor(p + "attn_q.weight"), nullptr);
+  }
+}
+
+TEST(CreateModel, NLayerAndBigPresetCheckedUpFront) {
+  for (const char* arch : {"llama", "qwen3moe", "deepseek2"}) {
+    auto m = create_tiny(arch, DType::Q4_0, 2);
+    ASSERT_TRUE(m->file);
+    EXPECT_EQ(key(*m->file, std::string(arch) + ".block_count"), 2) << arch;
+    EXPECT_NE(m->file->find_tensor("blk.1.attn_norm.weight"), nullptr) << arch;
+    EXPECT_EQ(m->file->find_tensor("blk.2.attn_norm.weight"), nullptr) << arch;
+  }
+  CreateModelOptions o;
+  o.n_layer = -3;
+  EXPECT_NE(create_random_model(o, "/tmp/x.gguf").message().find("--n-layer -3"), std::string::npos);
+  o.n_layer = 0;
+  o.preset = "30b-a3b";  // a mixture-of-experts preset, not llama's
+  EXPECT_NE(create_random_model(o, "/tmp/x.gguf").message().find("--preset '30b-a3b'"), std::string::npos);
+}
+
+TEST(CreateModel, SameBytesWithAnyNumberOfThreads) {
+  CreateModelOptions o;
+  o.arch = "qwen3moe";
+  o.type = DType::Q4_K;
+  o.n_layer = 2;
+  const std::string a = test::temp_path("t1.gguf"), b = test::temp_path("t3.gguf");
+  o.threads = 1;
+  ASSERT_TRUE(create_random_model(o, a).is_ok());
+  o.threads = 3;
+  ASSERT_TRUE(create_random_model(o, b).is_ok());
+  EXPECT_EQ(test::read_file(a), test::read_file(b));
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+}
+
+TEST(ParamCount, OnlyUsedExpertsAreActive) {
+  auto m = create_tiny("qwen3moe", DType::Q8_0);
+  ASSERT_TRUE(m->file);
+  const GgufFile& f = *m->file;
+  int64_t params = 0, expert_params = 0, bytes = 0, expert_bytes = 0;
+  for (const auto& t : f.tensors()) {
+    params += t.n_elements();
+    bytes += int64_t(t.n_bytes);
+    if (is_routed_expert_tensor(t.name)) expert_params += t.n_elements(), expert_bytes += int64_t(t.n_bytes);
+  }
+  EXPECT_EQ(expert_params, 4 * 3 * kEmbd * kFfExp * kExperts);
+  const ParamCount c = count_params(f);
+  EXPECT_EQ(c.params, params);
+  EXPECT_EQ(c.bytes, bytes);
+  EXPECT_EQ(c.active_params, params - expert_params + expert_params * 2 / kExperts);
+  const GgufTensorInfo& embd = *f.find_tensor("token_embd.weight");
+  const int64_t embd_row = int64_t(embd.n_bytes) / embd.dims[1];
+  EXPECT_EQ(c.active_bytes, bytes - expert_bytes + expert_bytes * 2 / kExperts - int64_t(embd.n_bytes) + embd_row);
+  EXPECT_LT(c.active_params, c.params);
+  EXPECT_FALSE(is_routed_expert_tensor("blk.1.ffn_gate_inp.weight"));
+  EXPECT_FALSE(is_routed_expert_tensor("blk.1.ffn_up_shexp.weight"));
+  EXPECT_TRUE(is_routed_expert_tensor("blk.1.ffn_gate_exps.bias"));
+}
+
+TEST(ParamCount, DenseModelIsAllActive) {
+  auto m = create_tiny("llama", DType::Q8_0);
+  ASSERT_TRUE(m->file);
+  const ParamCount c = count_params(*m->file);
+  EXPECT_EQ(c.active_params, c.params);
+  const GgufTensorInfo& embd = *m->file->find_tensor("token_embd.weight");
+  EXPECT_EQ(c.active_bytes, c.bytes - int64_t(embd.n_bytes) + int64_t(embd.n_bytes) / embd.dims[1]);
+  // The same file counted as if it had experts changes nothing: it has no expert tensors.
+  EXPECT_EQ(count_params(*m->file, 8, 2).active_params, c.params);
+}
+
+}  // namespace
+}  // namespace autoglm

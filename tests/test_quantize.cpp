@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "formats/gguf.h"
 #include "golden_util.h"
+#include "kernels/ref/quants.h"
 #include "model/create_model.h"
 #include "model/model.h"
 #include "model/quantize_model.h"
@@ -87,8 +89,8 @@ TEST(Quantize, EveryTypeAgainstTheFloatReference) {
   const auto ref = read_f32(test::shared_path("golden/rand-llama-gqa-f32/" + c["logits_file"].get<std::string>()));
   const int64_t n_vocab = c["n_vocab"];
   ThreadPool pool(2);
-  for (DType t :
-       {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1, DType::Q4_0}) {
+  for (DType t : {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1,
+                  DType::Q4_0, DType::MXFP4}) {
     std::string name(dtype_name(t));
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
     const json theirs = json::parse(test::read_file(
@@ -109,6 +111,34 @@ TEST(Quantize, EveryTypeAgainstTheFloatReference) {
         name.c_str(), cmp.top1, cmp.rms, cmp.max_abs, theirs["top1"].get<double>(), theirs["rms"].get<double>());
     EXPECT_LE(cmp.rms, 1.15 * theirs["rms"].get<double>()) << name;
   }
+}
+
+// MXFP4 round trip of normal values: the error of llama.cpp's exponent choice (1.5 * 2^floor(log2
+// amax) is the largest value, so a block's top values may clip), about 0.11 of the rms, and
+// never more than the clipping allows for any element.
+TEST(Quantize, Mxfp4RoundTripErrorBound) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(4096), y(x.size());
+  for (auto& v : x) v = dist(rng);
+  std::vector<uint8_t> q(size_t(dtype_row_bytes(DType::MXFP4, int64_t(x.size()))));
+  ref::quantize_row(DType::MXFP4, x.data(), q.data(), int64_t(x.size()));
+  ref::dequantize_row(DType::MXFP4, q.data(), y.data(), int64_t(y.size()));
+  double err = 0, norm = 0;
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float top = 1.5f * std::exp2(std::floor(std::log2(amax)));  // the largest value of the block
+    for (size_t i = b; i < b + 32; ++i) {
+      err += double(x[i] - y[i]) * (x[i] - y[i]), norm += double(x[i]) * x[i];
+      // within half the widest step (8 to 12 in units of top / 12) where unclipped, else the clip
+      EXPECT_LE(std::fabs(x[i] - y[i]), std::max(top / 6, std::fabs(x[i]) - top) * 1.0001f) << i;
+    }
+  }
+  const double rel = std::sqrt(err / norm);
+  std::printf("[quantize] MXFP4 round trip: rms error / rms value %.4f\n", rel);
+  EXPECT_LE(rel, 0.14);
+  EXPECT_GT(rel, 0.05) << "suspiciously exact for a 4-bit format";
 }
 
 }  // namespace

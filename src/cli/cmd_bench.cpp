@@ -43,10 +43,21 @@ int64_t attended_positions_of(int64_t computed, int64_t n) {
   return n * computed + n * (n + 1) / 2;
 }
 
+// f summed over the matrices one token goes through in the layers: the projections (latent
+// attention's too), the dense FFN or the router, the shared expert and n_expert_used routed
+// experts (they are all the same size).
 int64_t sum_over_layer_matrices(const Model& m, int64_t (*f)(const cpu::WeightMatrix&)) {
   int64_t n = 0;
-  for (const auto& l : m.weights().layers)
-    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) n += f(*w);
+  const int64_t used = m.spec().moe.n_expert_used;
+  for (const auto& l : m.weights().layers) {
+    const ExpertWeights& x = l.experts;
+    const MlaWeights& a = l.mla;
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &x.router, &x.shared_gate, &x.shared_up,
+                          &x.shared_down, &a.q_a, &a.q_b, &a.q, &a.kv_a})
+      n += f(*w);
+    if (!x.gate.empty()) n += used * (f(x.gate[0]) + f(x.up[0]) + f(x.down[0]));
+    for (size_t h = 0; h < a.k_b.size(); ++h) n += f(a.k_b[h]) + f(a.v_b[h]);
+  }
   return n;
 }
 

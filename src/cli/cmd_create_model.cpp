@@ -11,11 +11,15 @@ void register_create_model(CLI::App& app) {
   auto o = std::make_shared<CreateModelOptions>();
   auto type = std::make_shared<std::string>("f16");
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3")->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
-  cmd->add_option("--preset", o->preset, "tiny | 150m | 1b")->check(CLI::IsMember(create_model_presets()));
+  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3 | qwen3moe | glm4moe | gpt-oss | deepseek2")
+      ->check(CLI::IsMember(create_model_archs()));
+  cmd->add_option("--preset", o->preset, "Dense: tiny | 150m | 1b; mixture of experts: tiny | 30b-a3b")
+      ->check(CLI::IsMember(create_model_presets()));
   cmd->add_option("--type", *type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k");
   cmd->add_option("--seed", o->seed, "Seed of the weights");
   cmd->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the preset's)");
+  cmd->add_option("--n-layer", o->n_layer, "Number of blocks (default: the preset's)");
+  cmd->add_option("-t,--threads", o->threads, "Quantizing threads (default: one per physical core)");
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
   auto lora_for = std::make_shared<std::string>();
   auto rank = std::make_shared<int64_t>(16);

@@ -3,17 +3,44 @@
 
 #include "cli/common.h"
 #include "core/cpu_features.h"
+#include "formats/gguf.h"
 #include "kernels/cpu/matmul.h"
+#include "model/param_count.h"
 
 namespace autoglm::cli {
 namespace {
+
+// Total and per-token parameters and weight bytes (see count_params for what a token counts).
+void print_param_counts(const GgufFile& file) {
+  const std::string arch = file.get_string("general.architecture").value_or("");
+  const int64_t n_expert = file.get_int(arch + ".expert_count").value_or(0);
+  const int64_t n_used = file.get_int(arch + ".expert_used_count").value_or(0);
+  const ParamCount c = count_params(file, n_expert, n_used);
+  if (n_expert > 0) std::printf("experts:         %lld, %lld used per token\n", (long long)n_expert, (long long)n_used);
+  std::printf("active params:   %lld (%.2f M) per token, of %lld (%.2f M)\n", (long long)c.active_params,
+              double(c.active_params) / 1e6, (long long)c.params, double(c.params) / 1e6);
+  std::printf("bytes per token: %.2f MiB of weights read (embedding: one row)\n",
+              double(c.active_bytes) / (1024.0 * 1024.0));
+}
+
+// What the file itself says, for a model the runtime cannot open (an architecture it lacks).
+void print_file_summary(const std::string& path) {
+  auto file = GgufFile::open(path);
+  if (!file) return;
+  std::printf("file:            %s (GGUF v%u)\n", path.c_str(), (*file)->version());
+  std::printf("architecture:    %s\n", (*file)->get_string("general.architecture").value_or("-").c_str());
+  print_param_counts(**file);
+}
 
 int info(const std::string& path) {
   RuntimeOptions options;
   options.start_engine = false;
   options.threads = 1;
   auto rt = open_runtime(path, options);
-  if (!rt) return fail(rt.status());
+  if (!rt) {
+    if (!is_hf_folder(path)) print_file_summary(path);
+    return fail(rt.status());
+  }
   const Model& m = *(*rt)->parts().model;
   const ModelSpec& s = m.spec();
   const Vocab& v = (*rt)->parts().tokenizer->vocab();
@@ -26,6 +53,7 @@ int info(const std::string& path) {
   std::printf("architecture:    %s\n", s.arch.c_str());
   std::printf("parameters:      %lld (%.2f M)\n", (long long)m.n_params(), double(m.n_params()) / 1e6);
   std::printf("size:            %.2f MiB\n", double(m.weight_bytes()) / (1024.0 * 1024.0));
+  print_param_counts(m.file());
   std::printf("weight types:    %s\n", m.weight_type_summary().c_str());
   std::printf("context length:  %lld\n", (long long)s.n_ctx_train);
   std::printf("embedding:       %lld\n", (long long)s.n_embd);

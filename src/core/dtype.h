@@ -29,6 +29,7 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,  // E8M0 scale, 32 e2m1 codes
 };
 
 struct DTypeInfo {

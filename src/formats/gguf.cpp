@@ -22,6 +22,10 @@ class Cursor {
     return corrupt(file_ + ": " + what + " (at byte " + std::to_string(pos_) + ")");
   }
 
+  Status unsupported_here(const std::string& what) const {
+    return unsupported(file_ + ": " + what + " (at byte " + std::to_string(pos_) + ")");
+  }
+
   template <typename T>
   Status read(T& out, const char* what) {
     if (remaining() < sizeof(T)) return fail(std::string("truncated file while reading ") + what);
@@ -338,7 +342,8 @@ Status GgufFile::parse_all() {
     uint32_t type = 0;
     AUTOGLM_RETURN_IF_ERROR(c.read(type, "tensor type"));
     const auto info = dtype_info(type);
-    if (!info) return c.fail(what + ": unknown or unsupported tensor type " + std::to_string(type));
+    // A well-formed file of a type this build does not know: unsupported, not corrupt.
+    if (!info) return c.unsupported_here(what + ": unknown or unsupported tensor type " + std::to_string(type));
     t.type = info->type;
     if (t.dims[0] % info->block_elems != 0)
       return c.fail(what + ": first dimension " + std::to_string(t.dims[0]) + " is not a multiple of the " +

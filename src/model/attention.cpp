@@ -39,6 +39,21 @@ class RowWalker {
   const uint8_t* base_ = nullptr;
 };
 
+// A sink's logit joins each query's softmax denominator (no value): the running sums take
+// exp(sink) on the same scale as the scores, rescaling when the sink is the larger.
+void add_sinks(const float* sinks, int64_t group, int64_t n_queries, float* running_max, float* running_sum,
+               const cpu::TileRows<float>& outputs, int64_t width) {
+  for (int64_t qi = 0; qi < n_queries; ++qi) {
+    const float sink = sinks[qi % group];
+    const float new_max = std::max(running_max[qi], sink);
+    const float correction = std::exp(running_max[qi] - new_max);
+    if (correction != 1.0f)
+      for (float* o = outputs.row(qi); o < outputs.row(qi) + width; ++o) *o *= correction;
+    running_sum[qi] = running_sum[qi] * correction + std::exp(sink - new_max);
+    running_max[qi] = new_max;
+  }
+}
+
 }  // namespace
 
 int64_t attention_scratch_floats(const AttentionShape& s) {
@@ -101,6 +116,8 @@ void attend_tile(KvCache& cache, int64_t layer, int64_t kv_head, const Attention
     }
     ops.accumulate(values, s.head_dim_v, scores, outputs, n_queries, skip, n);
   }
+  if (s.sinks)
+    add_sinks(s.sinks + kv_head * s.group, s.group, n_queries, running_max, running_sum, outputs, s.head_dim_v);
   for (int64_t qi = 0; qi < n_queries; ++qi) {
     const float inv = running_sum[qi] > 0 ? 1.0f / running_sum[qi] : 0.0f;
     for (float* o = outputs.row(qi); o < outputs.row(qi) + s.head_dim_v; ++o) *o *= inv;

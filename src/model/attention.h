@@ -16,8 +16,9 @@ namespace autoglm {
 struct AttentionShape {
   int64_t group;  // query heads per KV head
   int64_t head_dim, head_dim_v;
-  float scale;         // applied to q.k
-  int64_t window = 0;  // sliding window: a query sees only its latest `window` positions; 0: all
+  float scale;                   // applied to q.k
+  int64_t window = 0;            // sliding window: a query sees only its latest `window` positions; 0: all
+  const float* sinks = nullptr;  // per query head (kv_head * group + h): a logit in the softmax with no value
 };
 
 // Most consecutive tokens of one sequence attended together.

@@ -1,5 +1,8 @@
 #include "model/backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "kernels/cuda/cuda_api.h"
 #include "model/backend_cpu.h"
 #include "model/model.h"
@@ -22,7 +25,46 @@ Status check_cuda_device(const Device& device) {
   return Status::ok();
 }
 
+// A programming error: Model::load refuses the models that need these ops off the CPU.
+[[noreturn]] void refused_at_load(const char* op) {
+  std::fprintf(stderr, "backend op '%s' has no kernel on this device; Model::load should have refused\n", op);
+  std::abort();
+}
+
 }  // namespace
+
+void Backend::activation(const ModelSpec& spec, float* gate, const float* up, int64_t n) {
+  if (spec.activation != FfnActivation::kSiluGlu) refused_at_load("activation");
+  silu_mul(gate, up, n);
+}
+
+void Backend::experts(const ExpertWeights&, const ModelSpec&, float*, const float*, float*) {
+  refused_at_load("experts");
+}
+
+void Backend::copy_rows(const float*, int64_t, float*, int64_t, int64_t, int64_t) {
+  refused_at_load("copy_rows");
+}
+
+Status device_runs_spec(const Device& device, const ModelSpec& s) {
+  if (device.kind == DeviceKind::kCpu) return Status::ok();
+  std::string what;
+  if (s.moe.enabled())
+    what = "mixture-of-experts layers";
+  else if (s.mla.enabled())
+    what = "multi-head latent attention";
+  else if (s.attn_sinks)
+    what = "attention sinks";
+  else if (s.swa_even_layers)
+    what = "alternating sliding-window layers";
+  else if (s.rope_mscale != 1.0f)
+    what = "YaRN rotary scaling";
+  else if (s.activation != FfnActivation::kSiluGlu)
+    what = "a clamped SwiGLU";
+  if (what.empty()) return Status::ok();
+  return unsupported("architecture " + s.arch + ": " + what + " run on the cpu only in this build, not on " +
+                     device_name(device));
+}
 
 Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights) {
   if (device.kind == DeviceKind::kCpu) return std::unique_ptr<PlacedWeights>();

@@ -18,6 +18,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/attention.h"
 #include "model/batch.h"
+#include "model/model_spec.h"
 #include "model/weights.h"
 
 namespace autoglm {
@@ -30,6 +31,7 @@ struct RopeTable {
   const double* inv_freq;
   int64_t head_dim, n_rot;
   cpu::RopeStyle style;
+  float mscale = 1.0f;  // cos and sin times this (YaRN)
 };
 
 class Backend {
@@ -62,6 +64,18 @@ class Backend {
   virtual void rope(float* x, int64_t n_heads, const RopeTable& rope) = 0;
   // gate[i] = silu(gate[i]) * up[i].
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
+
+  // The ops below serve mixture-of-experts and latent-attention models, which the CPU runs;
+  // Model::load refuses those models on devices whose backend lacks them, so the defaults
+  // (which stop the process) are never reached.
+  // The model's gated activation (FfnActivation) of n hidden values.
+  virtual void activation(const ModelSpec& spec, float* gate, const float* up, int64_t n);
+  // A layer's routed (and shared) experts: router_logits [T, n_expert] pick each token's
+  // experts; y[t] = their weighted outputs for x[t] (both [T, n_embd]).
+  virtual void experts(const ExpertWeights& w, const ModelSpec& spec, float* router_logits, const float* x, float* y);
+  // n_rows rows of `width` floats from src (rows src_stride apart) to dst (dst_stride apart).
+  virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t width,
+                         int64_t n_rows);
   // Writes the step's keys [T, kv_dim] and values [T, v_dim] into their caches' rows of `layer`.
   virtual void store_kv(int64_t layer, const float* k, int64_t kv_dim, const float* v, int64_t v_dim) = 0;
   // For every tile and KV head: its query heads (q, rows of q_stride) attend over their
@@ -84,6 +98,9 @@ class PlacedWeights {
 // Checks the device (a missing one is an error naming it and what exists) and places the
 // weights there; null for the CPU. Errors name the tensor a device cannot run.
 Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights);
+
+// Whether the device's backend has every op the architecture needs; an error names the first missing one.
+Status device_runs_spec(const Device& device, const ModelSpec& spec);
 
 // The ops of the model's device (Model::device); the CPU's run on `pool`.
 Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool);

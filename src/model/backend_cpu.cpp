@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/kv_rows.h"
+#include "model/expert_routing.h"
 
 namespace autoglm {
 namespace {
@@ -67,11 +68,33 @@ void CpuBackend::rope(float* x, int64_t n_heads, const RopeTable& rope) {
   const int64_t T = int64_t(batch_->tokens.size());
   for (int64_t t = 0; t < T; ++t)
     cpu::rope(x + t * n_heads * rope.head_dim, int(n_heads), int(rope.head_dim), int(rope.n_rot),
-              float(batch_->positions[size_t(t)]), rope.inv_freq, rope.style);
+              float(batch_->positions[size_t(t)]), rope.inv_freq, rope.style, rope.mscale);
 }
 
 void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {
   cpu::silu_mul(gate, up, n);
+}
+
+void CpuBackend::activation(const ModelSpec& spec, float* gate, const float* up, int64_t n) {
+  apply_activation(spec, gate, up, n);
+}
+
+void CpuBackend::experts(const ExpertWeights& w, const ModelSpec& spec, float* router_logits, const float* x,
+                         float* y) {
+  const MoeSpec& m = spec.moe;
+  const int64_t T = int64_t(batch_->tokens.size());
+  if (!w.router_bias.empty()) add_bias(router_logits, w.router_bias, T);
+  expert_ids_.resize(size_t(T * m.n_expert_used));
+  expert_weights_.resize(size_t(T * m.n_expert_used));
+  route_experts(m, router_logits, w.selection_bias.empty() ? nullptr : w.selection_bias.data(), T, expert_ids_.data(),
+                expert_weights_.data());
+  run_experts(pool_, w, spec, x, T, expert_ids_.data(), expert_weights_.data(), y, expert_scratch_);
+}
+
+void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t width,
+                           int64_t n_rows) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    std::copy(src + r * src_stride, src + r * src_stride + width, dst + r * dst_stride);
 }
 
 void CpuBackend::store_kv(int64_t layer, const float* k, int64_t kv_dim, const float* v, int64_t v_dim) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/backend.h"
+#include "model/expert_ffn.h"
 
 namespace autoglm {
 
@@ -24,6 +25,10 @@ class CpuBackend final : public Backend {
   void rmsnorm_logit_rows(const float* x, const Vec& w, float eps, int64_t width, float* y) override;
   void rope(float* x, int64_t n_heads, const RopeTable& rope) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
+  void activation(const ModelSpec& spec, float* gate, const float* up, int64_t n) override;
+  void experts(const ExpertWeights& w, const ModelSpec& spec, float* router_logits, const float* x, float* y) override;
+  void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t width,
+                 int64_t n_rows) override;
   void store_kv(int64_t layer, const float* k, int64_t kv_dim, const float* v, int64_t v_dim) override;
   void attention(int64_t layer, const float* q, int64_t q_stride, float* out, int64_t out_stride,
                  const AttentionShape& shape) override;
@@ -35,6 +40,9 @@ class CpuBackend final : public Backend {
   const int32_t* tile_start_ = nullptr;
   int64_t n_tiles_ = 0;
   std::vector<float> attention_scratch_;  // per pool thread: attention_scratch_floats
+  std::vector<int32_t> expert_ids_;       // [T, n_expert_used] of the current layer
+  std::vector<float> expert_weights_;
+  ExpertScratch expert_scratch_;
 };
 
 }  // namespace autoglm

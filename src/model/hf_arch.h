@@ -8,6 +8,17 @@
 
 namespace autoglm {
 
+// How a mixture-of-experts architecture stores its routed experts: one tensor per expert,
+// layer_prefix + "N." + prefix + "E." + projection + ".weight", stacked into the 3-D GGUF
+// tensors blk.N.ffn_{gate,up,down}_exps.weight (dims [n_embd, n_ff_exp, n_expert] for gate
+// and up, [n_ff_exp, n_embd, n_expert] for down), as llama.cpp's converter does. Folders
+// saved by transformers 5 may hold them already stacked: prefix + "gate_up_proj" ([gate; up]
+// rows of each expert) and prefix + "down_proj".
+struct HfExperts {
+  std::string prefix;                                            // e.g. "mlp.experts."; empty: dense
+  std::vector<std::pair<std::string, std::string>> projections;  // HF projection -> GGUF suffix
+};
+
 struct HfArchitecture {
   std::string hf_name;                                              // e.g. "LlamaForCausalLM"
   std::string gguf_arch;                                            // general.architecture it runs as
@@ -17,6 +28,13 @@ struct HfArchitecture {
   bool permute_qk = false;            // q/k rows from rotate_half order to GGUF's adjacent pairs
   double rotary_fraction = 1.0;       // default partial_rotary_factor
   bool rope_base_from_ratio = false;  // RoPE base = 10000 * rope_ratio (ChatGLM)
+  HfExperts experts;                  // routed experts, if any
+  bool mla = false;                   // DeepSeek multi-head latent attention (kv_b_proj split into k_b, v_b)
+  bool keep_nextn = false;            // NextN/MTP layers after num_hidden_layers are kept (GLM), else dropped
+  int default_gating = 0;             // expert_gating_func when config.json names none (0: write none)
+  // gpt-oss: experts stacked already, gate and up interleaved (rows 0::2 and 1::2), MXFP4
+  // *_blocks/*_scales (or dense [experts, in, out] in dequantized folders), with biases.
+  bool gpt_oss_experts = false;
 };
 
 // Null when the name is not supported.

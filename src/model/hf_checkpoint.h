@@ -1,8 +1,12 @@
 // A Hugging Face model folder (config.json, *.safetensors, generation_config.json) read as
-// an in-memory GGUF file: metadata keys and tensor names as GGUF converters write them,
-// tensors viewing the memory-mapped safetensors data wherever the bytes can stay as they
-// are (Llama q/k rows are permuted into GGUF's RoPE order; Llama 3.1 RoPE scaling becomes
-// a rope_freqs.weight tensor). Model loading and `autoglm convert` both start here.
+// an in-memory GGUF file: metadata keys and tensor names as llama.cpp's converter writes
+// them, tensors viewing the memory-mapped safetensors data wherever the bytes can stay as
+// they are. The rest is built into buffers the GgufFile owns: Llama q/k rows permuted into
+// GGUF's RoPE order; Llama 3.1 RoPE scaling as a rope_freqs.weight tensor; mixture-of-experts
+// per-expert matrices stacked into the 3-D blk.N.ffn_{gate,up,down}_exps tensors (a copy of
+// every routed expert: most of an MoE model's bytes); DeepSeek's kv_b_proj split into
+// attn_k_b/attn_v_b; gpt-oss's MXFP4 experts repacked into ggml's MXFP4 blocks. Model loading
+// and `autoglm convert` both start here.
 #pragma once
 
 #include <memory>

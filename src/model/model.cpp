@@ -46,6 +46,7 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, 
   AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, options.arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
   model->device_ = options.device;
+  AUTOGLM_RETURN_IF_ERROR(device_runs_spec(options.device, model->spec_));
   // The interleaved layouts are the CPU kernels'; a GPU reads the file's blocks.
   if (options.repack && options.device.kind == DeviceKind::kCpu)
     AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress));
@@ -55,9 +56,15 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, 
 
 Status Model::repack_weights(const LoadProgress& progress) {
   std::vector<cpu::WeightMatrix*> matrices;
-  for (auto& l : weights_.layers)
-    for (cpu::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
-      if (cpu::packable(m->type)) matrices.push_back(m);
+  for (auto& l : weights_.layers) {
+    for (cpu::WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.experts.shared_gate, &l.experts.shared_up,
+          &l.experts.shared_down, &l.mla.q_a, &l.mla.q_b, &l.mla.q, &l.mla.kv_a})
+      if (m->rows > 0 && cpu::packable(m->type)) matrices.push_back(m);
+    for (auto* experts : {&l.experts.gate, &l.experts.up, &l.experts.down})
+      for (cpu::WeightMatrix& m : *experts)
+        if (cpu::packable(m.type)) matrices.push_back(&m);
+  }
   if (cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
   if (matrices.empty()) return Status::ok();
   ThreadPool pool(physical_core_count());

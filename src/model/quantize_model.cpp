@@ -38,13 +38,25 @@ struct TensorPlan {
   bool fallback;  // a matrix whose rows are not whole blocks of the wanted type
 };
 
+// Tensors llama.cpp keeps in F32 whatever the target: the routers (small, and the choice of
+// experts is sensitive to them) and everything not named .weight (biases, gpt-oss's 2-D expert biases).
+bool stays_float(const std::string& name) {
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return !ends_with(".weight") || ends_with("ffn_gate_inp.weight") || ends_with("ffn_gate_inp_shexp.weight");
+}
+
 TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
-  if (t.dims.size() == 2 && ref::dtype_is_supported(t.type)) {
+  // Matrices and stacks of them (the experts' 3-D tensors) are re-encoded; MXFP4 experts are kept.
+  const bool matrix = t.dims.size() == 2 || t.dims.size() == 3;
+  if (matrix && !stays_float(t.name) && t.type != DType::MXFP4 && ref::dtype_is_supported(t.type)) {
     const DType wanted = is_kept_tensor(t.name) ? o.keep_type.value_or(o.type) : o.type;
     const DType type = fitting_type(wanted, t.dims[0]);
     return {type, true, type != wanted};
   }
-  if (o.vectors_to_f32 && t.dims.size() == 1 && t.type != DType::F32 && ref::dtype_is_supported(t.type))
+  const bool small = t.dims.size() == 1 || stays_float(t.name);
+  if (o.vectors_to_f32 && small && t.type != DType::F32 && ref::dtype_is_supported(t.type))
     return {DType::F32, true, false};
   return {t.type, false, false};
 }
@@ -74,7 +86,7 @@ std::vector<std::pair<std::string, GgufValue>> output_metadata(
 void count(const TensorPlan& plan, const GgufTensorInfo& t, uint64_t out_bytes, QuantizeReport& r) {
   r.bytes_in += int64_t(t.n_bytes);
   r.bytes_out += int64_t(out_bytes);
-  if (plan.reencode && t.dims.size() == 2)
+  if (plan.reencode && t.dims.size() >= 2)
     ++r.tensors_quantized;
   else
     ++r.tensors_copied;

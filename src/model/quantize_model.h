@@ -16,7 +16,7 @@ namespace autoglm {
 struct QuantizeOptions {
   DType type = DType::Q4_0;
   std::optional<DType> keep_type = DType::Q8_0;  // token_embd/output; nullopt: same as `type`
-  bool vectors_to_f32 = false;                   // 1-D tensors (norms, biases) stored as F32
+  bool vectors_to_f32 = false;  // 1-D tensors (norms, biases), routers and other non-.weight tensors stored as F32
 };
 
 struct QuantizeReport {

@@ -1,5 +1,6 @@
 #include "model/runner.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace autoglm {
@@ -26,9 +27,14 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
   return n;
 }
 
-AttentionShape ModelRunner::attention_shape() const {
-  return {spec_.n_head / spec_.n_head_kv, spec_.head_dim, spec_.head_dim_v, 1.0f / std::sqrt(float(spec_.head_dim)),
-          spec_.sliding_window};
+AttentionShape ModelRunner::attention_shape(int64_t il) const {
+  const Vec& sinks = model_.weights().layers[size_t(il)].sinks;
+  return {spec_.n_head / spec_.n_head_kv, spec_.head_dim,         spec_.head_dim_v,
+          spec_.attention_scale(),        spec_.layer_window(il), sinks.empty() ? nullptr : sinks.data()};
+}
+
+RopeTable ModelRunner::rope_table(int64_t head_dim) const {
+  return {rope_inv_freq_.data(), head_dim, spec_.n_rot, spec_.rope_style, spec_.rope_mscale};
 }
 
 Status ModelRunner::validate(const Batch& b) const {
@@ -77,9 +83,21 @@ Status ModelRunner::ensure_buffers(int64_t T) {
   AUTOGLM_RETURN_IF_ERROR(make(v_, T * s.v_dim()));
   AUTOGLM_RETURN_IF_ERROR(make(attn_, T * s.n_head * s.head_dim_v));
   AUTOGLM_RETURN_IF_ERROR(make(proj_, T * s.n_embd));
-  AUTOGLM_RETURN_IF_ERROR(make(gate_, T * s.n_ff));
-  AUTOGLM_RETURN_IF_ERROR(make(up_, T * s.n_ff));
+  const int64_t ffn_width = std::max(s.n_ff, s.moe.n_ff_shexp);
+  AUTOGLM_RETURN_IF_ERROR(make(gate_, T * ffn_width));
+  AUTOGLM_RETURN_IF_ERROR(make(up_, T * ffn_width));
   AUTOGLM_RETURN_IF_ERROR(make(out_in_, T * s.n_embd));
+  if (s.moe.enabled()) AUTOGLM_RETURN_IF_ERROR(make(router_, T * s.moe.n_expert));
+  if (s.mla.enabled()) {
+    const MlaSpec& m = s.mla;
+    AUTOGLM_RETURN_IF_ERROR(make(mla_q_, T * s.n_head * (m.qk_nope + s.n_rot)));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_qa_, T * std::max<int64_t>(1, m.q_lora_rank)));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_kv_, T * (m.kv_lora_rank + s.n_rot)));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_pe_, T * s.n_head * s.n_rot));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_head_in_, T * std::max(m.qk_nope, m.kv_lora_rank)));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_head_out_, T * std::max(m.kv_lora_rank, m.v_head)));
+    AUTOGLM_RETURN_IF_ERROR(make(mla_values_, T * s.n_head * m.v_head));
+  }
   // The CPU writes logits straight into the caller's vector; a device needs its own rows.
   if (device.kind != DeviceKind::kCpu) AUTOGLM_RETURN_IF_ERROR(make(logits_, T * s.n_vocab));
   if (int64_t(tile_start_.size()) < T + 1) tile_start_.resize(size_t(T + 1));
@@ -95,6 +113,13 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   float *q = q_.floats(), *k = k_.floats(), *v = v_.floats(), *xn = xn_.floats();
 
   timer.mark(Op::kQkvProjection);
+  if (s.mla.enabled()) {
+    latent_attention(il, T);
+    timer.mark(Op::kOutputProjection);
+    be.matmul(lw.wo, mla_values_.floats(), T, proj_.floats());
+    add_loras(il, LoraTarget::kO, mla_values_.floats(), proj_.floats());
+    return;
+  }
   const cpu::WeightMatrix* qkv[] = {&lw.wq, &lw.wk, &lw.wv};
   float* qkv_out[] = {q, k, v};
   be.matmul_multi(qkv, qkv_out, 3, xn, T);
@@ -104,22 +129,101 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   if (!lw.bq.empty()) be.add_bias(q, lw.bq, T);
   if (!lw.bk.empty()) be.add_bias(k, lw.bk, T);
   if (!lw.bv.empty()) be.add_bias(v, lw.bv, T);
-  if (s.qk_norm) {
+  if (!lw.q_norm.empty()) {
     be.rmsnorm(q, lw.q_norm, s.rms_eps, s.head_dim, T * s.n_head, q);
     be.rmsnorm(k, lw.k_norm, s.rms_eps, s.head_dim, T * s.n_head_kv, k);
   }
-  const RopeTable rope{rope_inv_freq_.data(), s.head_dim, s.n_rot, s.rope_style};
+  const RopeTable rope = rope_table(s.head_dim);
   be.rope(q, s.n_head, rope);
   be.rope(k, s.n_head_kv, rope);
 
   timer.mark(Op::kAttentionCore);
   be.store_kv(il, k, s.kv_dim(), v, s.v_dim());
-  be.attention(il, q, s.q_dim(), attn_.floats(), s.n_head * s.head_dim_v, attention_shape());
+  be.attention(il, q, s.q_dim(), attn_.floats(), s.n_head * s.head_dim_v, attention_shape(il));
 
   timer.mark(Op::kOutputProjection);
   be.matmul(lw.wo, attn_.floats(), T, proj_.floats());
   add_loras(il, LoraTarget::kO, attn_.floats(), proj_.floats());
+  if (!lw.bo.empty()) be.add_bias(proj_.floats(), lw.bo, T);
   norm_branch_output(T, lw.attn_post_norm);
+}
+
+// Multi-head latent attention in its absorbed form: every head attends over one shared
+// cached head [c | k_pe] (c the normed latent, k_pe the rotated key part), its query
+// [k_b^T q_nope | q_pe]; the latent result goes through v_b into the head's values.
+void ModelRunner::latent_attention(int64_t il, int64_t T) {
+  const ModelSpec& s = spec_;
+  const MlaSpec& m = s.mla;
+  const MlaWeights& w = model_.weights().layers[size_t(il)].mla;
+  Backend& be = backend();
+  const int64_t q_head = m.qk_nope + s.n_rot, kv_width = m.kv_lora_rank + s.n_rot;
+  float *xn = xn_.floats(), *q = mla_q_.floats(), *kv = mla_kv_.floats(), *pe = mla_pe_.floats();
+  if (m.q_lora_rank > 0) {
+    be.matmul(w.q_a, xn, T, mla_qa_.floats());
+    be.rmsnorm(mla_qa_.floats(), w.q_a_norm, s.rms_eps, m.q_lora_rank, T, mla_qa_.floats());
+    be.matmul(w.q_b, mla_qa_.floats(), T, q);
+  } else {
+    be.matmul(w.q, xn, T, q);
+  }
+  be.matmul(w.kv_a, xn, T, kv);
+  // Keys [c | k_pe] into k_, values c into v_: the cache stores the latent, not per-head K/V.
+  float *k = k_.floats(), *v = v_.floats();
+  be.copy_rows(kv, kv_width, v, m.kv_lora_rank, m.kv_lora_rank, T);
+  be.rmsnorm(v, w.kv_a_norm, s.rms_eps, m.kv_lora_rank, T, v);
+  be.copy_rows(kv + m.kv_lora_rank, kv_width, pe, s.n_rot, s.n_rot, T);
+  be.rope(pe, 1, rope_table(s.n_rot));
+  be.copy_rows(v, m.kv_lora_rank, k, kv_width, m.kv_lora_rank, T);
+  be.copy_rows(pe, s.n_rot, k + m.kv_lora_rank, kv_width, s.n_rot, T);
+  be.store_kv(il, k, s.kv_dim(), v, s.v_dim());
+  // The queries' rope parts, all heads at once.
+  be.copy_rows(q + m.qk_nope, q_head, pe, s.n_rot, s.n_rot, T * s.n_head);
+  be.rope(pe, s.n_head, rope_table(s.n_rot));
+  absorb_queries(w, T);
+  be.attention(il, q_.floats(), s.q_dim(), attn_.floats(), s.n_head * m.kv_lora_rank, attention_shape(il));
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    be.copy_rows(attn_.floats() + h * m.kv_lora_rank, s.n_head * m.kv_lora_rank, mla_head_in_.floats(), m.kv_lora_rank,
+                 m.kv_lora_rank, T);
+    be.matmul(w.v_b[size_t(h)], mla_head_in_.floats(), T, mla_head_out_.floats());
+    be.copy_rows(mla_head_out_.floats(), m.v_head, mla_values_.floats() + h * m.v_head, s.n_head * m.v_head, m.v_head,
+                 T);
+  }
+}
+
+// q_ [T, n_head, kv_lora + n_rot] = per head [k_b_h q_nope_h | q_pe_h].
+void ModelRunner::absorb_queries(const MlaWeights& w, int64_t T) {
+  const ModelSpec& s = spec_;
+  const MlaSpec& m = s.mla;
+  Backend& be = backend();
+  const int64_t q_head = m.qk_nope + s.n_rot;
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    float* dst = q_.floats() + h * s.head_dim;
+    be.copy_rows(mla_q_.floats() + h * q_head, s.n_head * q_head, mla_head_in_.floats(), m.qk_nope, m.qk_nope, T);
+    be.matmul(w.k_b[size_t(h)], mla_head_in_.floats(), T, mla_head_out_.floats());
+    be.copy_rows(mla_head_out_.floats(), m.kv_lora_rank, dst, s.q_dim(), m.kv_lora_rank, T);
+    be.copy_rows(mla_pe_.floats() + h * s.n_rot, s.n_head * s.n_rot, dst + m.kv_lora_rank, s.q_dim(), s.n_rot, T);
+  }
+}
+
+// The FFN of layer il on xn_ into proj_: dense SwiGLU, or the layer's experts.
+void ModelRunner::ffn_layer(int64_t il, int64_t T, OpTimer& timer) {
+  const LayerWeights& lw = model_.weights().layers[size_t(il)];
+  Backend& be = backend();
+  float* xn = xn_.floats();
+  timer.mark(Op::kFfn);
+  if (spec_.moe.is_moe_layer(il)) {
+    be.matmul(lw.experts.router, xn, T, router_.floats());
+    be.experts(lw.experts, spec_, router_.floats(), xn, proj_.floats());
+    return;
+  }
+  float *gate = gate_.floats(), *up = up_.floats();
+  const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
+  float* gate_up_out[] = {gate, up};
+  be.matmul_multi(gate_up, gate_up_out, 2, xn, T);
+  add_loras(il, LoraTarget::kGate, xn, gate);
+  add_loras(il, LoraTarget::kUp, xn, up);
+  be.activation(spec_, gate, up, T * spec_.n_ff);
+  be.matmul(lw.down, gate, T, proj_.floats());
+  add_loras(il, LoraTarget::kDown, gate, proj_.floats());
 }
 
 // Architectures with post norms (glm4) normalize a branch's output before the residual add.
@@ -159,16 +263,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
     const LayerWeights& lw = w.layers[size_t(il)];
     attention_layer(b, il, timer);
     add_residual_and_norm(T, &lw.ffn_norm);
-    timer.mark(Op::kFfn);
-    float *gate = gate_.floats(), *up = up_.floats(), *xn = xn_.floats();
-    const cpu::WeightMatrix* gate_up[] = {&lw.gate, &lw.up};
-    float* gate_up_out[] = {gate, up};
-    be.matmul_multi(gate_up, gate_up_out, 2, xn, T);
-    add_loras(il, LoraTarget::kGate, xn, gate);
-    add_loras(il, LoraTarget::kUp, xn, up);
-    be.silu_mul(gate, up, T * s.n_ff);
-    be.matmul(lw.down, gate, T, proj_.floats());
-    add_loras(il, LoraTarget::kDown, gate, proj_.floats());
+    ffn_layer(il, T, timer);
     norm_branch_output(T, lw.ffn_post_norm);
     add_residual_and_norm(T, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
   }

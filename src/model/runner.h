@@ -41,7 +41,11 @@ class ModelRunner {
   Status ensure_buffers(int64_t n_tokens);
   Backend& backend() { return **backend_; }
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
-  AttentionShape attention_shape() const;
+  void latent_attention(int64_t il, int64_t n_tokens);
+  void absorb_queries(const MlaWeights& w, int64_t n_tokens);
+  void ffn_layer(int64_t il, int64_t n_tokens, OpTimer& timer);
+  RopeTable rope_table(int64_t head_dim) const;
+  AttentionShape attention_shape(int64_t il) const;
   int64_t plan_attention_tiles(const Batch& batch);
   void add_residual_and_norm(int64_t n_tokens, const Vec* norm);
   void norm_branch_output(int64_t n_tokens, const Vec& norm);
@@ -55,16 +59,21 @@ class ModelRunner {
   Result<std::unique_ptr<Backend>> backend_;
   int64_t capacity_ = 0;
   // Activations, [T, width] row-major, in the device's memory.
-  DeviceMemory x_;                   // residual stream [T, n_embd]
-  DeviceMemory xn_;                  // normed input [T, n_embd]
-  DeviceMemory q_;                   // [T, q_dim]
-  DeviceMemory k_;                   // [T, kv_dim]
-  DeviceMemory v_;                   // [T, v_dim]
-  DeviceMemory attn_;                // [T, n_head * head_dim_v]
-  DeviceMemory proj_;                // [T, n_embd]
-  DeviceMemory gate_;                // [T, n_ff]
-  DeviceMemory up_;                  // [T, n_ff]
-  DeviceMemory out_in_;              // normed rows that need logits [T, n_embd]
+  DeviceMemory x_;       // residual stream [T, n_embd]
+  DeviceMemory xn_;      // normed input [T, n_embd]
+  DeviceMemory q_;       // [T, q_dim]
+  DeviceMemory k_;       // [T, kv_dim]
+  DeviceMemory v_;       // [T, v_dim]
+  DeviceMemory attn_;    // [T, n_head * head_dim_v]
+  DeviceMemory proj_;    // [T, n_embd]
+  DeviceMemory gate_;    // [T, n_ff]
+  DeviceMemory up_;      // [T, n_ff]
+  DeviceMemory out_in_;  // normed rows that need logits [T, n_embd]
+  DeviceMemory router_;  // mixture of experts: router logits [T, n_expert]
+  // Latent attention: q before absorption [T, n_head * (qk_nope + n_rot)], q's low rank
+  // [T, q_lora], [latent | k_pe] [T, kv_lora + n_rot], the rope parts [T, n_head * n_rot],
+  // one head's rows in and out of its per-head matrices, and the heads' values [T, n_head * v_head].
+  DeviceMemory mla_q_, mla_qa_, mla_kv_, mla_pe_, mla_head_in_, mla_head_out_, mla_values_;
   DeviceMemory logits_;              // [T, n_vocab]
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
   std::vector<double> rope_inv_freq_;

@@ -30,6 +30,23 @@ class Binder {
     return cpu::WeightMatrix{t->type, t->data, rows, cols, dtype_row_bytes(t->type, cols)};
   }
 
+  // A stack of n matrices of `rows` outputs of `cols` inputs: GGUF dims [cols, rows, n], one
+  // view per matrix.
+  Result<std::vector<cpu::WeightMatrix>> stack(const std::string& name, int64_t n, int64_t rows, int64_t cols) const {
+    const GgufTensorInfo* t = find(name);
+    if (!t) return corrupt(f_.path() + ": missing tensor '" + name + "'");
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n)
+      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected " +
+                     shape_string({cols, rows, n}));
+    if (!ref::dtype_is_supported(t->type))
+      return unsupported(f_.path() + ": tensor '" + name + "' has weight type " + std::string(dtype_name(t->type)) +
+                         ", which this build cannot compute with");
+    const int64_t row_bytes = dtype_row_bytes(t->type, cols);
+    std::vector<cpu::WeightMatrix> views;
+    for (int64_t e = 0; e < n; ++e) views.push_back({t->type, t->data + e * rows * row_bytes, rows, cols, row_bytes});
+    return views;
+  }
+
   // A vector of n floats; absent optional vectors give an empty result.
   Result<Vec> vector(const std::string& name, int64_t n, bool required = true) const {
     const GgufTensorInfo* t = find(name);
@@ -98,22 +115,84 @@ Status bind_mlp(const Binder& b, const ModelSpec& s, const std::string& p, Layer
   return Status::ok();
 }
 
+Status bind_experts(const Binder& b, const ModelSpec& s, const std::string& p, ExpertWeights& x) {
+  const MoeSpec& m = s.moe;
+  AUTOGLM_ASSIGN_OR_RETURN(x.router, b.matrix(p + "ffn_gate_inp.weight", m.n_expert, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(x.router_bias, b.vector(p + "ffn_gate_inp.bias", m.n_expert, false));
+  AUTOGLM_ASSIGN_OR_RETURN(x.selection_bias, b.vector(p + "exp_probs_b.bias", m.n_expert, false));
+  AUTOGLM_ASSIGN_OR_RETURN(x.gate, b.stack(p + "ffn_gate_exps.weight", m.n_expert, m.n_ff_exp, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(x.up, b.stack(p + "ffn_up_exps.weight", m.n_expert, m.n_ff_exp, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(x.down, b.stack(p + "ffn_down_exps.weight", m.n_expert, s.n_embd, m.n_ff_exp));
+  AUTOGLM_ASSIGN_OR_RETURN(x.gate_bias, b.vector(p + "ffn_gate_exps.bias", m.n_expert * m.n_ff_exp, false));
+  AUTOGLM_ASSIGN_OR_RETURN(x.up_bias, b.vector(p + "ffn_up_exps.bias", m.n_expert * m.n_ff_exp, false));
+  AUTOGLM_ASSIGN_OR_RETURN(x.down_bias, b.vector(p + "ffn_down_exps.bias", m.n_expert * s.n_embd, false));
+  if (m.n_ff_shexp > 0 || b.find(p + "ffn_gate_shexp.weight")) {
+    const int64_t n_sh = m.n_ff_shexp;
+    AUTOGLM_ASSIGN_OR_RETURN(x.shared_gate, b.matrix(p + "ffn_gate_shexp.weight", n_sh, s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(x.shared_up, b.matrix(p + "ffn_up_shexp.weight", n_sh, s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(x.shared_down, b.matrix(p + "ffn_down_shexp.weight", s.n_embd, n_sh));
+    if (b.find(p + "ffn_gate_inp_shexp.weight")) {
+      AUTOGLM_ASSIGN_OR_RETURN(x.shared_gate_inp, b.matrix(p + "ffn_gate_inp_shexp.weight", 1, s.n_embd));
+    }
+  }
+  return Status::ok();
+}
+
+Status bind_mla(const Binder& b, const ModelSpec& s, const std::string& p, MlaWeights& w) {
+  const MlaSpec& m = s.mla;
+  const int64_t q_width = s.n_head * (m.qk_nope + s.n_rot);
+  if (m.q_lora_rank > 0) {
+    AUTOGLM_ASSIGN_OR_RETURN(w.q_a, b.matrix(p + "attn_q_a.weight", m.q_lora_rank, s.n_embd));
+    AUTOGLM_ASSIGN_OR_RETURN(w.q_a_norm, b.vector(p + "attn_q_a_norm.weight", m.q_lora_rank));
+    AUTOGLM_ASSIGN_OR_RETURN(w.q_b, b.matrix(p + "attn_q_b.weight", q_width, m.q_lora_rank));
+  } else {
+    AUTOGLM_ASSIGN_OR_RETURN(w.q, b.matrix(p + "attn_q.weight", q_width, s.n_embd));
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(w.kv_a, b.matrix(p + "attn_kv_a_mqa.weight", m.kv_lora_rank + s.n_rot, s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(w.kv_a_norm, b.vector(p + "attn_kv_a_norm.weight", m.kv_lora_rank));
+  if (!b.find(p + "attn_k_b.weight") && b.find(p + "attn_kv_b.weight"))
+    return unsupported(p +
+                       "attn_kv_b.weight: this deepseek2 file predates the split attn_k_b/attn_v_b tensors of "
+                       "multi-head latent attention; convert the model again");
+  AUTOGLM_ASSIGN_OR_RETURN(w.k_b, b.stack(p + "attn_k_b.weight", s.n_head, m.kv_lora_rank, m.qk_nope));
+  AUTOGLM_ASSIGN_OR_RETURN(w.v_b, b.stack(p + "attn_v_b.weight", s.n_head, m.v_head, m.kv_lora_rank));
+  return Status::ok();
+}
+
 Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il) {
   const std::string p = "blk." + std::to_string(il) + ".";
   LayerWeights l;
   AUTOGLM_ASSIGN_OR_RETURN(l.attn_norm, b.vector(p + "attn_norm.weight", s.n_embd));
-  AUTOGLM_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(p + "ffn_norm.weight", s.n_embd));
-  AUTOGLM_RETURN_IF_ERROR(bind_attention(b, s, p, l));
-  AUTOGLM_ASSIGN_OR_RETURN(l.wo, b.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim_v));
-  if (s.qk_norm) {
-    AUTOGLM_ASSIGN_OR_RETURN(l.q_norm, b.vector(p + "attn_q_norm.weight", s.head_dim));
-    AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim));
+  // glm4moe and gpt-oss name their pre-FFN norm post_attention_norm (it is not a post norm).
+  const bool pre_ffn_named_post =
+      !s.post_norms && !b.find(p + "ffn_norm.weight") && b.find(p + "post_attention_norm.weight");
+  AUTOGLM_ASSIGN_OR_RETURN(
+      l.ffn_norm, b.vector(p + (pre_ffn_named_post ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+  const int64_t attn_out = s.mla.enabled() ? s.n_head * s.mla.v_head : s.n_head * s.head_dim_v;
+  if (s.mla.enabled()) {
+    AUTOGLM_RETURN_IF_ERROR(bind_mla(b, s, p, l.mla));
+  } else {
+    AUTOGLM_RETURN_IF_ERROR(bind_attention(b, s, p, l));
+  }
+  AUTOGLM_ASSIGN_OR_RETURN(l.wo, b.matrix(p + "attn_output.weight", s.n_embd, attn_out));
+  AUTOGLM_ASSIGN_OR_RETURN(l.bo, b.vector(p + "attn_output.bias", s.n_embd, false));
+  if (s.attn_sinks) {
+    AUTOGLM_ASSIGN_OR_RETURN(l.sinks, b.vector(p + "attn_sinks.weight", s.n_head));
+  }
+  // qwen3 needs them; others (glm4moe in some releases) have them where the file does.
+  if (!s.mla.enabled()) {
+    AUTOGLM_ASSIGN_OR_RETURN(l.q_norm, b.vector(p + "attn_q_norm.weight", s.head_dim, s.qk_norm));
+    AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim, s.qk_norm));
   }
   if (s.post_norms) {
     AUTOGLM_ASSIGN_OR_RETURN(l.attn_post_norm, b.vector(p + "post_attention_norm.weight", s.n_embd));
     AUTOGLM_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(p + "post_ffw_norm.weight", s.n_embd));
   }
-  AUTOGLM_RETURN_IF_ERROR(bind_mlp(b, s, p, l));
+  if (s.moe.is_moe_layer(il)) {
+    AUTOGLM_RETURN_IF_ERROR(bind_experts(b, s, p, l.experts));
+  } else {
+    AUTOGLM_RETURN_IF_ERROR(bind_mlp(b, s, p, l));
+  }
   return l;
 }
 

@@ -126,7 +126,8 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return ActivationFormat::kQ8Blocks32;
+    case DType::Q8_0:
+    case DType::MXFP4: return ActivationFormat::kQ8Blocks32;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return ActivationFormat::kQ8KBlocks256;
@@ -245,41 +246,103 @@ void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const*
                   int64_t n_tokens) {
   constexpr int kMax = 4;
   AUTOGLM_CHECK(n >= 1 && n <= kMax);
-  const KernelSet& k = kernels();
-  const int64_t cols = ws[0]->cols;
-  // Activations made once per format the matrices read (the rows of a long prompt in parallel);
-  // float activations are x itself.
-  constexpr int kFormats = int(ActivationFormat::kQ8KBlocks256) + 1;
-  thread_local std::vector<uint8_t> buffers[kFormats];
-  const void* by_format[kFormats] = {x};
-  auto prepare = [&](ActivationFormat f) -> const void* {
-    std::vector<uint8_t>& buf = buffers[int(f)];
-    const size_t bytes = activation_row_bytes(f, cols) * size_t(n_tokens);
-    if (buf.size() < bytes) buf.resize(bytes);
-    uint8_t* dst = buf.data();
-    if (n_tokens >= 2 * pool.size())
-      pool.parallel_for(n_tokens,
-                        [&](int, int64_t t0, int64_t t1) { quantize_activation_rows(f, x, t0, t1, cols, dst); });
-    else
-      quantize_activation_rows(f, x, 0, n_tokens, cols, dst);
-    return dst;
-  };
-  Path paths[kMax];
-  const void* inputs[kMax];
-  int64_t first_unit[kMax + 1] = {0};
+  MatmulJob jobs[kMax];
   for (int i = 0; i < n; ++i) {
-    AUTOGLM_CHECK(ws[i]->cols == cols);
-    paths[i] = path_of(*ws[i], k);
-    const ActivationFormat f = activation_format(ws[i]->type);
-    if (!by_format[int(f)]) by_format[int(f)] = prepare(f);
-    inputs[i] = by_format[int(f)];
-    first_unit[i + 1] = first_unit[i] + work_units(*ws[i], paths[i], k);
+    AUTOGLM_CHECK(ws[i]->cols == ws[0]->cols);
+    jobs[i] = {ws[i], x, n_tokens, ys[i]};
   }
-  // One job over the work units of all the matrices.
-  pool.parallel_for(first_unit[n], [&](int, int64_t u0, int64_t u1) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
-      if (b < e) run_units(k, *ws[i], paths[i], inputs[i], n_tokens, ys[i], b - first_unit[i], e - first_unit[i]);
+  matmul_batch(pool, jobs, n);
+}
+
+namespace {
+
+// An input in one weight format: made once however many products read it.
+struct PreparedInput {
+  const float* x;
+  ActivationFormat format;
+  int64_t n_tokens, cols;
+  uint8_t* data;      // the converted rows (null: float activations, x itself)
+  int64_t first_row;  // among all the inputs' rows, for splitting their conversion
+};
+
+// The distinct (input, format) pairs of the jobs; job i reads prepared[input_of[i]].
+void find_inputs(const MatmulJob* jobs, int n, std::vector<PreparedInput>& prepared, std::vector<int>& input_of) {
+  prepared.clear();
+  input_of.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    const ActivationFormat f = activation_format(jobs[i].w->type);
+    auto same = [&](const PreparedInput& p) { return p.x == jobs[i].x && p.format == f; };
+    auto it = std::find_if(prepared.begin(), prepared.end(), same);
+    if (it == prepared.end()) {
+      const int64_t first = prepared.empty() ? 0 : prepared.back().first_row + prepared.back().n_tokens;
+      prepared.push_back({jobs[i].x, f, jobs[i].n_tokens, jobs[i].w->cols, nullptr, first});
+      it = prepared.end() - 1;
+    }
+    input_of[size_t(i)] = int(it - prepared.begin());
+  }
+}
+
+// Converts every input that is not float, the rows of all of them split over the threads.
+void convert_inputs(ThreadPool& pool, std::vector<PreparedInput>& prepared,
+                    std::vector<std::vector<uint8_t>>& buffers) {
+  if (buffers.size() < prepared.size()) buffers.resize(prepared.size());
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    PreparedInput& p = prepared[i];
+    if (p.format == ActivationFormat::kFloat) continue;
+    const size_t bytes = activation_row_bytes(p.format, p.cols) * size_t(p.n_tokens);
+    if (buffers[i].size() < bytes) buffers[i].resize(bytes);
+    p.data = buffers[i].data();
+  }
+  const int64_t total = prepared.back().first_row + prepared.back().n_tokens;
+  const PreparedInput* begin = prepared.data();
+  const PreparedInput* end = begin + prepared.size();
+  const auto convert = [&](int64_t r0, int64_t r1) {
+    for (const PreparedInput* it = begin; it != end; ++it) {
+      const PreparedInput& p = *it;
+      const int64_t b = std::max(r0, p.first_row) - p.first_row,
+                    e = std::min(r1, p.first_row + p.n_tokens) - p.first_row;
+      if (p.data && b < e) quantize_activation_rows(p.format, p.x, b, e, p.cols, p.data);
+    }
+  };
+  if (total >= 2 * pool.size())
+    pool.parallel_for(total, [&](int, int64_t r0, int64_t r1) { convert(r0, r1); });
+  else
+    convert(0, total);
+}
+
+}  // namespace
+
+void matmul_batch(ThreadPool& pool, const MatmulJob* jobs, int n) {
+  const KernelSet& k = kernels();
+  // Per calling thread, kept between steps so that a pass allocates nothing once warm.
+  thread_local std::vector<std::vector<uint8_t>> buffers;
+  thread_local std::vector<PreparedInput> prepared;
+  thread_local std::vector<int> input_of;
+  thread_local std::vector<Path> paths;
+  thread_local std::vector<int64_t> first_unit;
+  if (n == 0) return;
+  find_inputs(jobs, n, prepared, input_of);
+  convert_inputs(pool, prepared, buffers);
+  paths.resize(size_t(n));
+  first_unit.assign(size_t(n + 1), 0);
+  for (int i = 0; i < n; ++i) {
+    paths[size_t(i)] = path_of(*jobs[i].w, k);
+    first_unit[size_t(i + 1)] = first_unit[size_t(i)] + work_units(*jobs[i].w, paths[size_t(i)], k);
+  }
+  // One job for the threads over the work units of all the products. The pool's threads see
+  // their own thread_locals: they get this thread's through plain pointers.
+  const int64_t* starts = first_unit.data();
+  const Path* job_paths = paths.data();
+  const PreparedInput* inputs = prepared.data();
+  const int* job_input = input_of.data();
+  pool.parallel_for(starts[n], [&](int, int64_t u0, int64_t u1) {
+    // The first product that holds unit u0, then on while units remain.
+    int i = int(std::upper_bound(starts, starts + n + 1, u0) - starts) - 1;
+    for (; i < n && starts[i] < u1; ++i) {
+      const int64_t b = std::max(u0, starts[i]), e = std::min(u1, starts[i + 1]);
+      const PreparedInput& in = inputs[job_input[i]];
+      const void* xin = in.data ? static_cast<const void*>(in.data) : static_cast<const void*>(in.x);
+      if (b < e) run_units(k, *jobs[i].w, job_paths[i], xin, jobs[i].n_tokens, jobs[i].y, b - starts[i], e - starts[i]);
     }
   });
 }

@@ -19,7 +19,7 @@ struct WeightMatrix {
 };
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
-// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the k-quants (Q4_K, Q5_K, Q6_K) meet
+// Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4 and the k-quants (Q4_K, Q5_K, Q6_K) meet
 // activations quantized to int8 blocks (integer dot products, as the reference engine does);
 // float types are decoded a few rows at a time into a per-thread buffer and meet float activations. Matrices with a
 // packed copy (packed.h) use the interleaved kernels where the CPU has them.
@@ -29,6 +29,19 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 // for the threads over all of them (n <= 4; the matrices must have the same cols).
 void matmul_multi(ThreadPool& pool, const WeightMatrix* const* ws, float* const* ys, int n, const float* x,
                   int64_t n_tokens);
+
+// One product of a batch: y = x W^T for n_tokens rows of x.
+struct MatmulJob {
+  const WeightMatrix* w;
+  const float* x;
+  int64_t n_tokens;
+  float* y;
+};
+
+// Products with inputs of their own (a mixture-of-experts layer: each chosen expert over
+// its own tokens) in one job for the threads over all their work units; jobs that share an
+// input quantize it once. Each product's rows are computed as matmul computes them.
+void matmul_batch(ThreadPool& pool, const MatmulJob* jobs, int n);
 
 // What a weight type's kernels multiply: float activations; floats rounded to BF16 (BF16
 // weights with bf16_activations() on: every kernel of the type then sees the same values); or

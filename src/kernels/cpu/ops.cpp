@@ -23,11 +23,12 @@ void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style,
+          float mscale) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
     const double theta = double(pos) * inv_freq[i];
-    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    const float c = float(std::cos(theta)) * mscale, s = float(std::sin(theta)) * mscale;
     const int a = style == RopeStyle::kNeox ? i : 2 * i;
     const int b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;
     for (int h = 0; h < n_heads; ++h) {
@@ -53,6 +54,13 @@ void softmax(float* x, int64_t n) {
 
 void silu_mul(float* gate, const float* up, int64_t n) {
   element_ops().silu_mul(gate, up, n);
+}
+
+void clamped_swiglu(float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::fmin(gate[i], limit), u = std::fmax(std::fmin(up[i], limit), -limit);
+    gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+  }
 }
 
 }  // namespace autoglm::cpu

@@ -17,12 +17,18 @@ enum class RopeStyle { kAdjacentPairs, kNeox };  // pairs (2i, 2i+1) or (i, i + 
 // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `x`, in place:
 // theta_i = pos * freq_scale * base^(-2i/n_rot).
 // inv_freq: n_rot/2 angles per position, one per rotated pair.
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style);
+// mscale multiplies cos and sin (YaRN's attention factor; 1 otherwise).
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style,
+          float mscale = 1.0f);
 
 // In-place softmax of n values.
 void softmax(float* x, int64_t n);
 
 // gate[i] = silu(gate[i]) * up[i].
 void silu_mul(float* gate, const float* up, int64_t n);
+
+// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit);
+// gate[i] = g * sigmoid(alpha * g) * (u + 1).
+void clamped_swiglu(float* gate, const float* up, int64_t n, float alpha, float limit);
 
 }  // namespace autoglm::cpu

@@ -19,7 +19,8 @@ int64_t quant_bytes(DType t) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
-    case DType::Q5_1: return 16;
+    case DType::Q5_1:
+    case DType::MXFP4: return 16;
     case DType::Q8_0: return 32;
     case DType::Q5_K: return 160;  // nibbles, then high bits
     case DType::Q6_K: return 192;
@@ -80,6 +81,12 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   const IntFormat f = int_format(t);
   for (int r = 0; r < kPackRows; ++r) {
     if (!src[r]) continue;
+    if (t == DType::MXFP4) {  // the scale decoded once here, as a float
+      const float d = e8m0_half_to_float(src[r][0]);
+      std::memcpy(out + 4 * r, &d, 4);
+      codes[r] = src[r] + f.qs_offset;
+      continue;
+    }
     std::memcpy(out + 2 * r, src[r], 2);
     if (f.has_min) std::memcpy(out + kScaleBytes + 2 * r, src[r] + 2, 2);
     if (f.qh_offset >= 0) {  // chunk c: bit 4r+i of word 0 (1) = fifth bit of element 4c+i (16+4c+i)

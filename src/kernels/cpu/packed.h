@@ -9,6 +9,7 @@
 //   then chunks of 32 bytes: chunk c holds, at bytes 4r..4r+3, bytes 4c..4c+3 of row r's
 //   quant bytes (16 nibble bytes: 4 chunks; Q8_0's 32 code bytes: 8 chunks).
 //   Rows past the end of the matrix are zero.
+// MXFP4 packs as Q4_0 with 8 float scales 2^(e - 128) in place of the fp16 ones.
 // F32/F16/BF16 pack k-major: the 8 rows' element k side by side, as one vector of 8.
 // Q4_K packs a super-block of 256: d[8], dmin[8], the 6-bit scales unpacked to bytes
 // [sub-block][row], the mins as [sub-block pair][row][2], then 32 chunks of nibbles.

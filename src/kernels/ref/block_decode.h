@@ -73,6 +73,25 @@ inline void decode_q8_0(const uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = float(qs[j]) * d;
 }
 
+// MXFP4: the e2m1 values of the 16 codes, doubled so that they are integers (the kernels'
+// int8 lookup table); the block's scale is halved to match.
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128): half the E8M0 scale 2^(e - 127), exact (e < 2 gives a subnormal).
+inline float e8m0_half_to_float(uint8_t e) {
+  return e >= 2 ? bits_to_float(uint32_t(e - 1) << 23) : bits_to_float(0x00200000u << e);
+}
+
+// MXFP4: E8M0 exponent e, 16 bytes of e2m1 nibbles; low nibbles are elements 0..15, high 16..31.
+inline void decode_mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_half_to_float(b[0]);
+  const uint8_t* qs = b + 1;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = float(kMxfp4Values[qs[j] & 0x0f]) * d;
+    y[j + 16] = float(kMxfp4Values[qs[j] >> 4]) * d;
+  }
+}
+
 // K-quants pack eight 6-bit (scale, min) pairs into 12 bytes.
 inline void k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
@@ -166,6 +185,7 @@ inline BlockDecoder block_decoder(DType t) {
     case DType::Q4_K: return decode_q4_k;
     case DType::Q5_K: return decode_q5_k;
     case DType::Q6_K: return decode_q6_k;
+    case DType::MXFP4: return decode_mxfp4;
     default: return nullptr;
   }
 }

@@ -265,6 +265,31 @@ void encode_q6_k(const float* x, uint8_t* b) {
   }
 }
 
+// The MXFP4 code whose value (in units of d) is nearest x; ties go to the first code, the
+// smaller magnitude, as llama.cpp's quantizer does.
+int nearest_mxfp4_code(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(float(kMxfp4Values[i]) * d - x);
+    if (err < best_err) best = i, best_err = err;
+  }
+  return best;
+}
+
+// MXFP4: the exponent llama.cpp picks, floor(log2(amax)) - 2 (largest value 1.5 * 2^floor(log2 amax),
+// so the top of the range is clipped), that its files and error bounds come with.
+void encode_mxfp4(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const int e = amax > 0 ? std::clamp(int(std::floor(std::log2(amax))) - 2 + 127, 0, 254) : 0;
+  b[0] = uint8_t(e);
+  const float d = e8m0_half_to_float(b[0]);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = nearest_mxfp4_code(x[i], d);
+  pack_nibbles(q, b + 1);
+}
+
 using BlockEncoder = void (*)(const float*, uint8_t*);
 
 BlockEncoder block_encoder(DType t) {
@@ -277,6 +302,7 @@ BlockEncoder block_encoder(DType t) {
     case DType::Q4_K: return encode_q4_k;
     case DType::Q5_K: return encode_q5_k;
     case DType::Q6_K: return encode_q6_k;
+    case DType::MXFP4: return encode_mxfp4;
     default: return nullptr;
   }
 }

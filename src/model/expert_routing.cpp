@@ -1,0 +1,86 @@
+#include "model/expert_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace autoglm {
+namespace {
+
+// The k best of `score` among the eligible, best first, lower id on ties.
+void top_k(const std::vector<float>& score, const std::vector<bool>& eligible, int64_t k, int32_t* ids) {
+  std::vector<int32_t> order;
+  for (int32_t e = 0; e < int32_t(score.size()); ++e)
+    if (eligible[size_t(e)]) order.push_back(e);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, ids);
+}
+
+// Grouped routing (DeepSeek-V3): a group's worth is the sum of its two best scores; only the
+// best n_group_used groups keep their experts eligible.
+std::vector<bool> eligible_experts(const MoeSpec& m, const std::vector<float>& score) {
+  std::vector<bool> eligible(score.size(), true);
+  if (m.n_group <= 1) return eligible;
+  const int64_t per_group = m.n_expert / m.n_group;
+  std::vector<float> worth(size_t(m.n_group));
+  for (int64_t g = 0; g < m.n_group; ++g) {
+    std::vector<float> s(score.begin() + g * per_group, score.begin() + (g + 1) * per_group);
+    std::sort(s.begin(), s.end(), std::greater<float>());
+    worth[size_t(g)] = s[0] + (s.size() > 1 ? s[1] : 0.0f);
+  }
+  std::vector<int32_t> groups(size_t(m.n_group));
+  top_k(worth, std::vector<bool>(size_t(m.n_group), true), m.n_group_used, groups.data());
+  std::fill(eligible.begin(), eligible.end(), false);
+  for (int64_t i = 0; i < m.n_group_used; ++i)
+    for (int64_t e = 0; e < per_group; ++e) eligible[size_t(groups[size_t(i)] * per_group + e)] = true;
+  return eligible;
+}
+
+// The gate's probabilities (what the weights are made of) for one token.
+std::vector<float> gate_probabilities(ExpertGating gating, const float* logits, int64_t n) {
+  std::vector<float> p(logits, logits + n);
+  if (gating == ExpertGating::kSigmoid) {
+    for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
+  } else if (gating == ExpertGating::kSoftmax) {
+    const float mx = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (float& v : p) sum += (v = std::exp(v - mx));
+    for (float& v : p) v = float(v / sum);
+  }
+  return p;  // kSoftmaxSelected: the logits themselves; the softmax comes after the choice
+}
+
+void route_one(const MoeSpec& m, const float* logits, const float* selection_bias, int32_t* ids, float* weights) {
+  const int64_t n = m.n_expert, k = m.n_expert_used;
+  const std::vector<float> p = gate_probabilities(m.gating, logits, n);
+  std::vector<float> score = p;
+  if (selection_bias)
+    for (int64_t e = 0; e < n; ++e) score[size_t(e)] += selection_bias[e];
+  top_k(score, eligible_experts(m, score), k, ids);
+  for (int64_t i = 0; i < k; ++i) weights[i] = p[size_t(ids[i])];
+  if (m.gating == ExpertGating::kSoftmaxSelected) {
+    const float mx = *std::max_element(weights, weights + k);
+    double sum = 0;
+    for (int64_t i = 0; i < k; ++i) sum += (weights[i] = std::exp(weights[i] - mx));
+    for (int64_t i = 0; i < k; ++i) weights[i] = float(weights[i] / sum);
+  } else if (m.norm_weights) {
+    const double sum = std::accumulate(weights, weights + k, 0.0);
+    for (int64_t i = 0; i < k; ++i) weights[i] = float(weights[i] / sum);
+  }
+  for (int64_t i = 0; i < k; ++i) weights[i] *= m.weights_scale;
+}
+
+}  // namespace
+
+void route_experts(const MoeSpec& moe, const float* logits, const float* selection_bias, int64_t n_tokens, int32_t* ids,
+                   float* weights) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    route_one(moe, logits + t * moe.n_expert, selection_bias, ids + t * moe.n_expert_used,
+              weights + t * moe.n_expert_used);
+}
+
+}  // namespace autoglm

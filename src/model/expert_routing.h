@@ -1,0 +1,18 @@
+// Which experts a token goes to and with what weight, from its router logits: the gating
+// rules of the mixture-of-experts families (MoeSpec), one token at a time so that a token's
+// choice never depends on its batch.
+#pragma once
+
+#include <cstdint>
+
+#include "model/model_spec.h"
+
+namespace autoglm {
+
+// logits: [n_tokens, n_expert] (router bias already added). selection_bias (nullable,
+// n_expert floats) shifts the scores the choice compares, not the weights. Writes
+// n_expert_used ids and weights per token, best first (ties: the lower id).
+void route_experts(const MoeSpec& moe, const float* logits, const float* selection_bias, int64_t n_tokens, int32_t* ids,
+                   float* weights);
+
+}  // namespace autoglm

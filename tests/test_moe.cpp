@@ -1,0 +1,221 @@
+// Mixture-of-experts and latent-attention models: the routing rules, batch invariance,
+// decode reading only the chosen experts, and errors that name the key or tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/expert_ffn.h"
+#include "model/expert_routing.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "test_util.h"
+
+namespace autoglm {
+namespace {
+
+MoeSpec routing(ExpertGating gating, int64_t n_expert, int64_t k) {
+  MoeSpec m;
+  m.gating = gating;
+  m.n_expert = n_expert;
+  m.n_expert_used = k;
+  return m;
+}
+
+TEST(ExpertRouting, SoftmaxTopKRenormalized) {
+  const MoeSpec m = routing(ExpertGating::kSoftmax, 4, 2);
+  const float logits[] = {0.0f, 2.0f, 1.0f, -1.0f};
+  int32_t ids[2];
+  float w[2];
+  route_experts(m, logits, nullptr, 1, ids, w);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 2);
+  // softmax then renormalized over the two: e^2 / (e^2 + e^1)
+  EXPECT_NEAR(w[0], std::exp(2.0) / (std::exp(2.0) + std::exp(1.0)), 1e-6);
+  EXPECT_NEAR(w[0] + w[1], 1.0, 1e-6);
+}
+
+TEST(ExpertRouting, SelectionBiasChoosesButDoesNotWeigh) {
+  MoeSpec m = routing(ExpertGating::kSigmoid, 4, 2);
+  m.weights_scale = 2.5f;
+  const float logits[] = {0.0f, 2.0f, 1.0f, -1.0f};
+  const float bias[] = {0.0f, 0.0f, 0.0f, 5.0f};  // expert 3 wins the choice on its bias alone
+  int32_t ids[2];
+  float w[2];
+  route_experts(m, logits, bias, 1, ids, w);
+  EXPECT_EQ(ids[0], 3);
+  EXPECT_EQ(ids[1], 1);
+  const double p3 = 1 / (1 + std::exp(1.0)), p1 = 1 / (1 + std::exp(-2.0));
+  EXPECT_NEAR(w[0], 2.5 * p3 / (p3 + p1), 1e-6);
+  EXPECT_NEAR(w[1], 2.5 * p1 / (p3 + p1), 1e-6);
+}
+
+TEST(ExpertRouting, SoftmaxOverTheSelectedOnly) {
+  const MoeSpec m = routing(ExpertGating::kSoftmaxSelected, 4, 2);
+  const float logits[] = {3.0f, 1.0f, 2.0f, 0.0f};
+  int32_t ids[2];
+  float w[2];
+  route_experts(m, logits, nullptr, 1, ids, w);
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_NEAR(w[0], std::exp(1.0) / (std::exp(1.0) + 1.0), 1e-6);
+}
+
+TEST(ExpertRouting, GroupedTopKKeepsOnlyTheBestGroups) {
+  MoeSpec m = routing(ExpertGating::kSigmoid, 8, 2);
+  m.n_group = 4;  // groups {0,1} {2,3} {4,5} {6,7}
+  m.n_group_used = 1;
+  // Expert 0 is the single best, but group {4,5} has the best sum of its two.
+  const float logits[] = {4.0f, -4.0f, 0.0f, 0.0f, 3.0f, 3.0f, -1.0f, -1.0f};
+  int32_t ids[2];
+  float w[2];
+  route_experts(m, logits, nullptr, 1, ids, w);
+  EXPECT_EQ(ids[0], 4);
+  EXPECT_EQ(ids[1], 5);
+}
+
+TEST(ExpertRouting, TiesGoToTheLowerId) {
+  const MoeSpec m = routing(ExpertGating::kSoftmax, 4, 2);
+  const float logits[] = {1.0f, 1.0f, 1.0f, 1.0f};
+  int32_t ids[2];
+  float w[2];
+  route_experts(m, logits, nullptr, 1, ids, w);
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 1);
+}
+
+const char* kMoeModels[] = {"rand-qwen3moe", "rand-glm4moe", "rand-gpt-oss", "rand-deepseek2-mla"};
+
+std::unique_ptr<Model> load_golden(const std::string& name) {
+  auto m = Model::load(test::shared_path("models/random/" + name + ".gguf"));
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return m ? std::move(m).value() : nullptr;
+}
+
+std::vector<int32_t> some_tokens(int64_t n, int32_t seed) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t(3 + (seed * 131 + i * 197) % 500));
+  return t;
+}
+
+class MoeModel : public ::testing::TestWithParam<const char*> {};
+
+// Two sequences in one ragged batch give each sequence's logits bit for bit as alone, and
+// a prompt in one batch the same as its tokens one at a time.
+TEST_P(MoeModel, TokenResultDoesNotDependOnItsBatch) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  auto model = load_golden(GetParam());
+  ASSERT_TRUE(model);
+  ThreadPool pool(2);
+  ModelRunner runner(*model, pool);
+  const auto a = some_tokens(13, 1), b = some_tokens(9, 2);
+  const auto alone = [&](const std::vector<int32_t>& t, bool one_at_a_time) {
+    ContiguousKvCache cache(model->spec(), 64, DType::F16);
+    std::vector<float> all, logits;
+    for (size_t i = 0; i < t.size(); i += one_at_a_time ? 1 : t.size()) {
+      Batch batch;
+      batch.caches = {&cache};
+      const int64_t n = one_at_a_time ? 1 : int64_t(t.size());
+      batch.add_sequence_tokens(0, t.data() + i, n, int32_t(i), false, true);
+      EXPECT_TRUE(runner.forward(batch, logits).is_ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  ContiguousKvCache ca(model->spec(), 64, DType::F16), cb(model->spec(), 64, DType::F16);
+  Batch both;
+  both.caches = {&ca, &cb};
+  both.add_sequence_tokens(0, a.data(), int64_t(a.size()), 0, false, true);
+  both.add_sequence_tokens(1, b.data(), int64_t(b.size()), 0, false, true);
+  std::vector<float> together;
+  ASSERT_TRUE(runner.forward(both, together).is_ok());
+  const size_t va = a.size() * size_t(model->spec().n_vocab);
+  EXPECT_EQ(std::vector<float>(together.begin(), together.begin() + long(va)), alone(a, false));
+  EXPECT_EQ(std::vector<float>(together.begin() + long(va), together.end()), alone(b, false));
+  EXPECT_EQ(alone(a, false), alone(a, true));
+}
+
+// One decode step multiplies exactly n_expert_used experts per MoE layer: the bytes of
+// those experts' three matrices, nothing of the others.
+TEST_P(MoeModel, DecodeReadsOnlyTheChosenExperts) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  auto model = load_golden(GetParam());
+  ASSERT_TRUE(model);
+  const ModelSpec& s = model->spec();
+  ThreadPool pool(2);
+  ModelRunner runner(*model, pool);
+  ContiguousKvCache cache(s, 64, DType::F16);
+  const auto prompt = some_tokens(6, 3);
+  Batch first;
+  first.caches = {&cache};
+  first.add_sequence_tokens(0, prompt.data(), int64_t(prompt.size()), 0, true);
+  std::vector<float> logits;
+  ASSERT_TRUE(runner.forward(first, logits).is_ok());
+  int64_t per_expert = 0, moe_layers = 0;
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    if (!s.moe.is_moe_layer(il)) continue;
+    const ExpertWeights& x = model->weights().layers[size_t(il)].experts;
+    per_expert =
+        x.gate[0].rows * x.gate[0].row_bytes + x.up[0].rows * x.up[0].row_bytes + x.down[0].rows * x.down[0].row_bytes;
+    ++moe_layers;
+  }
+  ASSERT_GT(moe_layers, 0);
+  const int64_t before = expert_weight_bytes_read();
+  Batch step;
+  step.caches = {&cache};
+  const int32_t next = 7;
+  step.add_sequence_tokens(0, &next, 1, int32_t(prompt.size()), true);
+  ASSERT_TRUE(runner.forward(step, logits).is_ok());
+  const int64_t read = expert_weight_bytes_read() - before;
+  EXPECT_EQ(read, moe_layers * s.moe.n_expert_used * per_expert)
+      << "expected " << s.moe.n_expert_used << " of " << s.moe.n_expert << " experts in each of " << moe_layers
+      << " layers";
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, MoeModel, ::testing::ValuesIn(kMoeModels), [](const auto& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
+
+// The golden qwen3moe file with one metadata value or one tensor's shape changed.
+Result<std::unique_ptr<Model>> load_altered(const std::string& key, int64_t value, const std::string& tensor = "") {
+  auto f = GgufFile::open(test::shared_path("models/random/rand-qwen3moe.gguf"));
+  EXPECT_TRUE(f.is_ok());
+  std::vector<std::pair<std::string, GgufValue>> kv = (*f)->metadata();
+  for (auto& [k, v] : kv)
+    if (k == key) v = GgufValue::u32(uint32_t(value));
+  std::vector<GgufTensorInfo> tensors = (*f)->tensors();
+  for (auto& t : tensors)
+    if (t.name == tensor) {  // claim half the experts
+      t.dims[2] /= 2;
+      t.n_bytes /= 2;
+    }
+  std::shared_ptr<const GgufFile> keep = std::move(f).value();  // the mapping the tensors point into
+  auto altered = GgufFile::from_parts("altered.gguf", std::move(kv), std::move(tensors), keep);
+  if (!altered) return altered.status();
+  return Model::from_gguf(std::move(altered).value());
+}
+
+TEST(MoeErrors, ExpertCountsAndShapesNameTheCulprit) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  auto too_many = load_altered("qwen3moe.expert_used_count", 9);
+  ASSERT_FALSE(too_many.is_ok());
+  EXPECT_NE(too_many.status().message().find("qwen3moe.expert_used_count"), std::string::npos)
+      << too_many.status().message();
+  auto shape = load_altered("", 0, "blk.1.ffn_up_exps.weight");
+  ASSERT_FALSE(shape.is_ok());
+  EXPECT_NE(shape.status().message().find("blk.1.ffn_up_exps.weight"), std::string::npos) << shape.status().message();
+  EXPECT_NE(shape.status().message().find("[128, 64, 8]"), std::string::npos) << shape.status().message();
+}
+
+TEST(MoeErrors, UnknownArchitectureListsTheSupported) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  auto m = Model::load(test::shared_path("models/random/rand-qwen3moe.gguf"), "qwen9moe");
+  ASSERT_FALSE(m.is_ok());
+  for (const char* name : {"qwen9moe", "qwen3moe", "glm4moe", "gpt-oss", "deepseek2"})
+    EXPECT_NE(m.status().message().find(name), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace autoglm
