@@ -235,6 +235,22 @@ for arch in qwen3moe glm4moe gpt-oss deepseek2; do
     echo "skip llama.cpp loads create-model's $arch (no anchor at $anchor)"
   fi
 done
+# --cpu-moe and --n-cpu-moe N (llama.cpp's) on run, serve and bench; the cpu accepts them and
+# runs as without (its experts are in host memory already).
+for cmd in run serve bench; do
+  out=$("$bin" "$cmd" --help 2>&1)
+  check "$cmd --help lists --cpu-moe" "--cpu-moe" "$out"
+  check "$cmd --help lists --n-cpu-moe" "--n-cpu-moe" "$out"
+done
+moe=$tmp/moe-qwen3moe.gguf
+plain=$("$bin" run -m "$moe" -p "hello" -n 6 --temp 0 -t 1 2>/dev/null)
+kept=$("$bin" run -m "$moe" -p "hello" -n 6 --temp 0 -t 1 --cpu-moe --n-cpu-moe 1 2>/dev/null)
+if [ -n "$plain" ] && [ "$plain" = "$kept" ]; then echo "ok   run --cpu-moe on the cpu: the same text"; else
+  echo "FAIL run --cpu-moe on the cpu: '$kept' vs '$plain'"; failures=$((failures + 1)); fi
+out=$("$bin" run -m "$moe" -p "hello" -n 2 --n-cpu-moe -1 2>&1)
+check "run --n-cpu-moe -1" "--n-cpu-moe" "$out"
+out=$("$bin" bench -m "$moe" -p 4 -n 2 -r 1 -t 1 --n-cpu-moe 1 2>&1)
+check "bench --n-cpu-moe on the cpu" "tg2" "$out"
 out=$("$bin" create-model --arch llama --preset 30b-a3b -o "$tmp/x.gguf" 2>&1)
 check "create-model MoE preset for a dense arch" "--preset '30b-a3b' is not one of tiny, 150m, 1b" "$out"
 out=$("$bin" create-model --arch qwen2 --preset 150m --n-layer 1 --type q8_0 -o "$tmp/one.gguf" 2>&1 &&

@@ -105,6 +105,104 @@ TEST(Device, TheRuntimeReportsWhereItRuns) {
   EXPECT_LE(info.kv_bytes, 4 << 20);
 }
 
+// --- Mixture-of-experts placement (--cpu-moe, --n-cpu-moe N) ---------------------------------
+
+ModelSpec moe_spec() {
+  ModelSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 4;
+  s.moe.n_expert = 8;
+  s.moe.n_expert_used = 2;
+  s.moe.n_leading_dense = 1;  // layer 0 has no experts
+  return s;
+}
+
+// llama.cpp's meaning: N counts layers (a dense one too), not MoE layers; past the last, all.
+TEST(CpuMoe, MarksTheRoutedExpertsOfTheFirstLayers) {
+  using Layers = std::vector<bool>;
+  ModelSpec s = moe_spec();
+  EXPECT_EQ(host_expert_layers(s, 0), Layers(4, false));
+  EXPECT_EQ(host_expert_layers(s, 1), Layers(4, false));
+  EXPECT_EQ(host_expert_layers(s, 3), (Layers{false, true, true, false}));
+  EXPECT_EQ(host_expert_layers(s, 4), (Layers{false, true, true, true}));
+  EXPECT_EQ(host_expert_layers(s, 100), (Layers{false, true, true, true}));
+  EXPECT_EQ(host_expert_layers(s, kCpuMoeAllLayers), (Layers{false, true, true, true}));
+  s.moe.n_expert = 0;  // a dense model: nothing to keep
+  EXPECT_EQ(host_expert_layers(s, kCpuMoeAllLayers), Layers(4, false));
+}
+
+// A plain MoE model runs on CUDA (its experts on either side); what no CUDA kernel has is
+// still refused by name.
+TEST(CpuMoe, CudaTakesPlainMixtureOfExpertsModels) {
+  const Device gpu{DeviceKind::kCuda, 0};
+  ModelSpec s = moe_spec();
+  EXPECT_TRUE(device_runs_spec(gpu, s).is_ok());
+  s.arch = "glm4moe";
+  s.moe.gating = ExpertGating::kSigmoid;
+  s.moe.n_group = 2;
+  s.moe.n_group_used = 1;
+  s.moe.n_ff_shexp = 16;
+  EXPECT_TRUE(device_runs_spec(gpu, s).is_ok());
+  s.mla.kv_lora_rank = 16;
+  const Status mla = device_runs_spec(gpu, s);
+  EXPECT_EQ(mla.message(),
+            "architecture glm4moe: multi-head latent attention run on the cpu only in this build, not on "
+            "cuda:0");
+  s = moe_spec();
+  s.activation = FfnActivation::kClampedSwiglu;
+  EXPECT_NE(device_runs_spec(gpu, s).message().find("a clamped SwiGLU"), std::string::npos);
+}
+
+// On the cpu the placement is accepted and changes nothing: every expert is in host memory.
+TEST(CpuMoe, TheCpuIgnoresThePlacement) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 9; ++i) tokens.push_back(1 + (i * 37) % 200);
+  std::vector<std::vector<float>> logits;
+  for (const int64_t n : {int64_t(0), int64_t(1), kCpuMoeAllLayers}) {
+    ModelLoadOptions o;
+    o.n_cpu_moe = n;
+    auto m = Model::load(test::shared_path("models/random/rand-qwen3moe.gguf"), o);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    logits.push_back(test::forward_all_positions(**m, tokens));
+  }
+  ASSERT_FALSE(logits[0].empty());
+  EXPECT_EQ(logits[1], logits[0]);
+  EXPECT_EQ(logits[2], logits[0]);
+}
+
+TEST(CpuMoe, ANegativeLayerCountIsAnErrorNamingTheOption) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  RuntimeOptions o;
+  o.n_cpu_moe = -2;
+  auto rt = Runtime::open(test::shared_path("models/random/rand-qwen3moe.gguf"), o);
+  ASSERT_FALSE(rt.is_ok());
+  EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rt.status().message(), "n_cpu_moe: -2 is negative");
+  ModelLoadOptions load;
+  load.n_cpu_moe = -1;
+  auto m = Model::load(test::shared_path("models/random/rand-qwen3moe.gguf"), load);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().message(), "n_cpu_moe: -1 is negative (0: no layer)");
+}
+
+// A MoE model is no longer refused on cuda for its experts: without a GPU, the error is the
+// device option's, as for a dense model, with or without --cpu-moe.
+TEST(CpuMoe, AMoeModelOnAMissingGpuIsAnErrorOfTheDeviceOption) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  if (gpu_present()) GTEST_SKIP() << "a GPU is present";
+  for (const bool cpu_moe : {false, true}) {
+    RuntimeOptions o;
+    o.device = "cuda";
+    o.cpu_moe = cpu_moe;
+    o.n_cpu_moe = 1;
+    auto rt = Runtime::open(test::shared_path("models/random/rand-qwen3moe.gguf"), o);
+    ASSERT_FALSE(rt.is_ok());
+    EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(rt.status().message().rfind("device: cuda:0: ", 0), 0u) << rt.status().message();
+  }
+}
+
 // --- On a GPU: the CUDA backend against the CPU's -------------------------------------------
 
 // Logits of a 40-token prompt (prompt matmuls past cuBLAS's threshold) on both devices.
@@ -440,6 +538,95 @@ TEST(Cuda, LoraAdaptersAreRefusedByName) {
   const Status s = forward_one_token(**m, cache, &adapters);
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(s.message(), "batch: LoRA adapters run on the cpu only, not on cuda:0");
+}
+
+// --- On a GPU: mixture-of-experts layers, their experts on the GPU, on the host, or split -----
+
+// Logits of a 40-token prompt, then of 6 decode steps one token at a time, on `device`.
+std::vector<float> moe_logits(const std::string& model, const Device& device, int64_t n_cpu_moe) {
+  ModelLoadOptions o;
+  o.device = device;
+  o.n_cpu_moe = n_cpu_moe;
+  auto m = Model::load(test::shared_path(model), o);
+  EXPECT_TRUE(m.is_ok()) << model << ": " << m.status().message();
+  if (!m) return {};
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 46; ++i) tokens.push_back(1 + (i * 37) % 200);
+  ThreadPool pool(2);
+  ModelRunner runner(**m, pool);
+  ContiguousKvCache cache((*m)->spec(), int64_t(tokens.size()) + 1, DType::F16, device);
+  std::vector<float> all, logits;
+  for (int64_t start = 0; start < int64_t(tokens.size()); start += start < 40 ? 40 : 1) {
+    const int64_t n = start < 40 ? 40 : 1;
+    Batch b;
+    b.caches = {&cache};
+    b.add_sequence_tokens(0, tokens.data() + start, n, start, false, true);
+    EXPECT_TRUE(runner.forward(b, logits).is_ok()) << model << " at " << start;
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+struct CpuMoeCase {
+  const char* file;
+  int64_t n_cpu_moe;
+};
+
+class CudaMoe : public ::testing::TestWithParam<CpuMoeCase> {};
+
+// The experts are picked on the host from the GPU's router logits; those on the GPU run its
+// matmuls, those kept in host memory the CPU's, the shared expert (glm4moe) the GPU's. The
+// logits must stay as close to the CPU's as a dense F32 model's (a choice of experts that
+// flips on a rounding difference would show as a large difference).
+TEST_P(CudaMoe, MatchesTheCpu) {
+  REQUIRE_GPU();
+  const CpuMoeCase& c = GetParam();
+  const std::string path = std::string("models/random/") + c.file;
+  AUTOGLM_REQUIRE_SHARED(path);
+  BothDevices both;
+  both.cpu = moe_logits(path, Device{}, 0);
+  both.cuda = moe_logits(path, Device{DeviceKind::kCuda, 0}, c.n_cpu_moe);
+  auto m = Model::load(test::shared_path(path));
+  ASSERT_TRUE(m.is_ok());
+  both.n_vocab = (*m)->spec().n_vocab;
+  expect_close(both, std::string(c.file) + " n_cpu_moe " + std::to_string(c.n_cpu_moe), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaMoe,
+                         ::testing::Values(CpuMoeCase{"rand-qwen3moe.gguf", 0}, CpuMoeCase{"rand-qwen3moe.gguf", 1},
+                                           CpuMoeCase{"rand-qwen3moe.gguf", kCpuMoeAllLayers},
+                                           CpuMoeCase{"rand-glm4moe.gguf", 0}, CpuMoeCase{"rand-glm4moe.gguf", 2},
+                                           CpuMoeCase{"rand-glm4moe.gguf", kCpuMoeAllLayers}),
+                         [](const auto& info) {
+                           std::string n = info.param.file;
+                           n = n.substr(0, n.size() - 5);
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           const int64_t k = info.param.n_cpu_moe;
+                           return n + (k == kCpuMoeAllLayers ? "_all" : "_" + std::to_string(k));
+                         });
+
+// --cpu-moe leaves the routed experts out of GPU memory: the placed bytes shrink by theirs.
+TEST(Cuda, CpuMoeKeepsTheExpertsOutOfGpuMemory) {
+  REQUIRE_GPU();
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  const std::string path = test::shared_path("models/random/rand-qwen3moe.gguf");
+  int64_t placed[2] = {0, 0};
+  for (int all = 0; all < 2; ++all) {
+    ModelLoadOptions o;
+    o.device = Device{DeviceKind::kCuda, 0};
+    o.n_cpu_moe = all ? kCpuMoeAllLayers : 0;
+    auto m = Model::load(path, o);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    placed[all] = (*m)->placed_weights()->bytes();
+    if (!all) continue;
+    int64_t experts = 0;
+    for (const LayerWeights& l : (*m)->weights().layers)
+      for (const auto* stack : {&l.experts.gate, &l.experts.up, &l.experts.down})
+        for (const cpu::WeightMatrix& e : *stack) experts += e.rows * e.row_bytes;
+    EXPECT_GT(experts, 0);
+    EXPECT_LE(placed[1], placed[0] - experts);
+  }
 }
 
 }  // namespace

@@ -239,6 +239,28 @@ TEST(ServerConfigDevice, CpuByDefaultCudaWithAnOrdinal) {
   EXPECT_EQ(per_model->models.at(0).config->device, "cuda:0");
 }
 
+// cpu_moe and n_cpu_moe (the CLI's --cpu-moe, --n-cpu-moe N): top level, per model and as
+// the serve flags' overrides; a negative layer count names the key.
+TEST(ServerConfigDevice, CpuMoeKeys) {
+  auto plain = parse_server_config("port: 1\n", "t.yaml");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_FALSE(plain->cpu_moe);
+  EXPECT_EQ(plain->n_cpu_moe, 0);
+  auto c = parse_server_config("device: cuda\ncpu_moe: true\nn_cpu_moe: 12\n", "t.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_TRUE(c->cpu_moe);
+  EXPECT_EQ(c->n_cpu_moe, 12);
+  expect_error("n_cpu_moe: -1\n", "cfg.yaml:1: 'n_cpu_moe' must be between 0 and");
+  expect_error("cpu_moe: maybe\n", "cfg.yaml:1: 'cpu_moe' has a value of the wrong type: 'maybe'");
+  auto per_model = parse_server_config("models:\n  - {name: a, path: a.gguf, device: cuda, n_cpu_moe: 3}\n", "t.yaml");
+  ASSERT_TRUE(per_model.is_ok()) << per_model.status().message();
+  EXPECT_EQ(per_model->models.at(0).config->n_cpu_moe, 3);
+  auto flags = load_server_config("", {{"cpu_moe", "true"}, {"n_cpu_moe", "5"}});
+  ASSERT_TRUE(flags.is_ok()) << flags.status().message();
+  EXPECT_TRUE(flags->cpu_moe);
+  EXPECT_EQ(flags->n_cpu_moe, 5);
+}
+
 TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
   auto c =
       parse_server_config("speculative: {method: ngram, draft_max: 5, draft_min: 2, draft_p_min: 0.5}\n", "t.yaml");

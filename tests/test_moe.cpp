@@ -4,11 +4,16 @@
 
 #include <cmath>
 
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "model/create_model.h"
 #include "model/expert_ffn.h"
 #include "model/expert_routing.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 namespace {
@@ -171,12 +176,68 @@ TEST_P(MoeModel, DecodeReadsOnlyTheChosenExperts) {
       << " layers";
 }
 
+// The serving engine on these models: concurrent requests past gpt-oss's 24-token window, with
+// preemption under a small KV pool and the prefix cache on, each give what the single-sequence
+// generator gives alone (full-attention layers of gpt-oss keep every block).
+TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
+  auto model = load_golden(GetParam());
+  ASSERT_TRUE(model);
+  auto tok = Tokenizer::from_gguf(model->file());
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.kv_blocks = 12;  // 192 positions for 4 requests of 70: some wait or are preempted
+  cfg.block_size = 16;
+  cfg.max_running = 4;
+  cfg.max_batch_tokens = 32;
+  Engine engine(*model, **tok, pool, cfg);
+  std::vector<GenerationRequest> requests;
+  std::vector<std::shared_ptr<StreamHandle>> handles;
+  for (int i = 0; i < 4; ++i) {
+    GenerationRequest r;
+    r.prompt = some_tokens(30 + 3 * i, i % 2);  // two pairs share a prefix
+    r.max_tokens = 40;
+    r.sampling.temperature = 0;
+    requests.push_back(r);
+    handles.push_back(*engine.submit(r));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    std::vector<int32_t> got;
+    StreamEvent ev;
+    while (handles[i]->next(ev, std::chrono::seconds(60))) {
+      got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finished) break;
+    }
+    Generator gen(*model, **tok, pool, 256);
+    auto alone = gen.generate(requests[i]);
+    ASSERT_TRUE(alone.is_ok());
+    EXPECT_EQ(got, alone->tokens) << "request " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Golden, MoeModel, ::testing::ValuesIn(kMoeModels), [](const auto& info) {
   std::string n = info.param;
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
 });
+
+// Latent attention caches one head [latent | rope key] per position and no separate values:
+// the values are read from the key rows' latent.
+TEST(MoeKv, LatentAttentionStoresOnlyTheLatentAndTheRopeKey) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-deepseek2-mla.gguf");
+  auto model = load_golden("rand-deepseek2-mla");
+  ASSERT_TRUE(model);
+  const ModelSpec& s = model->spec();
+  auto f = kv_format(s, DType::F16);
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_TRUE(f->values_in_keys);
+  EXPECT_EQ(f->value_bytes(), 0);
+  EXPECT_EQ(f->k_row_bytes, (s.mla.kv_lora_rank + s.n_rot) * 2);  // 64 + 16 f16 values, not n_head * (48 + 32)
+  ContiguousKvCache cache(s, 8, DType::F16);
+  EXPECT_EQ(cache.value_span(1, 0), cache.key_span(1, 0));
+}
 
 // The golden qwen3moe file with one metadata value or one tensor's shape changed.
 Result<std::unique_ptr<Model>> load_altered(const std::string& key, int64_t value, const std::string& tensor = "") {
@@ -215,6 +276,49 @@ TEST(MoeErrors, UnknownArchitectureListsTheSupported) {
   ASSERT_FALSE(m.is_ok());
   for (const char* name : {"qwen9moe", "qwen3moe", "glm4moe", "gpt-oss", "deepseek2"})
     EXPECT_NE(m.status().message().find(name), std::string::npos) << m.status().message();
+}
+
+// An adapter over the attention and the dense layer of a MoE model applies; one that names a
+// routed-expert tensor, or a dense FFN tensor of a layer that has experts instead, is refused
+// with the tensor's name.
+TEST(MoeLora, AttentionAndDenseLayersOnlyExpertsRefused) {
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-glm4moe.gguf");
+  const std::string base_path = test::shared_path("models/random/rand-glm4moe.gguf");
+  auto model = load_golden("rand-glm4moe");
+  ASSERT_TRUE(model);
+  const std::string adapter = test::temp_path("glm4moe-lora.gguf");
+  ASSERT_TRUE(create_random_lora(base_path, 4, 8.0f, 1, adapter).is_ok());
+  auto lora = load_lora(adapter, *model);
+  ASSERT_TRUE(lora.is_ok()) << lora.status().message();
+  ThreadPool pool(2);
+  ModelRunner runner(*model, pool);
+  const auto tokens = some_tokens(5, 4);
+  std::vector<float> plain, adapted;
+  const LoraSet set{*lora};
+  for (bool with : {false, true}) {
+    ContiguousKvCache cache(model->spec(), 16, DType::F16);
+    Batch b;
+    b.caches = {&cache};
+    if (with) b.loras = {&set};
+    b.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), 0, true);
+    ASSERT_TRUE(runner.forward(b, with ? adapted : plain).is_ok());
+  }
+  EXPECT_NE(plain, adapted);
+
+  for (const std::string tensor : {"blk.1.ffn_up_exps.weight", "blk.1.ffn_up.weight"}) {
+    GgufWriter w;
+    w.set("general.architecture", GgufValue::string("glm4moe"));
+    w.set("general.type", GgufValue::string("adapter"));
+    w.set("adapter.type", GgufValue::string("lora"));
+    w.set("adapter.lora.alpha", GgufValue::f32(4.0f));
+    ASSERT_TRUE(w.add_tensor(tensor + ".lora_a", DType::F32, {128, 4}, std::vector<uint8_t>(128 * 4 * 4)).is_ok());
+    ASSERT_TRUE(w.add_tensor(tensor + ".lora_b", DType::F32, {4, 64}, std::vector<uint8_t>(4 * 64 * 4)).is_ok());
+    const std::string path = test::temp_path("bad-lora.gguf");
+    ASSERT_TRUE(w.write(path).is_ok());
+    auto refused = load_lora(path, *model);
+    ASSERT_FALSE(refused.is_ok()) << tensor;
+    EXPECT_NE(refused.status().message().find(tensor), std::string::npos) << refused.status().message();
+  }
 }
 
 }  // namespace

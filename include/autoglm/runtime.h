@@ -48,11 +48,18 @@ struct RuntimeOptions {
   // Where the forward pass runs: "cpu", or "cuda" / "cuda:N" in a build with the CUDA
   // backend (a missing GPU or a build without CUDA is an error naming the device).
   std::string device = "cpu";
+  // Mixture-of-experts models on a GPU: the routed experts stay in host memory and run on the
+  // CPU threads, the rest on the GPU, so experts larger than its memory still run (llama.cpp's
+  // --cpu-moe: every layer; --n-cpu-moe N: layers [0, N)). Ignored on the cpu.
+  bool cpu_moe = false;
+  int64_t n_cpu_moe = 0;
   int threads = 0;                // 0: the physical cores
   bool pin_threads = false;       // worker i on the i-th allowed CPU
   std::string quantize;           // re-encode the weights at load: "q8_0", "q4_0", "q4_k", ... ("" keeps them)
   std::string architecture;       // run the file as another supported architecture (rarely needed)
   bool repack_weights = true;     // false: keep the file's layout (the per-row kernels run)
+  bool use_mmap = true;           // false (--no-mmap): read the GGUF file into private memory instead of mapping it
+  bool use_mlock = false;         // --mlock: lock the weights' pages in RAM (a refusal is logged, not fatal)
   int64_t context_window = 4096;  // capped by the model's trained context when that is larger
   std::string kv_type = "f16";    // f16, q8_0 or f32
   double kv_memory_mib = 1024;    // KV pool budget...

@@ -70,6 +70,8 @@ const Setters<RuntimeOptions>& runtime_setters() {
       {"quantize", field(&O::quantize)},
       {"architecture", field(&O::architecture)},
       {"repack_weights", field(&O::repack_weights)},
+      {"cpu_moe", field(&O::cpu_moe)},
+      {"n_cpu_moe", field(&O::n_cpu_moe)},
       {"context_window", field(&O::context_window)},
       {"kv_type", field(&O::kv_type)},
       {"kv_memory_mib", field(&O::kv_memory_mib)},

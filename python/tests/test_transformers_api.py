@@ -44,6 +44,24 @@ def test_logits_match_the_golden_case(case_dir):
     assert (got.argmax(1) == ref.argmax(1)).all()
 
 
+@pytest.mark.parametrize("case_dir", ["rand-qwen3moe", "rand-glm4moe", "rand-gpt-oss", "rand-deepseek2-mla"])
+def test_mixture_of_experts_logits_and_greedy_match_the_golden_case(case_dir):
+    """The MoE and latent-attention architectures through the Python package (cases_next of the index)."""
+    case = golden(f"golden/{case_dir}/case.json")
+    m = AutoModelForCausalLM.from_pretrained(shared(case["model"]), threads=2, kv_memory_mib=16)
+    ids = case["input_tokens"]
+    got = m(np.array([ids])).logits[0].astype(np.float64)
+    ref = np.fromfile(shared(f"golden/{case_dir}/{case['logits_file']}"), dtype=np.float32).reshape(case["logits_shape"])
+    tol = case["tolerance"]
+    assert np.max(np.abs(got - ref)) <= tol["max_abs"]
+    assert np.sqrt(np.mean((got - ref) ** 2)) <= tol["rms"]
+    assert (got.argmax(1) == ref.argmax(1)).mean() >= tol["top1_agreement"] - 1e-6
+    g = case["greedy"]
+    out = m.generate(g["input_tokens"], max_new_tokens=g["n_predict"])
+    k = g["match_required_prefix"]
+    assert out[len(g["input_tokens"]):][:k] == g["output_tokens"][:k]
+
+
 def test_perplexity_is_the_exp_of_the_mean_negative_log_likelihood(stories):
     text = "Once upon a time, there was a little girl named Lily."
     ids = stories.tokenizer.encode(text)

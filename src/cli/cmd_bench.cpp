@@ -22,6 +22,8 @@ namespace {
 
 struct BenchArgs {
   std::string device = "cpu";
+  MemoryFlags memory;
+  CpuMoeFlags cpu_moe;
   std::string model, kv_type = "f16", quantize, schema_file;
   int32_t n_prompt = 512, n_gen = 128, reps = 3, ubatch = 512, parallel_prompt = 128;
   int32_t depth = 0;  // tokens already in the cache before each test (-d, as llama-bench)
@@ -272,6 +274,8 @@ void print_per_token_times(const char* what, std::vector<double> ms, double step
 int bench(const BenchArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  a.memory.apply_to(options);
+  a.cpu_moe.apply_to(options);
   options.device = a.device;
   options.threads = 1;  // each row of the table runs on its own pool
   options.start_engine = false;
@@ -379,6 +383,8 @@ void register_bench(CLI::App& app) {
   add_device_option(*cmd, a->device);
   add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
+  add_memory_options(*cmd, a->memory);
+  add_cpu_moe_options(*cmd, a->cpu_moe);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--lora-spread", a->lora_spread,
                 "With several --lora: sequence i of a parallel test runs adapter i % N alone (the serving shape)");

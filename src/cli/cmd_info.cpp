@@ -55,6 +55,10 @@ int info(const std::string& path) {
   std::printf("size:            %.2f MiB\n", double(m.weight_bytes()) / (1024.0 * 1024.0));
   print_param_counts(m.file());
   std::printf("weight types:    %s\n", m.weight_type_summary().c_str());
+  std::printf(
+      "repacked:        %.2f MiB copied into the interleaved kernels' layout (AUTOGLM_REPACK=0: none; the "
+      "rest is read where the file is mapped)\n",
+      double(m.repacked_bytes()) / (1024.0 * 1024.0));
   std::printf("context length:  %lld\n", (long long)s.n_ctx_train);
   std::printf("embedding:       %lld\n", (long long)s.n_embd);
   std::printf("layers:          %lld\n", (long long)s.n_layer);
@@ -66,7 +70,26 @@ int info(const std::string& path) {
   std::printf("rms eps:         %g\n", s.rms_eps);
   std::printf("switches:        qkv_bias=%d qk_norm=%d post_norms=%d tied_embeddings=%d rope_factors=%d\n", s.qkv_bias,
               s.qk_norm, s.post_norms, s.tied_embeddings, int(!s.rope_freq_factors.empty()));
-  if (s.sliding_window > 0) std::printf("sliding window:  %lld\n", (long long)s.sliding_window);
+  if (s.sliding_window > 0)
+    std::printf("sliding window:  %lld%s\n", (long long)s.sliding_window,
+                s.swa_even_layers ? " (layers 0, 2, 4, ...; the others see all)" : "");
+  if (s.moe.enabled())
+    std::printf(
+        "experts:         ffn %lld each, shared ffn %lld, leading dense layers %lld, gating %s%s\n",
+        (long long)s.moe.n_ff_exp, (long long)s.moe.n_ff_shexp, (long long)s.moe.n_leading_dense,
+        s.moe.gating == ExpertGating::kSigmoid   ? "sigmoid"
+        : s.moe.gating == ExpertGating::kSoftmax ? "softmax"
+                                                 : "softmax over the chosen",
+        s.moe.n_group > 1
+            ? (", " + std::to_string(s.moe.n_group_used) + " of " + std::to_string(s.moe.n_group) + " groups").c_str()
+            : "");
+  if (s.mla.enabled())
+    std::printf(
+        "latent attention: q rank %lld, kv rank %lld, nope %lld + rope %lld per head, v %lld (cached: %lld per "
+        "position)\n",
+        (long long)s.mla.q_lora_rank, (long long)s.mla.kv_lora_rank, (long long)s.mla.qk_nope, (long long)s.n_rot,
+        (long long)s.mla.v_head, (long long)(s.head_dim + s.head_dim_v));
+  if (s.n_nextn > 0) std::printf("nextn layers:    %lld (not run for the logits)\n", (long long)s.n_nextn);
   std::printf("vocabulary:      %d tokens (%s%s%s), bos %d, eos %d\n", v.size(),
               v.kind == TokenizerKind::kSpm ? "spm" : "bpe", v.kind == TokenizerKind::kBpe ? ", pre " : "",
               v.kind == TokenizerKind::kBpe ? v.pre.c_str() : "", v.bos, v.eos);

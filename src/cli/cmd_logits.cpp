@@ -12,6 +12,7 @@ namespace {
 
 struct LogitsArgs {
   std::string device = "cpu";
+  MemoryFlags memory;
   std::string model, tokens, prompt, out, positions = "all", kv_type = "f16", quantize;
   int threads = 1;
   std::vector<std::string> lora;
@@ -36,6 +37,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab)
 int logits(const LogitsArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  a.memory.apply_to(options);
   options.device = a.device;
   options.threads = a.threads;
   options.kv_type = a.kv_type;
@@ -88,6 +90,7 @@ void register_logits(CLI::App& app) {
   add_device_option(*cmd, a->device);
   add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
+  add_memory_options(*cmd, a->memory);
   add_lora_option(*cmd, a->lora);
   auto* tokens = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids (fed as given, no BOS added)");
   auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "Text (tokenized with BOS as the model asks)");

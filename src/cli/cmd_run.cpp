@@ -10,6 +10,8 @@ namespace {
 
 struct RunArgs {
   std::string device = "cpu";
+  MemoryFlags memory;
+  CpuMoeFlags cpu_moe;
   std::string model, prompt;
   int32_t n_predict = 128;
   int threads = 1;
@@ -28,6 +30,8 @@ struct RunArgs {
 int run(const RunArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
+  a.memory.apply_to(options);
+  a.cpu_moe.apply_to(options);
   options.device = a.device;
   options.threads = a.threads;
   options.start_engine = false;
@@ -93,6 +97,8 @@ void register_run(CLI::App& app) {
   add_device_option(*cmd, a->device);
   add_bf16_activations_option(*cmd);
   add_quantize_option(*cmd, a->quantize);
+  add_memory_options(*cmd, a->memory);
+  add_cpu_moe_options(*cmd, a->cpu_moe);
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);

@@ -22,6 +22,8 @@ struct ServeArgs {
   int32_t draft_max = 0, draft_min = -1, exit_layer = -1;
   double draft_p_min = -1;
   bool no_prefix_cache = false, no_webui = false;
+  MemoryFlags memory;
+  CpuMoeFlags cpu_moe;
   std::vector<std::string> api_keys;
 };
 
@@ -61,6 +63,10 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   text("quantize", a.quantize);
   text("device", a.device);
   if (a.no_prefix_cache) o.emplace_back("prefix_cache", "false");
+  if (a.memory.no_mmap) o.emplace_back("mmap", "false");
+  if (a.memory.mlock) o.emplace_back("mlock", "true");
+  if (a.cpu_moe.all) o.emplace_back("cpu_moe", "true");
+  number("n_cpu_moe", a.cpu_moe.first_layers, a.cpu_moe.first_layers >= 0);
   if (a.no_webui) o.emplace_back("web_ui", "false");
   text("speculative.method", a.spec);
   text("speculative.draft", a.draft);
@@ -118,6 +124,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--config", a->config_path, "YAML configuration file (flags override it)");
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder");
   add_quantize_option(*cmd, a->quantize);
+  add_memory_options(*cmd, a->memory);
+  add_cpu_moe_options(*cmd, a->cpu_moe);
   cmd->add_option("--device", a->device, "Where the model runs: cpu, cuda or cuda:N (overrides device)");
   add_bf16_activations_option(*cmd);
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
@@ -135,7 +143,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
   cmd->add_flag("--no-webui", a->no_webui, "Serve no chat playground or dashboard at / (web_ui: false)");
   cmd->add_option("--spec", a->spec,
-                  "Speculative decoding: none, draft, ngram or early-exit (overrides speculative.method)");
+                  "Speculative decoding: none, draft, ngram, early-exit or mtp (overrides speculative.method)");
   cmd->add_option("--draft", a->draft, "Draft model file or folder for --spec draft (speculative.draft)");
   cmd->add_option("--draft-quantize", a->draft_quantize,
                   "Draft weights re-encoded at load; alone, the target's own (speculative.draft_quantize)");

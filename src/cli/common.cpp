@@ -70,6 +70,22 @@ void add_lora_option(CLI::App& cmd, std::vector<std::string>& lora) {
                  "A LoRA adapter, PATH[:SCALE] (a PEFT folder or a GGUF adapter; repeatable: they stack)");
 }
 
+void add_memory_options(CLI::App& cmd, MemoryFlags& flags) {
+  cmd.add_flag("--no-mmap", flags.no_mmap,
+               "Read the model file into private memory instead of mapping it (pages not shared; no lazy loading)");
+  cmd.add_flag("--mlock", flags.mlock, "Lock the model's weights in RAM (never swapped; needs RLIMIT_MEMLOCK)");
+}
+
+void add_cpu_moe_options(CLI::App& cmd, CpuMoeFlags& flags) {
+  cmd.add_flag("--cpu-moe", flags.all,
+               "Mixture-of-experts models on a GPU: keep the routed experts of every layer in host memory and run "
+               "them on the CPU threads (the rest runs on the GPU); ignored on the cpu");
+  cmd.add_option("--n-cpu-moe", flags.first_layers,
+                 "As --cpu-moe for the experts of the first N layers only (the rest on the GPU); ignored on the cpu")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));  // the config key's bounds
+}
+
 Result<std::vector<LoraOption>> lora_options(const std::vector<std::string>& args) {
   std::vector<LoraOption> out;
   for (const std::string& arg : args) {

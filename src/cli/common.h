@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,26 @@ void add_lora_option(CLI::App& cmd, std::vector<std::string>& lora);
 Result<std::vector<LoraOption>> lora_options(const std::vector<std::string>& args);
 // Adds --quantize (q8_0, q4_0, q4_k, ...: re-encode the weights at load).
 void add_quantize_option(CLI::App& cmd, std::string& quantize);
+// --no-mmap and --mlock, as llama.cpp spells them (RuntimeOptions::use_mmap, use_mlock).
+struct MemoryFlags {
+  bool no_mmap = false;
+  bool mlock = false;
+  void apply_to(RuntimeOptions& options) const {
+    options.use_mmap = !no_mmap;
+    options.use_mlock = mlock;
+  }
+};
+void add_memory_options(CLI::App& cmd, MemoryFlags& flags);
+// --cpu-moe and --n-cpu-moe N, as llama.cpp spells them (RuntimeOptions::cpu_moe, n_cpu_moe).
+struct CpuMoeFlags {
+  bool all = false;
+  int64_t first_layers = -1;  // -1: not given
+  void apply_to(RuntimeOptions& options) const {
+    options.cpu_moe = all;
+    options.n_cpu_moe = std::max<int64_t>(first_layers, 0);
+  }
+};
+void add_cpu_moe_options(CLI::App& cmd, CpuMoeFlags& flags);
 // The environment's pinning switch (AUTOGLM_AFFINITY=1), for thread pools the CLI makes itself.
 bool pin_threads_from_environment();
 // Runtime options from the environment (AUTOGLM_REPACK=0, AUTOGLM_AFFINITY=1) with a progress

@@ -3,7 +3,8 @@
 namespace autoglm::cli {
 
 void add_spec_options(CLI::App& cmd, SpecOptions& o) {
-  cmd.add_option("--spec", o.method, "Speculative decoding: none, draft, ngram, early-exit");
+  cmd.add_option("--spec", o.method,
+                 "Speculative decoding: none, draft, ngram, early-exit, mtp (the model's NextN block)");
   cmd.add_option("--draft", o.draft, "Draft model (GGUF file or Hugging Face folder) for --spec draft");
   cmd.add_option("--draft-quantize", o.draft_quantize,
                  "Draft weights re-encoded at load (q8_0, q4_0, ...; auto: the type that decodes fastest here); "
@@ -20,6 +21,9 @@ Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string&
   s.config = o.config;
   AUTOGLM_ASSIGN_OR_RETURN(s.config.method, spec_method_from_name(o.method));
   AUTOGLM_RETURN_IF_ERROR(validate_spec_config(s.config, target.spec().n_layer));
+  if (s.config.method == SpecMethod::kMtp)  // before any work that would come to nothing
+    AUTOGLM_RETURN_IF_ERROR(
+        check_mtp_layers(target_path, target.spec().n_nextn, int64_t(target.weights().nextn.size())));
   if (s.config.method != SpecMethod::kDraft) {
     if (!o.draft.empty() || !o.draft_quantize.empty())
       return invalid_argument("--draft/--draft-quantize: only with --spec draft");

@@ -507,6 +507,7 @@ bool Engine::step() {
   if (max_step_ms_ != 0)
     step_cost_.observe(shape, std::chrono::duration<double, std::milli>(Clock::now() - started).count());
   ++stats_.steps;
+  if (st) show_drafter(plan, planner);
   size_t row = 0;
   const int64_t n_vocab = model_.spec().n_vocab;
   for (const ScheduledChunk& w : plan.work) {
@@ -578,7 +579,25 @@ void Engine::after_forward(Sequence& s, int64_t n, const float* logits) {
 // With a sliding window, the next token sees only the latest `window` positions: blocks
 // wholly before them go back to the pool (published ones stay findable by prefix).
 void Engine::release_out_of_window(Sequence& s) {
-  if (const int64_t window = model_.spec().sliding_window; window > 0) s.kv.release_before(s.n_computed + 1 - window);
+  if (const int64_t window = model_.spec().window_of_every_layer(); window > 0)
+    s.kv.release_before(s.n_computed + 1 - window);
+}
+
+// The step's hidden rows to a drafter that reads them (MTP), before the rows are accepted.
+void Engine::show_drafter(const ScheduleOutput& plan, Planner& planner) {
+  if (!drafter_ || !drafter_->wants_target_hidden()) return;
+  if (const Status st = runner_.last_hidden(hidden_); !st.is_ok()) {
+    log_line(LogLevel::kWarning, "engine: the step's hidden states for the drafter: " + st.message());
+    return;
+  }
+  const int64_t n_embd = model_.spec().n_embd;
+  int64_t token = 0;
+  for (const ScheduledChunk& w : plan.work) {
+    const Sequence& s = planner.seq(w.id);
+    if (s.request.speculative)
+      drafter_->observe_target(s.id, s.n_computed, hidden_.data() + token * n_embd, w.n_tokens);
+    token += w.n_tokens;
+  }
 }
 
 void Engine::propose_drafts() {

@@ -141,6 +141,7 @@ class Engine {
   // Speculation: drafts for the running decodes before a step is planned; after it, the
   // verification of one sequence's rows; drafts that did not run are dropped.
   void propose_drafts();
+  void show_drafter(const ScheduleOutput& plan, Planner& planner);
   bool reserve_for_drafts(Sequence& seq, int64_t n);
   void after_verifying(Sequence& seq, int64_t n_run, const float* rows);
   // Samples the next token from a row of logits and streams it; false once the sequence finished.
@@ -184,6 +185,7 @@ class Engine {
   uint64_t next_id_ = 0;
   uint64_t admissions_ = 0;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // the step's hidden rows, for a drafter that reads them
   std::vector<float> sample_row_;
   std::thread thread_;
 };

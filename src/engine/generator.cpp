@@ -34,7 +34,15 @@ Status Generator::prefill(const std::vector<int32_t>& tokens, int32_t chunk, std
     Batch batch = one_sequence();
     batch.add_sequence_tokens(0, tokens.data() + start, int64_t(n), int32_t(start), start + n == tokens.size());
     AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, last_logits));
+    AUTOGLM_RETURN_IF_ERROR(show_drafter(int64_t(start)));
   }
+  return Status::ok();
+}
+
+Status Generator::show_drafter(int64_t first_pos) {
+  if (!drafter_ || !drafter_->wants_target_hidden()) return Status::ok();
+  AUTOGLM_RETURN_IF_ERROR(runner_.last_hidden(hidden_));
+  drafter_->observe_target(0, first_pos, hidden_.data(), int64_t(hidden_.size()) / model_.spec().n_embd);
   return Status::ok();
 }
 
@@ -61,7 +69,8 @@ Status Generator::decode_pass(const std::vector<int32_t>& history, const std::ve
   Batch batch = one_sequence();
   batch.add_sequence_tokens(0, tokens.data(), int64_t(tokens.size()), int32_t(history.size() - 1), true,
                             /*logits_for_all=*/true);
-  return runner_.forward(batch, logits);
+  AUTOGLM_RETURN_IF_ERROR(runner_.forward(batch, logits));
+  return show_drafter(int64_t(history.size()) - 1);
 }
 
 Result<std::vector<float>> Generator::evaluate(const std::vector<int32_t>& tokens, bool all_positions) {
@@ -91,6 +100,7 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   result.prompt_tokens = int32_t(prompt.size());
   const int32_t n_vocab = int32_t(model_.spec().n_vocab);
   std::vector<float> logits;
+  if (drafter_) drafter_->forget(0);  // the previous sequence's
   auto t0 = std::chrono::steady_clock::now();
   AUTOGLM_RETURN_IF_ERROR(prefill(prompt, prefill_chunk, logits));
   result.prefill_seconds = seconds_since(t0);
@@ -105,7 +115,6 @@ Result<GenerationResult> Generator::generate(const GenerationRequest& options,
   };
   result.finish_reason = FinishReason::kLength;
   t0 = std::chrono::steady_clock::now();
-  if (drafter_) drafter_->forget(0);  // the previous sequence's
   DraftLength draft_length(spec_.draft_max, spec_.draft_min, drafter_ ? drafter_->token_cost() : 0);
   std::vector<int32_t> drafts;
   // Row j of logits follows the j-th token of the last pass: sample each in order, as plain

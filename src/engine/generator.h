@@ -69,6 +69,9 @@ class Generator {
   // drafts after it; logits gets a row per token.
   Status decode_pass(const std::vector<int32_t>& history, const std::vector<int32_t>& drafts,
                      std::vector<float>& logits);
+  // Hands a drafter that reads the target's hidden states (MTP) those of the pass just run,
+  // whose first token was at first_pos.
+  Status show_drafter(int64_t first_pos);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -78,6 +81,7 @@ class Generator {
   ContiguousKvCache cache_;
   SpecConfig spec_;
   std::unique_ptr<Drafter> drafter_;  // null: plain decoding
+  std::vector<float> hidden_;         // the last pass's hidden rows, for the drafter
   std::shared_ptr<const LoraSet> lora_;
   const LoraSet* active_lora_ = nullptr;  // of the pass being run
   Batch one_sequence();                   // a batch of cache_, under the active adapters

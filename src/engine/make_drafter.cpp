@@ -1,6 +1,7 @@
 #include "engine/make_drafter.h"
 
 #include "engine/model_drafter.h"
+#include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 
 namespace autoglm {
@@ -30,6 +31,15 @@ Result<std::unique_ptr<Drafter>> make_drafter_of(const SpecConfig& config, const
     case SpecMethod::kEarlyExit:
       return std::unique_ptr<Drafter>(
           std::make_unique<ModelDrafter>(target, pool, early_exit_layers(config, target.spec().n_layer), config.p_min));
+    case SpecMethod::kMtp: {
+      AUTOGLM_RETURN_IF_ERROR(
+          check_mtp_layers(target.source_path(), target.spec().n_nextn, int64_t(target.weights().nextn.size())));
+      if (target.device().kind != DeviceKind::kCpu)
+        return unsupported("spec mtp: the NextN block runs on the cpu only, not on " + device_name(target.device()));
+      if (auto format = kv_format(target.spec(), draft_pool.kv_type); !format)
+        return invalid_argument("spec mtp: the NextN block's KV cache: " + format.status().message());
+      return std::unique_ptr<Drafter>(std::make_unique<MtpDrafter>(target, pool, draft_pool, config.p_min));
+    }
   }
   return invalid_argument("spec: unknown method");
 }
@@ -41,6 +51,7 @@ double draft_token_cost(const SpecConfig& config, const Model& target, const Mod
     case SpecMethod::kDraft: return draft ? double(draft->weight_bytes()) / double(target.weight_bytes()) : 0;
     case SpecMethod::kEarlyExit:
       return double(early_exit_layers(config, target.spec().n_layer)) / double(target.spec().n_layer);
+    case SpecMethod::kMtp: return 1.0 / double(target.spec().n_layer);  // one layer more
     default: return 0;
   }
 }

@@ -23,7 +23,8 @@ struct DraftPool {
 bool same_kv_shape(const ModelSpec& a, const ModelSpec& b);
 
 // Null for SpecMethod::kNone. kDraft needs `draft` (a model with the target's vocabulary,
-// load_draft_model), which must outlive the drafter. Errors name the option.
+// load_draft_model), which must outlive the drafter; kMtp a target with a NextN block, whose
+// rows take draft_pool's blocks. Errors name the option.
 Result<std::unique_ptr<Drafter>> make_drafter(const SpecConfig& config, const Model& target, const Model* draft,
                                               ThreadPool& pool, const DraftPool& draft_pool);
 

@@ -13,11 +13,12 @@
 namespace autoglm {
 namespace {
 
-constexpr std::array<std::pair<SpecMethod, const char*>, 4> kMethodNames = {{
+constexpr std::array<std::pair<SpecMethod, const char*>, 5> kMethodNames = {{
     {SpecMethod::kNone, "none"},
     {SpecMethod::kDraft, "draft"},
     {SpecMethod::kNgram, "ngram"},
     {SpecMethod::kEarlyExit, "early-exit"},
+    {SpecMethod::kMtp, "mtp"},
 }};
 
 // Passes a drafter stays off after a pass that accepted nothing: doubles while it keeps failing.
@@ -31,7 +32,7 @@ constexpr double kPriorKept = 3, kPriorRejected = 1, kFade = 0.8;
 Result<SpecMethod> spec_method_from_name(const std::string& name) {
   for (const auto& [method, text] : kMethodNames)
     if (name == text) return method;
-  return invalid_argument("spec: '" + name + "' is not a speculation method (none, draft, ngram, early-exit)");
+  return invalid_argument("spec: '" + name + "' is not a speculation method (none, draft, ngram, early-exit, mtp)");
 }
 
 const char* spec_method_name(SpecMethod m) {
@@ -53,6 +54,17 @@ Status validate_spec_config(const SpecConfig& c, int64_t n_layer) {
 
 int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer) {
   return c.exit_layer > 0 ? c.exit_layer : std::max<int32_t>(1, int32_t(n_layer / 4));
+}
+
+Status check_mtp_layers(const std::string& model, int64_t n_nextn, int64_t bound) {
+  if (n_nextn == 0)
+    return invalid_argument("spec mtp: the model " + model +
+                            " has no NextN (MTP) layer to draft with (nextn_predict_layers is 0); use another method");
+  if (bound == 0)
+    return invalid_argument(
+        "spec mtp: the model " + model + " declares " + std::to_string(n_nextn) +
+        " NextN layer(s) but its file lacks their tensors (blk.N.nextn.*): convert it keeping them");
+  return Status::ok();
 }
 
 Status check_same_vocabulary(const Vocab& target, const Vocab& draft) {

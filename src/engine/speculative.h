@@ -24,9 +24,9 @@
 
 namespace autoglm {
 
-enum class SpecMethod { kNone, kDraft, kNgram, kEarlyExit };
+enum class SpecMethod { kNone, kDraft, kNgram, kEarlyExit, kMtp };
 
-// "none", "draft", "ngram", "early-exit".
+// "none", "draft", "ngram", "early-exit", "mtp" (the model's own NextN block drafts).
 Result<SpecMethod> spec_method_from_name(const std::string& name);
 const char* spec_method_name(SpecMethod m);
 
@@ -122,6 +122,11 @@ class Drafter {
   virtual void forget(uint64_t /*sequence*/) {}
   // The per-op times of a drafter that runs a model (null for the others).
   virtual OpProfile* profile() { return nullptr; }
+  // A drafter that reads the target's hidden states (MTP) gets, after every target pass over a
+  // sequence, the rows ModelRunner::last_hidden gives for its tokens: n rows of n_embd floats,
+  // positions first_pos.. (a prompt chunk, or the pending token and the drafts verified).
+  virtual bool wants_target_hidden() const { return false; }
+  virtual void observe_target(uint64_t /*sequence*/, int64_t /*first_pos*/, const float* /*rows*/, int64_t /*n*/) {}
   // What drafting one token costs against a decode step of the target (make_drafter sets it: a
   // draft model's weight bytes over the target's, early exit its share of the layers; 0 for a
   // lookup). DraftLength weighs it against the acceptance.
@@ -143,6 +148,10 @@ inline int64_t catch_up_limit(int64_t remaining) {
 
 // The layers that draft in early exit: the configured count, or a quarter of the model.
 int32_t early_exit_layers(const SpecConfig& c, int64_t n_layer);
+
+// MTP drafts with the model's NextN block: an error naming `model` where it has none
+// (n_nextn NextN layers declared, `bound` of them with tensors).
+Status check_mtp_layers(const std::string& model, int64_t n_nextn, int64_t bound);
 
 // How many tokens to draft next. Each pass drafts the length k (1 to draft-max) that gives the
 // most tokens per unit of cost: with each draft kept with probability p, a pass emits

@@ -231,8 +231,8 @@ int64_t GgufTensorInfo::rows() const {
   return n;
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  AUTOGLM_ASSIGN_OR_RETURN(auto mapping, MappedFile::open(path));
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, const FileLoad& load) {
+  AUTOGLM_ASSIGN_OR_RETURN(auto mapping, MappedFile::open(path, load));
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
   file->base_ = mapping->data();

@@ -78,8 +78,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and validates the whole file; every error names the file.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Maps (or reads, see FileLoad) and validates the whole file; every error names the file.
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FileLoad& load = {});
   // Parses an in-memory image (tests and fuzzing); `bytes` must outlive the result.
   static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* bytes, size_t size, const std::string& name);
   // A file assembled in memory (a Hugging Face folder read as GGUF, a re-quantized model):
@@ -104,6 +104,8 @@ class GgufFile {
   std::optional<bool> get_bool(const std::string& key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // Why FileLoad::mlock was not honoured (empty: locked, not asked, or not a mapped file).
+  std::string lock_failure() const { return mapping_ ? mapping_->lock_failure() : std::string(); }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
 
  private:

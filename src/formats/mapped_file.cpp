@@ -10,7 +10,29 @@
 
 namespace autoglm {
 
-Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+namespace {
+
+// The whole file read into anonymous private memory (munmap frees it like a mapping).
+Result<const uint8_t*> read_whole(int fd, size_t size, const std::string& path) {
+  void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return io_error(path + ": cannot allocate " + std::to_string(size) + " bytes to read it");
+  auto* bytes = static_cast<uint8_t*>(mem);
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::pread(fd, bytes + done, size - done, off_t(done));
+    if (n <= 0) {
+      munmap(mem, size);
+      return io_error(path + ": read failed at byte " + std::to_string(done) + ": " +
+                      (n == 0 ? std::string("unexpected end of file") : std::string(std::strerror(errno))));
+    }
+    done += size_t(n);
+  }
+  mprotect(mem, size, PROT_READ);
+  return bytes;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path, const FileLoad& load) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -20,15 +42,27 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   }
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->size_ = size_t(st.st_size);
-  if (file->size_ > 0) {
+  if (file->size_ > 0 && !load.mmap) {
+    auto bytes = read_whole(fd, file->size_, path);
+    ::close(fd);
+    if (!bytes) return bytes.status();
+    file->data_ = *bytes;
+  } else if (file->size_ > 0) {
     void* map = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       ::close(fd);
       return io_error(path + ": mmap failed: " + std::strerror(errno));
     }
     file->data_ = static_cast<const uint8_t*>(map);
+    ::close(fd);
+  } else {
+    ::close(fd);
   }
-  ::close(fd);
+  if (load.mlock && file->size_ > 0) {
+    if (mlock(file->data_, file->size_) != 0)
+      file->lock_failure_ = path + ": --mlock: cannot lock " + std::to_string(file->size_ >> 20) + " MiB in RAM (" +
+                            std::strerror(errno) + "); raise RLIMIT_MEMLOCK (ulimit -l) to keep the weights resident";
+  }
   return file;
 }
 

@@ -10,10 +10,18 @@
 
 namespace autoglm {
 
+// How a file's bytes come into memory (llama.cpp's --no-mmap and --mlock).
+struct FileLoad {
+  bool mmap = true;    // map the file (pages shared with other processes); false: read into private memory
+  bool mlock = false;  // lock the pages in RAM (never swapped or dropped); a refusal is not fatal (lock_failure)
+};
+
 class MappedFile {
  public:
-  // Errors name the file: missing, not a regular file, or not mappable.
-  static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
+  // Errors name the file: missing, not a regular file, not mappable or not readable.
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path, const FileLoad& load = {});
+  // Why FileLoad::mlock could not be honoured (empty: locked, or not asked).
+  const std::string& lock_failure() const { return lock_failure_; }
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -25,6 +33,7 @@ class MappedFile {
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::string lock_failure_;
 };
 
 }  // namespace autoglm

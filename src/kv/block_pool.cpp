@@ -14,7 +14,7 @@ BlockPool::BlockPool(const ModelSpec& spec, int64_t n_blocks, int64_t block_size
       format_(format),
       keys_(DeviceMemory::allocate_or_die(device, n_blocks * spec.n_layer * block_size * format.k_row_bytes,
                                           "KV pool keys")),
-      values_(DeviceMemory::allocate_or_die(device, n_blocks * spec.n_layer * block_size * format.v_row_bytes,
+      values_(DeviceMemory::allocate_or_die(device, n_blocks * spec.n_layer * block_size * format.value_bytes(),
                                             "KV pool values")),
       refs_(static_cast<size_t>(n_blocks), 0),
       lru_pos_(static_cast<size_t>(n_blocks)),

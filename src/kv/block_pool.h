@@ -44,6 +44,7 @@ class BlockPool {
     return keys_.data() + (int64_t(block) * n_layer_ + layer) * block_size_ * format_.k_row_bytes;
   }
   uint8_t* value(int32_t block, int64_t layer) {
+    if (format_.values_in_keys) return key(block, layer);
     return values_.data() + (int64_t(block) * n_layer_ + layer) * block_size_ * format_.v_row_bytes;
   }
 

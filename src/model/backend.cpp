@@ -1,5 +1,6 @@
 #include "model/backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -46,12 +47,18 @@ void Backend::copy_rows(const float*, int64_t, float*, int64_t, int64_t, int64_t
   refused_at_load("copy_rows");
 }
 
+std::vector<bool> host_expert_layers(const ModelSpec& spec, int64_t n_cpu_moe) {
+  std::vector<bool> host(size_t(std::max<int64_t>(spec.n_layer, 0)), false);
+  for (int64_t il = 0; il < spec.n_layer; ++il) host[size_t(il)] = spec.moe.is_moe_layer(il) && il < n_cpu_moe;
+  return host;
+}
+
+// Mixture-of-experts layers run on CUDA with their experts on either side (CudaBackend::experts),
+// so only the features no CUDA kernel has are refused.
 Status device_runs_spec(const Device& device, const ModelSpec& s) {
   if (device.kind == DeviceKind::kCpu) return Status::ok();
   std::string what;
-  if (s.moe.enabled())
-    what = "mixture-of-experts layers";
-  else if (s.mla.enabled())
+  if (s.mla.enabled())
     what = "multi-head latent attention";
   else if (s.attn_sinks)
     what = "attention sinks";
@@ -66,13 +73,15 @@ Status device_runs_spec(const Device& device, const ModelSpec& s) {
                      device_name(device));
 }
 
-Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights) {
+Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights,
+                                                     const std::vector<bool>& host_experts) {
   if (device.kind == DeviceKind::kCpu) return std::unique_ptr<PlacedWeights>();
   AUTOGLM_RETURN_IF_ERROR(check_cuda_device(device));
 #ifdef AUTOGLM_HAVE_CUDA
-  return place_weights_on_cuda(device.index, weights);
+  return place_weights_on_cuda(device.index, weights, host_experts);
 #else
   (void)weights;
+  (void)host_experts;
   return unsupported("device: " + device_name(device) + ": unreachable without a CUDA build");
 #endif
 }
@@ -80,7 +89,7 @@ Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const
 Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool) {
   if (model.device().kind == DeviceKind::kCpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(pool));
 #ifdef AUTOGLM_HAVE_CUDA
-  return make_cuda_backend(model);
+  return make_cuda_backend(model, pool);
 #else
   return unsupported("device: " + device_name(model.device()) + ": this build has no CUDA backend");
 #endif

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <vector>
 
 #include "autoglm/status.h"
 #include "core/device.h"
@@ -65,9 +67,9 @@ class Backend {
   // gate[i] = silu(gate[i]) * up[i].
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
 
-  // The ops below serve mixture-of-experts and latent-attention models, which the CPU runs;
-  // Model::load refuses those models on devices whose backend lacks them, so the defaults
-  // (which stop the process) are never reached.
+  // The ops below serve mixture-of-experts and latent-attention models; Model::load refuses
+  // those models on devices whose backend lacks them, so the defaults (which stop the
+  // process) are never reached.
   // The model's gated activation (FfnActivation) of n hidden values.
   virtual void activation(const ModelSpec& spec, float* gate, const float* up, int64_t n);
   // A layer's routed (and shared) experts: router_logits [T, n_expert] pick each token's
@@ -95,14 +97,26 @@ class PlacedWeights {
   virtual int64_t bytes() const = 0;
 };
 
+// llama.cpp's --n-cpu-moe N: the routed experts of layers [0, N) stay in host memory (the
+// mapped file) and run on the CPU while the rest of the model runs on a GPU, so a model
+// whose experts do not fit in GPU memory still runs there. --cpu-moe is every layer.
+inline constexpr int64_t kCpuMoeAllLayers = std::numeric_limits<int64_t>::max();
+
+// Per layer of the spec: whether its routed experts stay in host memory under n_cpu_moe
+// (false for dense layers, which have none). Counts layers, not MoE layers, as llama.cpp does.
+std::vector<bool> host_expert_layers(const ModelSpec& spec, int64_t n_cpu_moe);
+
 // Checks the device (a missing one is an error naming it and what exists) and places the
-// weights there; null for the CPU. Errors name the tensor a device cannot run.
-Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights);
+// weights there, all but the routed experts of the layers host_experts marks; null for the
+// CPU. Errors name the tensor a device cannot run.
+Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights,
+                                                     const std::vector<bool>& host_experts = {});
 
 // Whether the device's backend has every op the architecture needs; an error names the first missing one.
 Status device_runs_spec(const Device& device, const ModelSpec& spec);
 
-// The ops of the model's device (Model::device); the CPU's run on `pool`.
+// The ops of the model's device (Model::device); the CPU's run on `pool`, and so do a GPU's
+// experts that stay in host memory.
 Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool);
 
 }  // namespace autoglm

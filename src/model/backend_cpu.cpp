@@ -103,7 +103,8 @@ void CpuBackend::store_kv(int64_t layer, const float* k, int64_t kv_dim, const f
     KvCache* cache = b.caches[size_t(b.seq[t])];
     const DType type = cache->format().type;
     cpu::encode_kv_row(type, k + int64_t(t) * kv_dim, cache->key_row(layer, b.positions[t]), kv_dim);
-    cpu::encode_kv_row(type, v + int64_t(t) * v_dim, cache->value_row(layer, b.positions[t]), v_dim);
+    if (!cache->format().values_in_keys)  // else the key row's latent is the value
+      cpu::encode_kv_row(type, v + int64_t(t) * v_dim, cache->value_row(layer, b.positions[t]), v_dim);
   }
 }
 

@@ -1,15 +1,19 @@
 #include "model/backend_cuda.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "model/device_memory.h"
+#include "model/expert_ffn.h"
+#include "model/expert_routing.h"
 #include "model/model.h"
 
 namespace autoglm {
@@ -24,6 +28,8 @@ class CudaWeights final : public PlacedWeights {
     AUTOGLM_CHECK(it != where.end());  // every matrix and vector of ModelWeights was placed
     return it->second;
   }
+  // False for the routed experts kept in host memory (--cpu-moe).
+  bool placed(const void* host) const { return where.count(host) > 0; }
 
   DeviceMemory memory;
   std::unordered_map<const void*, const void*> where;
@@ -35,22 +41,27 @@ struct HostBlock {
 };
 
 // Every matrix and vector of the model, named for errors; tied and fused weights appear once.
-Status collect(const ModelWeights& w, std::vector<HostBlock>& blocks) {
+// The routed experts of the layers host_experts marks stay behind (the CPU runs them); the
+// router and the shared expert go to the device, and the router's biases stay on the host,
+// where the experts are picked.
+Status collect(const ModelWeights& w, const std::vector<bool>& host_experts, std::vector<HostBlock>& blocks) {
   std::unordered_set<const void*> seen;
   const auto add = [&](const void* data, int64_t bytes) {
     if (data && bytes > 0 && seen.insert(data).second) blocks.push_back({data, bytes});
   };
-  const auto matrix = [&](const cpu::WeightMatrix& m, const std::string& name) -> Status {
+  const auto matrix = [&](const cpu::WeightMatrix& m, const std::string& name, const char* hint) -> Status {
     if (!cuda::weight_type_supported(m.type))
-      return unsupported(name + ": weight type " + std::string(dtype_name(m.type)) +
-                         " has no CUDA kernel (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K have; "
-                         "--quantize q8_0 re-encodes)");
+      return unsupported(
+          name + ": weight type " + std::string(dtype_name(m.type)) +
+          " has no CUDA kernel (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K have; " + hint + ")");
     add(m.data, m.rows * m.row_bytes);
     return Status::ok();
   };
+  const char* requantize = "--quantize q8_0 re-encodes";
+  const char* keep_on_host = "--quantize q8_0 re-encodes, --cpu-moe keeps the experts on the cpu";
   const auto vec = [&](const Vec& v) { add(v.data(), int64_t(v.size() * sizeof(float))); };
-  AUTOGLM_RETURN_IF_ERROR(matrix(w.token_embd, "token_embd"));
-  AUTOGLM_RETURN_IF_ERROR(matrix(w.output, "output"));
+  AUTOGLM_RETURN_IF_ERROR(matrix(w.token_embd, "token_embd", requantize));
+  AUTOGLM_RETURN_IF_ERROR(matrix(w.output, "output", requantize));
   vec(w.output_norm);
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];
@@ -58,10 +69,23 @@ Status collect(const ModelWeights& w, std::vector<HostBlock>& blocks) {
     const std::pair<const cpu::WeightMatrix*, const char*> matrices[] = {
         {&l.wq, "attn_q"},     {&l.wk, "attn_k"}, {&l.wv, "attn_v"},    {&l.wo, "attn_output"},
         {&l.gate, "ffn_gate"}, {&l.up, "ffn_up"}, {&l.down, "ffn_down"}};
-    for (const auto& [m, name] : matrices) AUTOGLM_RETURN_IF_ERROR(matrix(*m, layer + name));
+    for (const auto& [m, name] : matrices) AUTOGLM_RETURN_IF_ERROR(matrix(*m, layer + name, requantize));
     for (const Vec* v :
          {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.attn_post_norm, &l.ffn_post_norm, &l.q_norm, &l.k_norm})
       vec(*v);
+    const ExpertWeights& e = l.experts;
+    const std::pair<const cpu::WeightMatrix*, const char*> expert_matrices[] = {
+        {&e.router, "ffn_gate_inp"},
+        {&e.shared_gate, "ffn_gate_shexp"},
+        {&e.shared_up, "ffn_up_shexp"},
+        {&e.shared_down, "ffn_down_shexp"},
+        {&e.shared_gate_inp, "ffn_gate_inp_shexp"}};
+    for (const auto& [m, name] : expert_matrices) AUTOGLM_RETURN_IF_ERROR(matrix(*m, layer + name, requantize));
+    if (il < host_experts.size() && host_experts[il]) continue;
+    const std::pair<const std::vector<cpu::WeightMatrix>*, const char*> routed[] = {
+        {&e.gate, "ffn_gate_exps"}, {&e.up, "ffn_up_exps"}, {&e.down, "ffn_down_exps"}};
+    for (const auto& [experts, name] : routed)
+      for (const cpu::WeightMatrix& m : *experts) AUTOGLM_RETURN_IF_ERROR(matrix(m, layer + name, keep_on_host));
   }
   return Status::ok();
 }
@@ -74,8 +98,12 @@ int64_t aligned(int64_t n) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const Model& model, const CudaWeights& weights, std::unique_ptr<cuda::Queue> queue)
-      : device_(model.device()), n_layer_(model.spec().n_layer), weights_(weights), queue_(std::move(queue)) {}
+  CudaBackend(const Model& model, const CudaWeights& weights, std::unique_ptr<cuda::Queue> queue, ThreadPool& pool)
+      : device_(model.device()),
+        n_layer_(model.spec().n_layer),
+        weights_(weights),
+        queue_(std::move(queue)),
+        pool_(pool) {}
 
   Device device() const override { return device_; }
 
@@ -108,6 +136,12 @@ class CudaBackend final : public Backend {
                rope.style == cpu::RopeStyle::kNeox);
   }
   void silu_mul(float* gate, const float* up, int64_t n) override { cuda::silu_mul(*queue_, gate, up, n); }
+  // The experts are picked on the host, as the CPU picks them (one token at a time, the same
+  // ties), then run where their weights are. An op cannot return an error: the pass's
+  // read_back reports it.
+  void experts(const ExpertWeights& w, const ModelSpec& spec, float* router_logits, const float* x, float* y) override {
+    if (deferred_.is_ok()) deferred_ = run_experts_step(w, spec, router_logits, x, y);
+  }
   void store_kv(int64_t layer, const float* k, int64_t kv_dim, const float* v, int64_t v_dim) override {
     cuda::store_kv(*queue_, kv_, layer, k, kv_dim, v, v_dim, n_tokens_);
   }
@@ -120,7 +154,9 @@ class CudaBackend final : public Backend {
                      shape.scale, shape.window, layer});
   }
   Status read_back(const float* src, int64_t n, float* dst) override {
-    return queue_->download(dst, src, n * int64_t(sizeof(float)));
+    const Status s = queue_->download(dst, src, n * int64_t(sizeof(float)));
+    if (!deferred_.is_ok()) return std::exchange(deferred_, Status::ok());
+    return s;
   }
 
  private:
@@ -128,6 +164,14 @@ class CudaBackend final : public Backend {
   const float* vector(const Vec& v) const { return static_cast<const float*>(weights_.find(v.data())); }
   const double* inv_freq(const RopeTable& rope);
   Status check_cache(KvCache& cache, int64_t (&layer_strides)[2]);
+  Status run_experts_step(const ExpertWeights& w, const ModelSpec& spec, float* router_logits, const float* x,
+                          float* y);
+  Status grow(DeviceMemory& memory, int64_t floats);
+  void queue_shared_expert(const ExpertWeights& w, const ModelSpec& spec, const float* x);
+  Status route_on_host(const ExpertWeights& w, const MoeSpec& moe, const float* router_logits);
+  Status routed_experts_on_device(const ExpertWeights& w, const ModelSpec& spec);
+  const ExpertWeights& routed_only(const ExpertWeights& w);
+  Status add_shared_output(const ExpertWeights& w, const ModelSpec& spec);
 
   Device device_;
   int64_t n_layer_;
@@ -142,6 +186,16 @@ class CudaBackend final : public Backend {
   cuda::KvTable kv_{};
   DeviceMemory inv_freq_;
   const double* inv_freq_of_ = nullptr;  // the host table inv_freq_ copies
+  // experts(): the experts kept in host memory run on pool_; host copies of the step's
+  // rows; device scratch for the experts placed here and for the shared expert.
+  ThreadPool& pool_;
+  Status deferred_;  // the first failure of experts() in this pass
+  std::vector<float> host_logits_, host_x_, host_y_, host_shared_;
+  std::vector<int32_t> expert_ids_;  // [T, n_expert_used]
+  std::vector<float> expert_weights_;
+  ExpertScratch expert_scratch_;
+  DeviceMemory routed_memory_, shared_memory_;
+  std::unordered_map<const ExpertWeights*, ExpertWeights> routed_only_;  // without the shared expert
 };
 
 // A cache the kernels can read: in this GPU's memory, layers evenly spaced from layer 0.
@@ -161,6 +215,7 @@ Status CudaBackend::check_cache(KvCache& cache, int64_t (&layer_strides)[2]) {
 
 Status CudaBackend::begin_step(const Batch& b, const int32_t*, int64_t) {
   AUTOGLM_RETURN_IF_ERROR(queue_->make_current());
+  deferred_ = Status::ok();
   n_tokens_ = int64_t(b.tokens.size());
   n_logit_rows_ = int64_t(b.logit_tokens.size());
   const int64_t n_slots = int64_t(b.caches.size());
@@ -239,11 +294,148 @@ const double* CudaBackend::inv_freq(const RopeTable& rope) {
   return reinterpret_cast<const double*>(inv_freq_.data());
 }
 
+// Device memory of at least `floats` floats (grows, never shrinks).
+Status CudaBackend::grow(DeviceMemory& memory, int64_t floats) {
+  const int64_t bytes = floats * int64_t(sizeof(float));
+  if (memory.bytes() >= bytes) return Status::ok();
+  AUTOGLM_RETURN_IF_ERROR(queue_->finish());  // the old scratch may still be read
+  AUTOGLM_ASSIGN_OR_RETURN(memory, DeviceMemory::allocate(device_, bytes));
+  return Status::ok();
+}
+
+// The shared expert over every token, into shared_memory_ [gate | up | out | gate_inp scale]:
+// queued first, so the GPU runs it while the host picks the routed experts.
+void CudaBackend::queue_shared_expert(const ExpertWeights& w, const ModelSpec& spec, const float* x) {
+  const int64_t T = n_tokens_, d = spec.n_embd, fs = w.shared_gate.rows;
+  float* gate = shared_memory_.floats();
+  float* up = gate + T * fs;
+  float* out = up + T * fs;
+  matmul(w.shared_gate, x, T, gate);
+  matmul(w.shared_up, x, T, up);
+  cuda::silu_mul(*queue_, gate, up, T * fs);
+  matmul(w.shared_down, gate, T, out);
+  if (w.shared_gate_inp.rows > 0) matmul(w.shared_gate_inp, x, T, out + T * d);
+}
+
+// Each token's experts and weights (expert_ids_, expert_weights_) from the router's logits.
+Status CudaBackend::route_on_host(const ExpertWeights& w, const MoeSpec& moe, const float* router_logits) {
+  const int64_t T = n_tokens_;
+  host_logits_.resize(size_t(T * moe.n_expert));
+  AUTOGLM_RETURN_IF_ERROR(
+      queue_->download(host_logits_.data(), router_logits, int64_t(host_logits_.size() * sizeof(float))));
+  if (!w.router_bias.empty())
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < moe.n_expert; ++e) host_logits_[size_t(t * moe.n_expert + e)] += w.router_bias[size_t(e)];
+  expert_ids_.resize(size_t(T * moe.n_expert_used));
+  expert_weights_.resize(size_t(T * moe.n_expert_used));
+  route_experts(moe, host_logits_.data(), w.selection_bias.empty() ? nullptr : w.selection_bias.data(), T,
+                expert_ids_.data(), expert_weights_.data());
+  return Status::ok();
+}
+
+// The routed experts whose weights are on this GPU: the tokens grouped by expert on the host
+// (as the CPU groups them), each chosen expert's matmuls over its rows here, and each token's
+// outputs summed on the host in its choice order (the CPU's order) into host_y_. Gathering
+// and summing on the host costs two copies of the rows, but routing already waits for the
+// GPU once per layer.
+Status CudaBackend::routed_experts_on_device(const ExpertWeights& w, const ModelSpec& spec) {
+  const int64_t T = n_tokens_, d = spec.n_embd, f = spec.moe.n_ff_exp, k = spec.moe.n_expert_used;
+  const int64_t n_slots = T * k;
+  ExpertScratch& s = expert_scratch_;
+  group_by_expert(expert_ids_.data(), n_slots, spec.moe.n_expert, s);
+  s.x.resize(size_t(n_slots * d));
+  for (int64_t r = 0; r < n_slots; ++r) {
+    const float* src = host_x_.data() + (s.slot_of[size_t(r)] / k) * d;
+    std::copy(src, src + d, s.x.data() + r * d);
+  }
+  AUTOGLM_RETURN_IF_ERROR(grow(routed_memory_, n_slots * (2 * d + 2 * f)));
+  float* x = routed_memory_.floats();
+  float* gate = x + n_slots * d;
+  float* up = gate + n_slots * f;
+  float* out = up + n_slots * f;
+  AUTOGLM_RETURN_IF_ERROR(queue_->upload(x, s.x.data(), n_slots * d * int64_t(sizeof(float))));
+  for (int64_t e = 0; e < spec.moe.n_expert; ++e) {
+    const int64_t r0 = s.first[size_t(e)], n = s.first[size_t(e + 1)] - r0;
+    if (n == 0) continue;
+    matmul(w.gate[size_t(e)], x + r0 * d, n, gate + r0 * f);
+    matmul(w.up[size_t(e)], x + r0 * d, n, up + r0 * f);
+  }
+  cuda::silu_mul(*queue_, gate, up, n_slots * f);  // device_runs_spec refuses the other activations
+  for (int64_t e = 0; e < spec.moe.n_expert; ++e) {
+    const int64_t r0 = s.first[size_t(e)], n = s.first[size_t(e + 1)] - r0;
+    if (n > 0) matmul(w.down[size_t(e)], gate + r0 * f, n, out + r0 * d);
+  }
+  s.out.resize(size_t(n_slots * d));
+  AUTOGLM_RETURN_IF_ERROR(queue_->download(s.out.data(), out, n_slots * d * int64_t(sizeof(float))));
+  for (int64_t t = 0; t < T; ++t) {
+    float* yt = host_y_.data() + t * d;
+    std::fill(yt, yt + d, 0.0f);
+    for (int64_t i = 0; i < k; ++i) {
+      const float wt = expert_weights_[size_t(t * k + i)];
+      const float* o = s.out.data() + s.row_of_slot[size_t(t * k + i)] * d;
+      for (int64_t j = 0; j < d; ++j) yt[j] += wt * o[j];
+    }
+  }
+  return Status::ok();
+}
+
+// The layer's weights without the shared expert, which runs on the GPU: what the CPU's
+// run_experts gets for a layer kept in host memory (made once per layer).
+const ExpertWeights& CudaBackend::routed_only(const ExpertWeights& w) {
+  auto [it, made] = routed_only_.try_emplace(&w);
+  if (made) {
+    it->second = w;
+    it->second.shared_gate = it->second.shared_up = it->second.shared_down = it->second.shared_gate_inp = {};
+  }
+  return it->second;
+}
+
+// host_y_ += the shared expert's output (qwen2moe: times sigmoid of its gate), as the CPU adds it.
+Status CudaBackend::add_shared_output(const ExpertWeights& w, const ModelSpec& spec) {
+  const int64_t T = n_tokens_, d = spec.n_embd, fs = w.shared_gate.rows;
+  const bool gated = w.shared_gate_inp.rows > 0;
+  host_shared_.resize(size_t(T * d + (gated ? T : 0)));
+  AUTOGLM_RETURN_IF_ERROR(queue_->download(host_shared_.data(), shared_memory_.floats() + 2 * T * fs,
+                                           int64_t(host_shared_.size() * sizeof(float))));
+  for (int64_t t = 0; t < T; ++t) {
+    const float gate = gated ? 1.0f / (1.0f + std::exp(-host_shared_[size_t(T * d + t)])) : 1.0f;
+    for (int64_t j = 0; j < d; ++j) host_y_[size_t(t * d + j)] += gate * host_shared_[size_t(t * d + j)];
+  }
+  return Status::ok();
+}
+
+// One MoE layer: the shared expert queued on the GPU, the routing on the host, the routed
+// experts where --cpu-moe left their weights (the CPU's run_experts on pool_ for a layer kept
+// in host memory), and y uploaded. Every step waits for the GPU: experts() is a sync point.
+Status CudaBackend::run_experts_step(const ExpertWeights& w, const ModelSpec& spec, float* router_logits,
+                                     const float* x, float* y) {
+  const int64_t T = n_tokens_, d = spec.n_embd;
+  const bool shared = w.shared_gate.rows > 0;
+  if (shared) {
+    AUTOGLM_RETURN_IF_ERROR(grow(shared_memory_, T * (2 * w.shared_gate.rows + d + 1)));
+    queue_shared_expert(w, spec, x);
+  }
+  AUTOGLM_RETURN_IF_ERROR(route_on_host(w, spec.moe, router_logits));
+  host_x_.resize(size_t(T * d));
+  AUTOGLM_RETURN_IF_ERROR(queue_->download(host_x_.data(), x, T * d * int64_t(sizeof(float))));
+  host_y_.resize(size_t(T * d));
+  if (!w.gate.empty() && weights_.placed(w.gate.front().data)) {
+    AUTOGLM_RETURN_IF_ERROR(routed_experts_on_device(w, spec));
+  } else {
+    run_experts(pool_, shared ? routed_only(w) : w, spec, host_x_.data(), T, expert_ids_.data(), expert_weights_.data(),
+                host_y_.data(), expert_scratch_);
+  }
+  if (shared) AUTOGLM_RETURN_IF_ERROR(add_shared_output(w, spec));
+  // host_y_ must outlive the copy: the next experts() waits for the GPU before touching it.
+  return queue_->upload(y, host_y_.data(), T * d * int64_t(sizeof(float)));
+}
+
 }  // namespace
 
-Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights) {
+Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights,
+                                                             const std::vector<bool>& host_experts) {
   std::vector<HostBlock> blocks;
-  AUTOGLM_RETURN_IF_ERROR(collect(weights, blocks));
+  AUTOGLM_RETURN_IF_ERROR(collect(weights, host_experts, blocks));
   int64_t total = 0;
   for (const HostBlock& b : blocks) total += aligned(b.bytes);
   auto placed = std::make_unique<CudaWeights>();
@@ -258,11 +450,11 @@ Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const Mo
   return std::unique_ptr<PlacedWeights>(std::move(placed));
 }
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, ThreadPool& pool) {
   const auto* weights = dynamic_cast<const CudaWeights*>(model.placed_weights());
   if (!weights) return invalid_argument("device " + device_name(model.device()) + ": the weights were not placed");
   AUTOGLM_ASSIGN_OR_RETURN(auto queue, cuda::Queue::create(model.device().index));
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(model, *weights, std::move(queue)));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(model, *weights, std::move(queue), pool));
 }
 
 }  // namespace autoglm

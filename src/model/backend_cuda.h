@@ -3,15 +3,19 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "model/backend.h"
 
 namespace autoglm {
 
-// Copies the matrices and vectors to device `index` (one allocation); an error names a
-// matrix whose weight type has no CUDA kernel, or the memory that is missing.
-Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights);
+// Copies the matrices and vectors to device `index` (one allocation), all but the routed
+// experts of the layers host_experts marks (empty: none); an error names a matrix whose
+// weight type has no CUDA kernel, or the memory that is missing.
+Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights,
+                                                             const std::vector<bool>& host_experts);
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model);
+// The experts left in host memory run on `pool`.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, ThreadPool& pool);
 
 }  // namespace autoglm

@@ -503,7 +503,12 @@ Status create_random_lora(const std::string& base_path, int64_t rank, float alph
   w.set("adapter.type", GgufValue::string("lora"));
   w.set("adapter.lora.alpha", GgufValue::f32(alpha));
   const char* targets[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  // The NextN (MTP) blocks after the layers the forward pass runs take no adapter.
+  const std::string arch = base->get_string("general.architecture").value_or("llama");
+  const int64_t n_run =
+      base->get_int(arch + ".block_count").value_or(0) - base->get_int(arch + ".nextn_predict_layers").value_or(0);
   for (const GgufTensorInfo& t : base->tensors()) {
+    if (t.name.rfind("blk.", 0) == 0 && std::stoll(t.name.substr(4)) >= n_run) continue;
     bool targeted = false;
     for (const char* name : targets)
       targeted = targeted || (t.name.rfind("blk.", 0) == 0 &&

@@ -27,24 +27,6 @@ void for_rows(ThreadPool& pool, int64_t n_rows, int64_t width, const Fn& fn) {
     pool.parallel_for(n_rows, [&](int, int64_t r0, int64_t r1) { fn(r0, r1); });
 }
 
-// Slots (token * k + choice) sorted by expert, in token order within an expert; the gathered
-// row of each slot; and each gathered row's expert.
-void group_by_expert(const int32_t* ids, int64_t n_slots, int64_t n_expert, ExpertScratch& s) {
-  s.first.assign(size_t(n_expert + 1), 0);
-  for (int64_t i = 0; i < n_slots; ++i) ++s.first[size_t(ids[i] + 1)];
-  for (int64_t e = 0; e < n_expert; ++e) s.first[size_t(e + 1)] += s.first[size_t(e)];
-  s.slot_of.resize(size_t(n_slots));
-  s.row_of_slot.resize(size_t(n_slots));
-  s.expert_of_row.resize(size_t(n_slots));
-  std::vector<int64_t> next(s.first.begin(), s.first.end() - 1);
-  for (int64_t i = 0; i < n_slots; ++i) {
-    const int64_t r = next[size_t(ids[i])]++;
-    s.slot_of[size_t(r)] = int32_t(i);
-    s.row_of_slot[size_t(i)] = r;
-    s.expert_of_row[size_t(r)] = ids[i];
-  }
-}
-
 void add_bias(float* y, const float* bias, int64_t width) {
   for (int64_t i = 0; i < width; ++i) y[i] += bias[i];
 }
@@ -128,6 +110,22 @@ void sum_token_outputs(const ExpertWeights& w, const ModelSpec& spec, const floa
 }
 
 }  // namespace
+
+void group_by_expert(const int32_t* ids, int64_t n_slots, int64_t n_expert, ExpertScratch& s) {
+  s.first.assign(size_t(n_expert + 1), 0);
+  for (int64_t i = 0; i < n_slots; ++i) ++s.first[size_t(ids[i] + 1)];
+  for (int64_t e = 0; e < n_expert; ++e) s.first[size_t(e + 1)] += s.first[size_t(e)];
+  s.slot_of.resize(size_t(n_slots));
+  s.row_of_slot.resize(size_t(n_slots));
+  s.expert_of_row.resize(size_t(n_slots));
+  std::vector<int64_t> next(s.first.begin(), s.first.end() - 1);
+  for (int64_t i = 0; i < n_slots; ++i) {
+    const int64_t r = next[size_t(ids[i])]++;
+    s.slot_of[size_t(r)] = int32_t(i);
+    s.row_of_slot[size_t(i)] = r;
+    s.expert_of_row[size_t(r)] = ids[i];
+  }
+}
 
 int64_t expert_weight_bytes_read() {
   return g_expert_bytes.load();

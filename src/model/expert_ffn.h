@@ -24,6 +24,11 @@ struct ExpertScratch {
   std::vector<cpu::MatmulJob> jobs;
 };
 
+// Slots (token * k + choice of ids) sorted by expert, in token order within an expert, into
+// s.slot_of and s.first; the gathered row of each slot (s.row_of_slot); and each gathered
+// row's expert (s.expert_of_row). A GPU runs its experts over the same grouping.
+void group_by_expert(const int32_t* ids, int64_t n_slots, int64_t n_expert, ExpertScratch& s);
+
 // Bytes of expert weights the CPU experts multiplied since the process started (a test hook:
 // decode must read only the chosen experts).
 int64_t expert_weight_bytes_read();

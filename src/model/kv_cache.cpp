@@ -23,6 +23,11 @@ Result<KvFormat> kv_format(const ModelSpec& spec, DType type) {
   f.v_row_bytes = dtype_row_bytes(type, spec.v_dim());
   f.k_head_bytes = dtype_row_bytes(type, spec.head_dim);
   f.v_head_bytes = dtype_row_bytes(type, spec.head_dim_v);
+  if (spec.mla.enabled()) {  // one cached head [latent | rope key]; the values are its latent
+    f.values_in_keys = true;
+    f.v_row_bytes = f.k_row_bytes;
+    f.v_head_bytes = 0;
+  }
   return f;
 }
 
@@ -46,6 +51,7 @@ ContiguousKvCache::ContiguousKvCache(const ModelSpec& spec, int64_t n_ctx, DType
     : KvCache(checked_format(spec, type)),
       n_ctx_(n_ctx),
       keys_(DeviceMemory::allocate_or_die(device, spec.n_layer * n_ctx * format().k_row_bytes, "KV cache keys")),
-      values_(DeviceMemory::allocate_or_die(device, spec.n_layer * n_ctx * format().v_row_bytes, "KV cache values")) {}
+      values_(DeviceMemory::allocate_or_die(device, spec.n_layer * n_ctx * format().value_bytes(), "KV cache values")) {
+}
 
 }  // namespace autoglm

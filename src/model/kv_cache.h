@@ -21,6 +21,11 @@ struct KvFormat {
   int64_t v_row_bytes = 0;
   int64_t k_head_bytes = 0;  // one KV head's slice of a row
   int64_t v_head_bytes = 0;
+  // Latent attention: a position's values are the first head_dim_v elements of its key row
+  // (the latent), so nothing is stored for them: value rows are the key rows (v_row_bytes is
+  // then the key rows' stride) and a cache keeps no value memory.
+  bool values_in_keys = false;
+  int64_t value_bytes() const { return values_in_keys ? 0 : v_row_bytes; }  // stored per position
 };
 
 // The row layout for a model; an error naming the type when the model's head sizes cannot
@@ -72,6 +77,7 @@ class ContiguousKvCache final : public KvCache {
     return keys_.data() + (layer * n_ctx_ + first_pos) * format().k_row_bytes;
   }
   uint8_t* value_span(int64_t layer, int64_t first_pos) override {
+    if (format().values_in_keys) return key_span(layer, first_pos);
     return values_.data() + (layer * n_ctx_ + first_pos) * format().v_row_bytes;
   }
 

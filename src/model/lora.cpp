@@ -34,7 +34,7 @@ struct Targets {
 };
 
 int64_t n_in_of(const ModelSpec& s, LoraTarget t) {
-  if (t == LoraTarget::kO) return s.n_head * s.head_dim_v;
+  if (t == LoraTarget::kO) return s.n_head * (s.mla.enabled() ? s.mla.v_head : s.head_dim_v);
   if (t == LoraTarget::kDown) return s.n_ff;
   return s.n_embd;
 }
@@ -54,6 +54,11 @@ Targets targets_of(const std::string& name, const Model& base) {
   const std::string p = "blk." + layer + ".";
   const bool fused_gate_up = !base.file().find_tensor(p + "ffn_gate.weight");
   using T = LoraTarget;
+  // A mixture-of-experts layer has no dense FFN, and latent attention no q/k/v matrices: the
+  // adapter's tensor would change nothing the forward pass runs.
+  const bool dense_ffn = !s.moe.is_moe_layer(il);
+  if (!dense_ffn && suffix.rfind("ffn_", 0) == 0) return t;
+  if (s.mla.enabled() && suffix != "attn_output.weight" && suffix.rfind("attn_", 0) == 0) return t;
   if (suffix == "attn_q.weight") t.slots = {{T::kQ, 0, s.q_dim()}};
   if (suffix == "attn_k.weight") t.slots = {{T::kK, 0, s.kv_dim()}};
   if (suffix == "attn_v.weight") t.slots = {{T::kV, 0, s.v_dim()}};
@@ -85,9 +90,12 @@ std::string shape_text(int64_t rows, int64_t cols) {
 Status add_pair(LoraAdapter& ad, const Model& base, const std::string& where, const std::string& weight,
                 const std::string& a_name, Matrix a, const std::string& b_name, Matrix b) {
   const Targets t = targets_of(weight, base);
+  if (t.layer < 0 && weight.find("_exps.") != std::string::npos)
+    return unsupported(where + ": tensor '" + a_name + "' changes " + weight +
+                       ": adapters on routed experts are not supported (attention and dense MLP matrices only)");
   if (t.layer < 0)
     return unsupported(where + ": tensor '" + a_name + "' changes " + weight +
-                       ", which an adapter cannot change here (attention and MLP matrices of the layers only)");
+                       ", which an adapter cannot change here (attention and dense MLP matrices of the layers only)");
   int64_t n_out = 0;
   for (const Slot& s : t.slots) n_out += s.rows;
   if (a.cols != t.n_in)

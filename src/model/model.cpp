@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "core/log.h"
 #include "model/arch.h"
 #include "model/quantize_model.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -11,7 +12,8 @@ namespace autoglm {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
   const bool folder = is_hf_folder(path);
-  AUTOGLM_ASSIGN_OR_RETURN(auto file, folder ? open_hf_checkpoint(path) : GgufFile::open(path));
+  AUTOGLM_ASSIGN_OR_RETURN(auto file, folder ? open_hf_checkpoint(path) : GgufFile::open(path, options.file_load));
+  if (const std::string why = file->lock_failure(); !why.empty()) log_line(LogLevel::kWarning, why);
   if (options.quantize) {
     ThreadPool pool(physical_core_count());
     const std::string step = "quantizing to " + std::string(dtype_name(*options.quantize));
@@ -46,29 +48,37 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::unique_ptr<GgufFile> file, 
   AUTOGLM_ASSIGN_OR_RETURN(model->spec_, spec_from_gguf(*model->file_, options.arch_override));
   AUTOGLM_ASSIGN_OR_RETURN(model->weights_, bind_weights(*model->file_, model->spec_));
   model->device_ = options.device;
+  if (options.n_cpu_moe < 0)
+    return invalid_argument("n_cpu_moe: " + std::to_string(options.n_cpu_moe) + " is negative (0: no layer)");
   AUTOGLM_RETURN_IF_ERROR(device_runs_spec(options.device, model->spec_));
-  // The interleaved layouts are the CPU kernels'; a GPU reads the file's blocks.
-  if (options.repack && options.device.kind == DeviceKind::kCpu)
-    AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress));
-  AUTOGLM_ASSIGN_OR_RETURN(model->placed_, place_weights(options.device, model->weights_));
+  const std::vector<bool> host_experts = host_expert_layers(model->spec_, options.n_cpu_moe);
+  AUTOGLM_ASSIGN_OR_RETURN(model->placed_, place_weights(options.device, model->weights_, host_experts));
+  // The interleaved layouts are the CPU kernels'; a GPU reads the file's blocks, and the CPU
+  // those of the experts left in host memory. (After the placement: a missing GPU fails first.)
+  const bool cpu = options.device.kind == DeviceKind::kCpu;
+  if (options.repack) AUTOGLM_RETURN_IF_ERROR(model->repack_weights(options.progress, cpu ? nullptr : &host_experts));
   return model;
 }
 
-Status Model::repack_weights(const LoadProgress& progress) {
+Status Model::repack_weights(const LoadProgress& progress, const std::vector<bool>* host_experts) {
   std::vector<cpu::WeightMatrix*> matrices;
-  for (auto& l : weights_.layers) {
-    for (cpu::WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.experts.shared_gate, &l.experts.shared_up,
-          &l.experts.shared_down, &l.mla.q_a, &l.mla.q_b, &l.mla.q, &l.mla.kv_a})
-      if (m->rows > 0 && cpu::packable(m->type)) matrices.push_back(m);
+  for (size_t il = 0; il < weights_.layers.size(); ++il) {
+    LayerWeights& l = weights_.layers[il];
+    if (host_experts && !(il < host_experts->size() && (*host_experts)[il])) continue;
+    if (!host_experts)
+      for (cpu::WeightMatrix* m :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.experts.shared_gate, &l.experts.shared_up,
+            &l.experts.shared_down, &l.mla.q_a, &l.mla.q_b, &l.mla.q, &l.mla.kv_a})
+        if (m->rows > 0 && cpu::packable(m->type)) matrices.push_back(m);
     for (auto* experts : {&l.experts.gate, &l.experts.up, &l.experts.down})
       for (cpu::WeightMatrix& m : *experts)
         if (cpu::packable(m.type)) matrices.push_back(&m);
   }
-  if (cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
+  if (!host_experts && cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
   if (matrices.empty()) return Status::ok();
   ThreadPool pool(physical_core_count());
   for (cpu::WeightMatrix* m : matrices) {
+    repacked_bytes_ += cpu::packed_bytes(*m);
     packed_.push_back(cpu::pack_matrix(pool, *m));
     if (!packed_.back()) return resource_exhausted("out of memory repacking the weights of " + file_->path());
     if (progress) progress("repacking weights", int64_t(packed_.size()), int64_t(matrices.size()));

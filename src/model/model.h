@@ -30,6 +30,11 @@ struct ModelLoadOptions {
   bool repack = true;             // false: keep the file's layout (the per-row kernels run)
   LoadProgress progress;          // null: silent
   Device device;                  // where the forward pass runs (the weights are placed there)
+  FileLoad file_load;             // --no-mmap / --mlock (GGUF files; folders are always mapped)
+  // --n-cpu-moe N: on a GPU, the routed experts of layers [0, N) stay in host memory and run
+  // on the CPU (kCpuMoeAllLayers: --cpu-moe, every layer); 0: all on the GPU. The CPU
+  // device ignores it. Negative: an error.
+  int64_t n_cpu_moe = 0;
 };
 
 class Model {
@@ -58,7 +63,9 @@ class Model {
   // The weights' copies on the device (null for the CPU).
   const PlacedWeights* placed_weights() const { return placed_.get(); }
 
-  int64_t n_params() const;                 // elements of all tensors
+  int64_t n_params() const;  // elements of all tensors
+  // Bytes copied at load into the interleaved layouts (the rest is read where the file is mapped).
+  int64_t repacked_bytes() const { return repacked_bytes_; }
   int64_t weight_bytes() const;             // bytes of all tensors
   std::string weight_type_summary() const;  // e.g. "Q4_0 x 155, F32 x 45"
   // The type of the layers' matrices (the first FFN down projection's): what decode streams.
@@ -66,7 +73,9 @@ class Model {
 
  private:
   // Interleaves the matrices the integer kernels read packed (AUTOGLM_REPACK=0 skips it).
-  Status repack_weights(const LoadProgress& progress);
+  // host_experts not null (a GPU's model): only the routed experts of the layers it marks,
+  // which the CPU runs there (--cpu-moe).
+  Status repack_weights(const LoadProgress& progress, const std::vector<bool>* host_experts = nullptr);
 
   std::unique_ptr<GgufFile> file_;
   std::string source_path_;
@@ -74,6 +83,7 @@ class Model {
   ModelSpec spec_;
   ModelWeights weights_;
   std::vector<cpu::PackedBuffer> packed_;
+  int64_t repacked_bytes_ = 0;
   Device device_;
   std::unique_ptr<PlacedWeights> placed_;
 };

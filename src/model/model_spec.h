@@ -93,6 +93,9 @@ struct ModelSpec {
   std::vector<double> rope_inv_freq() const;
   // The window of layer il (0: it sees every position).
   int64_t layer_window(int64_t il) const { return swa_even_layers && il % 2 != 0 ? 0 : sliding_window; }
+  // The window every layer keeps to (0 when some layer sees every position): what the KV
+  // positions behind it may be freed by.
+  int64_t window_of_every_layer() const { return swa_even_layers ? 0 : sliding_window; }
   float attention_scale() const;
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -27,8 +27,13 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
   return n;
 }
 
+const LayerWeights& ModelRunner::layer_weights(int64_t il) const {
+  const ModelWeights& w = model_.weights();
+  return il < spec_.n_layer ? w.layers[size_t(il)] : w.nextn[size_t(il - spec_.n_layer)].layer;
+}
+
 AttentionShape ModelRunner::attention_shape(int64_t il) const {
-  const Vec& sinks = model_.weights().layers[size_t(il)].sinks;
+  const Vec& sinks = layer_weights(il).sinks;
   return {spec_.n_head / spec_.n_head_kv, spec_.head_dim,         spec_.head_dim_v,
           spec_.attention_scale(),        spec_.layer_window(il), sinks.empty() ? nullptr : sinks.data()};
 }
@@ -87,6 +92,7 @@ Status ModelRunner::ensure_buffers(int64_t T) {
   AUTOGLM_RETURN_IF_ERROR(make(gate_, T * ffn_width));
   AUTOGLM_RETURN_IF_ERROR(make(up_, T * ffn_width));
   AUTOGLM_RETURN_IF_ERROR(make(out_in_, T * s.n_embd));
+  if (!model_.weights().nextn.empty()) AUTOGLM_RETURN_IF_ERROR(make(nextn_in_, T * 2 * s.n_embd));
   if (s.moe.enabled()) AUTOGLM_RETURN_IF_ERROR(make(router_, T * s.moe.n_expert));
   if (s.mla.enabled()) {
     const MlaSpec& m = s.mla;
@@ -107,7 +113,7 @@ Status ModelRunner::ensure_buffers(int64_t T) {
 
 void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   const ModelSpec& s = spec_;
-  const LayerWeights& lw = model_.weights().layers[size_t(il)];
+  const LayerWeights& lw = layer_weights(il);
   const int64_t T = int64_t(b.tokens.size());
   Backend& be = backend();
   float *q = q_.floats(), *k = k_.floats(), *v = v_.floats(), *xn = xn_.floats();
@@ -138,8 +144,8 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
   be.rope(k, s.n_head_kv, rope);
 
   timer.mark(Op::kAttentionCore);
-  be.store_kv(il, k, s.kv_dim(), v, s.v_dim());
-  be.attention(il, q, s.q_dim(), attn_.floats(), s.n_head * s.head_dim_v, attention_shape(il));
+  be.store_kv(cache_layer(il), k, s.kv_dim(), v, s.v_dim());
+  be.attention(cache_layer(il), q, s.q_dim(), attn_.floats(), s.n_head * s.head_dim_v, attention_shape(il));
 
   timer.mark(Op::kOutputProjection);
   be.matmul(lw.wo, attn_.floats(), T, proj_.floats());
@@ -154,7 +160,7 @@ void ModelRunner::attention_layer(const Batch& b, int64_t il, OpTimer& timer) {
 void ModelRunner::latent_attention(int64_t il, int64_t T) {
   const ModelSpec& s = spec_;
   const MlaSpec& m = s.mla;
-  const MlaWeights& w = model_.weights().layers[size_t(il)].mla;
+  const MlaWeights& w = layer_weights(il).mla;
   Backend& be = backend();
   const int64_t q_head = m.qk_nope + s.n_rot, kv_width = m.kv_lora_rank + s.n_rot;
   float *xn = xn_.floats(), *q = mla_q_.floats(), *kv = mla_kv_.floats(), *pe = mla_pe_.floats();
@@ -174,12 +180,12 @@ void ModelRunner::latent_attention(int64_t il, int64_t T) {
   be.rope(pe, 1, rope_table(s.n_rot));
   be.copy_rows(v, m.kv_lora_rank, k, kv_width, m.kv_lora_rank, T);
   be.copy_rows(pe, s.n_rot, k + m.kv_lora_rank, kv_width, s.n_rot, T);
-  be.store_kv(il, k, s.kv_dim(), v, s.v_dim());
+  be.store_kv(cache_layer(il), k, s.kv_dim(), v, s.v_dim());
   // The queries' rope parts, all heads at once.
   be.copy_rows(q + m.qk_nope, q_head, pe, s.n_rot, s.n_rot, T * s.n_head);
   be.rope(pe, s.n_head, rope_table(s.n_rot));
   absorb_queries(w, T);
-  be.attention(il, q_.floats(), s.q_dim(), attn_.floats(), s.n_head * m.kv_lora_rank, attention_shape(il));
+  be.attention(cache_layer(il), q_.floats(), s.q_dim(), attn_.floats(), s.n_head * m.kv_lora_rank, attention_shape(il));
   for (int64_t h = 0; h < s.n_head; ++h) {
     be.copy_rows(attn_.floats() + h * m.kv_lora_rank, s.n_head * m.kv_lora_rank, mla_head_in_.floats(), m.kv_lora_rank,
                  m.kv_lora_rank, T);
@@ -206,7 +212,7 @@ void ModelRunner::absorb_queries(const MlaWeights& w, int64_t T) {
 
 // The FFN of layer il on xn_ into proj_: dense SwiGLU, or the layer's experts.
 void ModelRunner::ffn_layer(int64_t il, int64_t T, OpTimer& timer) {
-  const LayerWeights& lw = model_.weights().layers[size_t(il)];
+  const LayerWeights& lw = layer_weights(il);
   Backend& be = backend();
   float* xn = xn_.floats();
   timer.mark(Op::kFfn);
@@ -238,6 +244,39 @@ void ModelRunner::add_residual_and_norm(int64_t T, const Vec* norm) {
   backend().add_rmsnorm(x_.floats(), proj_.floats(), norm, spec_.rms_eps, spec_.n_embd, T, xn_.floats());
 }
 
+void ModelRunner::run_layer(const Batch& b, int64_t il, const Vec* next_norm, OpTimer& timer) {
+  const LayerWeights& lw = layer_weights(il);
+  const int64_t T = int64_t(b.tokens.size());
+  attention_layer(b, il, timer);
+  add_residual_and_norm(T, &lw.ffn_norm);
+  ffn_layer(il, T, timer);
+  norm_branch_output(T, lw.ffn_post_norm);
+  add_residual_and_norm(T, next_norm);
+}
+
+Status ModelRunner::output_rows(const Batch& b, const Vec& norm, const cpu::WeightMatrix& head,
+                                std::vector<float>& logits) {
+  const ModelSpec& s = spec_;
+  Backend& be = backend();
+  last_tokens_ = int64_t(b.tokens.size());
+  const int64_t n_out = int64_t(b.logit_tokens.size());
+  be.rmsnorm_logit_rows(x_.floats(), norm, s.rms_eps, s.n_embd, out_in_.floats());
+  if (b.hidden_states) {
+    logits.resize(size_t(n_out * s.n_embd));
+    return be.read_back(out_in_.floats(), n_out * s.n_embd, logits.data());
+  }
+  logits.resize(size_t(n_out * s.n_vocab));
+  float* out = be.device().kind == DeviceKind::kCpu ? logits.data() : logits_.floats();
+  be.matmul(head, out_in_.floats(), n_out, out);
+  return be.read_back(out, n_out * s.n_vocab, logits.data());
+}
+
+Status ModelRunner::last_hidden(std::vector<float>& out) {
+  if (!backend_) return backend_.status();
+  out.resize(size_t(last_tokens_ * spec_.n_embd));
+  return last_tokens_ == 0 ? Status::ok() : backend().read_back(x_.floats(), last_tokens_ * spec_.n_embd, out.data());
+}
+
 Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   if (!backend_) return backend_.status();
   AUTOGLM_RETURN_IF_ERROR(validate(b));
@@ -246,6 +285,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0) {
     logits.clear();
+    last_tokens_ = 0;
     return Status::ok();
   }
   AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
@@ -259,26 +299,56 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   be.rmsnorm(x_.floats(), w.layers[0].attn_norm, s.rms_eps, s.n_embd, T, xn_.floats());
 
   const int64_t n_run = b.exit_layer > 0 ? b.exit_layer : s.n_layer;
-  for (int64_t il = 0; il < n_run; ++il) {
-    const LayerWeights& lw = w.layers[size_t(il)];
-    attention_layer(b, il, timer);
-    add_residual_and_norm(T, &lw.ffn_norm);
-    ffn_layer(il, T, timer);
-    norm_branch_output(T, lw.ffn_post_norm);
-    add_residual_and_norm(T, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr);
-  }
+  for (int64_t il = 0; il < n_run; ++il)
+    run_layer(b, il, il + 1 < n_run ? &w.layers[size_t(il + 1)].attn_norm : nullptr, timer);
 
   timer.mark(Op::kLogits);
-  const int64_t n_out = int64_t(b.logit_tokens.size());
-  be.rmsnorm_logit_rows(x_.floats(), w.output_norm, s.rms_eps, s.n_embd, out_in_.floats());
-  if (b.hidden_states) {
-    logits.resize(size_t(n_out * s.n_embd));
-    return be.read_back(out_in_.floats(), n_out * s.n_embd, logits.data());
+  return output_rows(b, w.output_norm, w.output, logits);
+}
+
+// The two halves go side by side in nextn_in_ (rmsnorm writes packed rows), then one matmul.
+void ModelRunner::nextn_input(const NextnWeights& w, const float* hidden, int64_t T) {
+  const int64_t n = spec_.n_embd;
+  Backend& be = backend();
+  float *cat = nextn_in_.floats(), *x = x_.floats(), *xn = xn_.floats();
+  be.embed(w.embed, xn);
+  be.rmsnorm(xn, w.enorm, spec_.rms_eps, n, T, xn);
+  be.copy_rows(xn, n, cat, 2 * n, n, T);
+  std::copy(hidden, hidden + T * n, x);  // host memory: the cpu only
+  be.rmsnorm(x, w.hnorm, spec_.rms_eps, n, T, xn);
+  be.copy_rows(xn, n, cat + n, 2 * n, n, T);
+  be.matmul(w.eh_proj, cat, T, x);
+  be.rmsnorm(x, w.layer.attn_norm, spec_.rms_eps, n, T, xn);
+}
+
+Status ModelRunner::forward_nextn(const Batch& b, const float* hidden, int64_t k, std::vector<float>& logits) {
+  if (!backend_) return backend_.status();
+  const std::vector<NextnWeights>& blocks = model_.weights().nextn;
+  if (k < 0 || k >= int64_t(blocks.size()))
+    return invalid_argument("nextn: the model has " + std::to_string(blocks.size()) + " NextN blocks, not block " +
+                            std::to_string(k));
+  if (device().kind != DeviceKind::kCpu)
+    return unsupported("nextn: NextN blocks run on the cpu only, not on " + device_name(device()));
+  if (b.exit_layer != 0 || !b.loras.empty())
+    return invalid_argument("nextn: a NextN batch takes no exit_layer and no LoRA adapters");
+  AUTOGLM_RETURN_IF_ERROR(validate(b));
+  const int64_t T = int64_t(b.tokens.size());
+  if (T == 0) {
+    logits.clear();
+    last_tokens_ = 0;
+    return Status::ok();
   }
-  logits.resize(size_t(n_out * s.n_vocab));
-  float* out = be.device().kind == DeviceKind::kCpu ? logits.data() : logits_.floats();
-  be.matmul(w.output, out_in_.floats(), n_out, out);
-  return be.read_back(out, n_out * s.n_vocab, logits.data());
+  AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
+  Backend& be = backend();
+  AUTOGLM_RETURN_IF_ERROR(be.begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
+  lora_groups_.clear();
+  profile_.add_tokens(T);
+  OpTimer timer(profile_, Op::kEmbedding);
+  const NextnWeights& w = blocks[size_t(k)];
+  nextn_input(w, hidden, T);
+  run_layer(b, spec_.n_layer + k, nullptr, timer);
+  timer.mark(Op::kLogits);
+  return output_rows(b, w.shared_head_norm, w.head, logits);
 }
 
 }  // namespace autoglm

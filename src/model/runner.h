@@ -29,6 +29,16 @@ class ModelRunner {
   // (of n_embd floats, the normed hidden states, with batch.hidden_states).
   Status forward(const Batch& batch, std::vector<float>& logits);
 
+  // Runs NextN block k (weights().nextn) over the batch: token t's input mixes its embedding with
+  // hidden[t] (n_embd floats per token: the target's last layer before its output norm, or
+  // the block's own output when drafting further). The batch's caches hold the NextN blocks'
+  // layers only (block k at layer k). logits as forward's. The cpu only.
+  Status forward_nextn(const Batch& batch, const float* hidden, int64_t k, std::vector<float>& logits);
+
+  // The residual stream after the last layer of the latest pass, before the output norm: n_embd
+  // floats for every token of that batch (what a NextN block takes as `hidden`).
+  Status last_hidden(std::vector<float>& out);
+
   // Where the passes run (the model's device).
   const Device& device() const { return model_.device(); }
 
@@ -40,6 +50,16 @@ class ModelRunner {
   Status validate(const Batch& batch) const;
   Status ensure_buffers(int64_t n_tokens);
   Backend& backend() { return **backend_; }
+  // Layer il's weights: the decoder's, or from n_layer on, a NextN block's (whose caches hold
+  // the NextN layers only: cache_layer).
+  const LayerWeights& layer_weights(int64_t il) const;
+  int64_t cache_layer(int64_t il) const { return il < spec_.n_layer ? il : il - spec_.n_layer; }
+  // Layer il on x_ (xn_ holds its normed input), leaving xn_ = rmsnorm(x_) * next_norm.
+  void run_layer(const Batch& batch, int64_t il, const Vec* next_norm, OpTimer& timer);
+  // The logits (or normed rows, batch.hidden_states) of the batch's logit tokens from x_.
+  Status output_rows(const Batch& batch, const Vec& norm, const cpu::WeightMatrix& head, std::vector<float>& logits);
+  // x_ = eh_proj [enorm(embedding) ; hnorm(hidden)], and xn_ its attention input.
+  void nextn_input(const NextnWeights& w, const float* hidden, int64_t n_tokens);
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   void latent_attention(int64_t il, int64_t n_tokens);
   void absorb_queries(const MlaWeights& w, int64_t n_tokens);
@@ -75,6 +95,8 @@ class ModelRunner {
   // one head's rows in and out of its per-head matrices, and the heads' values [T, n_head * v_head].
   DeviceMemory mla_q_, mla_qa_, mla_kv_, mla_pe_, mla_head_in_, mla_head_out_, mla_values_;
   DeviceMemory logits_;              // [T, n_vocab]
+  DeviceMemory nextn_in_;            // NextN blocks: [enorm(embedding) | hnorm(hidden)] [T, 2 * n_embd]
+  int64_t last_tokens_ = 0;          // tokens of the latest pass (rows of x_ that last_hidden reads)
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
   std::vector<double> rope_inv_freq_;
   OpProfile profile_;

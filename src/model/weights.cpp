@@ -196,6 +196,29 @@ Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il)
   return l;
 }
 
+// NextN block k: the decoder layer at n_layer + k and its nextn.* tensors; absent optional
+// ones fall back on the model's embedding, output norm and output.
+Result<NextnWeights> bind_nextn(const Binder& b, const ModelSpec& s, const ModelWeights& w, int64_t k) {
+  const int64_t il = s.n_layer + k;
+  const std::string p = "blk." + std::to_string(il) + ".nextn.";
+  NextnWeights n;
+  AUTOGLM_ASSIGN_OR_RETURN(n.layer, bind_layer(b, s, il));
+  AUTOGLM_ASSIGN_OR_RETURN(n.eh_proj, b.matrix(p + "eh_proj.weight", s.n_embd, 2 * s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(n.enorm, b.vector(p + "enorm.weight", s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(n.hnorm, b.vector(p + "hnorm.weight", s.n_embd));
+  AUTOGLM_ASSIGN_OR_RETURN(n.shared_head_norm, b.vector(p + "shared_head_norm.weight", s.n_embd, false));
+  if (n.shared_head_norm.empty()) n.shared_head_norm = w.output_norm;
+  n.embed = w.token_embd;
+  if (b.find(p + "embed_tokens.weight")) {
+    AUTOGLM_ASSIGN_OR_RETURN(n.embed, b.matrix(p + "embed_tokens.weight", s.n_vocab, s.n_embd));
+  }
+  n.head = w.output;
+  if (b.find(p + "shared_head_head.weight")) {
+    AUTOGLM_ASSIGN_OR_RETURN(n.head, b.matrix(p + "shared_head_head.weight", s.n_vocab, s.n_embd));
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
@@ -222,6 +245,11 @@ Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
   for (int64_t il = 0; il < spec.n_layer; ++il) {
     AUTOGLM_ASSIGN_OR_RETURN(LayerWeights layer, bind_layer(b, spec, il));
     w.layers.push_back(std::move(layer));
+  }
+  const bool has_nextn = b.find("blk." + std::to_string(spec.n_layer) + ".nextn.eh_proj.weight") != nullptr;
+  for (int64_t k = 0; has_nextn && k < spec.n_nextn; ++k) {
+    AUTOGLM_ASSIGN_OR_RETURN(NextnWeights block, bind_nextn(b, spec, w, k));
+    w.nextn.push_back(std::move(block));
   }
   return w;
 }

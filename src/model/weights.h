@@ -50,17 +50,33 @@ struct LayerWeights {
   cpu::WeightMatrix gate, up, down;
 };
 
+// A next-token-prediction (MTP) block of GLM-4.5 and DeepSeek-V3, after the decoder's
+// layers: a decoder layer whose input mixes the embedding of the token just produced with
+// the target's last hidden state, and an output head of its own.
+struct NextnWeights {
+  LayerWeights layer;
+  cpu::WeightMatrix eh_proj;  // [n_embd, 2 * n_embd] over [enorm(embedding) ; hnorm(hidden)]
+  Vec enorm, hnorm;
+  Vec shared_head_norm;     // output_norm where the file has none
+  cpu::WeightMatrix embed;  // nextn.embed_tokens, or token_embd
+  cpu::WeightMatrix head;   // nextn.shared_head_head, or output
+};
+
 struct ModelWeights {
   cpu::WeightMatrix token_embd;  // [n_vocab, n_embd]
   cpu::WeightMatrix output;      // [n_vocab, n_embd]; token_embd when tied
   Vec output_norm;
   std::vector<LayerWeights> layers;
+  // The NextN blocks (spec.n_nextn of them, after `layers`); empty where the file declares
+  // none or lacks their tensors (a converter may drop them). The forward pass never runs them.
+  std::vector<NextnWeights> nextn;
 };
 
 // Fills `spec.n_vocab` (from token_embd when the metadata did not say),
 // `spec.tied_embeddings` and `spec.rope_freq_factors` (rope_freqs.weight). Fused tensors
 // (attn_qkv = [q; k; v] rows, ffn_up = [gate; up] rows without ffn_gate) are bound as
-// views of their row ranges. Errors name the file and the tensor.
+// views of their row ranges. The NextN blocks are bound where the first one's eh_proj is
+// present. Errors name the file and the tensor.
 Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec);
 
 }  // namespace autoglm

@@ -35,6 +35,9 @@ Result<ModelLoadOptions> load_options(const RuntimeOptions& o) {
   AUTOGLM_ASSIGN_OR_RETURN(m.device, parse_device(o.device));
   m.arch_override = o.architecture;
   m.repack = o.repack_weights;
+  m.file_load = {o.use_mmap, o.use_mlock};
+  if (o.n_cpu_moe < 0) return invalid_argument("n_cpu_moe: " + std::to_string(o.n_cpu_moe) + " is negative");
+  m.n_cpu_moe = o.cpu_moe ? kCpuMoeAllLayers : o.n_cpu_moe;
   m.progress = o.progress;
   if (!o.quantize.empty()) {
     const auto type = dtype_from_name(o.quantize);
@@ -83,8 +86,13 @@ Status dry_render(const Runtime::Parts& p) {
   return Status::ok();
 }
 
-// The draft model of speculative = "draft", with a KV format for the engine's KV type.
+// The draft model of speculative = "draft", with a KV format for the engine's KV type; for
+// "mtp", the model's NextN block.
 Status load_draft(Runtime::Parts& p) {
+  if (p.engine_config.spec.method == SpecMethod::kMtp) {
+    const Status st = check_mtp_layers(p.model_path, p.model->spec().n_nextn, int64_t(p.model->weights().nextn.size()));
+    return st.is_ok() ? st : Status(st.code(), "speculative: " + st.message());
+  }
   if (p.engine_config.spec.method != SpecMethod::kDraft) return Status::ok();
   const RuntimeOptions& o = p.options;
   const DraftSource source{o.draft_model, o.draft_quantize, p.pool.get(), p.model->layer_weight_type()};
@@ -160,7 +168,7 @@ double available_bytes(const Device& device) {
 
 // Keys and values of one block of positions, every layer.
 int64_t kv_block_bytes(const ModelSpec& spec, const KvFormat& format, int64_t block_size) {
-  return spec.n_layer * block_size * (format.k_row_bytes + format.v_row_bytes);
+  return spec.n_layer * block_size * (format.k_row_bytes + format.value_bytes());
 }
 
 }  // namespace

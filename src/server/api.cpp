@@ -67,7 +67,11 @@ RuntimeOptions runtime_options(const ServerConfig& c) {
   RuntimeOptions o;
   o.threads = c.threads;
   o.device = c.device;
+  o.cpu_moe = c.cpu_moe;
+  o.n_cpu_moe = c.n_cpu_moe;
   o.quantize = c.quantize;
+  o.use_mmap = c.mmap;
+  o.use_mlock = c.mlock;
   o.architecture = c.architecture;
   o.context_window = c.context_window;
   o.kv_type = c.kv_dtype;

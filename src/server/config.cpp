@@ -263,7 +263,7 @@ Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfi
   return Status::ok();
 }
 
-// speculative: {method: none | draft | ngram | early-exit, draft: MODEL, draft_quantize: TYPE,
+// speculative: {method: none | draft | ngram | early-exit | mtp, draft: MODEL, draft_quantize: TYPE,
 //               draft_max: 8, draft_min: 0, draft_p_min: 0, exit_layer: 0}
 Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
   constexpr const char* kKeys = "method, draft, draft_quantize, draft_max, draft_min, draft_p_min, exit_layer";
@@ -272,7 +272,7 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
     const std::string key = kv.first.Scalar(), at = "speculative." + key;
     if (key == "method") {
       if (!kv.second.IsScalar() || !spec_method_from_name(kv.second.Scalar()))
-        return r.error(kv.second, at, "must be none, draft, ngram or early-exit");
+        return r.error(kv.second, at, "must be none, draft, ngram, early-exit or mtp");
       c.speculative = kv.second.Scalar();
     } else if (key == "draft") {
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_model));
@@ -492,7 +492,11 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"max_loras", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_loras", c.max_loras, 1, 4096); }},
       {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
       {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
+      {"mmap", [&](const YAML::Node& n) { return r.scalar(n, "mmap", c.mmap); }},
+      {"mlock", [&](const YAML::Node& n) { return r.scalar(n, "mlock", c.mlock); }},
       {"device", [&](const YAML::Node& n) { return read_device(r, n, c); }},
+      {"cpu_moe", [&](const YAML::Node& n) { return r.scalar(n, "cpu_moe", c.cpu_moe); }},
+      {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", c.n_cpu_moe, 0, 1 << 20); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", c.chat_template); }},
       {"context_window",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", c.context_window, 16, 1 << 20); }},
@@ -560,8 +564,9 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
 const std::set<std::string> kPerModelKeys = {
-    "path",        "quantize",         "device",     "engine",    "chat_template", "context_window", "speculative",
-    "max_running", "max_batch_tokens", "max_queued", "scheduler", "kv_cache",      "lora_adapters",  "max_loras"};
+    "path",      "quantize",      "mmap",           "mlock",       "device",      "cpu_moe",          "n_cpu_moe",
+    "engine",    "chat_template", "context_window", "speculative", "max_running", "max_batch_tokens", "max_queued",
+    "scheduler", "kv_cache",      "lora_adapters",  "max_loras"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.

@@ -44,7 +44,11 @@ struct ServerConfig {
   std::vector<LoraAdapterConfig> lora_adapters;  // over `model`
   int64_t max_loras = 8;       // adapters loaded at once; the least recently used idle one goes past it
   std::string quantize;        // weight type to re-encode the matrices to at load; empty: keep
+  bool mmap = true;            // false: read the model file into private memory (--no-mmap)
+  bool mlock = false;          // lock the weights in RAM (--mlock)
   std::string device = "cpu";  // where the model runs: cpu, cuda or cuda:N
+  bool cpu_moe = false;        // a GPU: the routed experts of every MoE layer in host memory (--cpu-moe)
+  int64_t n_cpu_moe = 0;       // ... or of layers [0, n) (--n-cpu-moe N)
   std::string architecture;    // overrides general.architecture when set
   std::string chat_template;   // built-in template name or a Jinja file; empty: the model's own
   int64_t context_window = 4096;
@@ -64,7 +68,7 @@ struct ServerConfig {
   // scheduler.max_step_ms: -1 auto (3x the decodes' predicted time; the server's default: flat
   // inter-token latency under load), 0 off (a token budget), else ms.
   double max_step_ms = -1;
-  // speculative: {method: none | draft | ngram | early-exit, draft, draft_quantize, draft_max,
+  // speculative: {method: none | draft | ngram | early-exit | mtp, draft, draft_quantize, draft_max,
   // draft_min, draft_p_min, exit_layer}
   std::string speculative = "none";
   std::string draft_model, draft_quantize;

@@ -510,7 +510,7 @@ HttpServer::HttpServer(ApiService& api, int io_threads)
     : impl_(std::make_unique<Impl>()), api_(api), io_threads_(io_threads) {}
 
 HttpServer::~HttpServer() {
-  stop();
+  close_connections();
 }
 
 int64_t HttpServer::requests_preparing() const {
@@ -569,6 +569,11 @@ void HttpServer::stop() {
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
   impl_->workers.join();  // preparations still running finish; their replies have nowhere to go
+}
+
+void HttpServer::close_connections() {
+  stop();
+  api_.shutdown();
   // Destroying the context destroys the sessions its pending handlers hold: every connection
   // still open is closed, so no client waits on a stopped server.
   impl_ = std::make_unique<Impl>();

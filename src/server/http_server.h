@@ -27,8 +27,13 @@ class HttpServer {
   int64_t requests_preparing() const;
   // Bytes of request bodies read and held (being read, or waiting for their preparation).
   int64_t body_bytes_in_flight() const;
-  // Stops accepting and closes connections; waits for the I/O threads.
+  // Stops accepting and waits for the I/O threads; the connections stay open (their sessions
+  // held by the stopped context) until close_connections() or the destructor.
   void stop();
+  // Shuts the service down (its engines: a sequence they finish releases a callback that holds
+  // one of this context's strands), then destroys the stopped context and with it every
+  // session still held: open connections close. The destructor does the same.
+  void close_connections();
   // Graceful shutdown: new requests get 503 while those in flight finish, for up to
   // `grace_seconds`; the rest are cancelled (their streams end with finish_reason
   // "cancelled" and [DONE]) and given a moment to flush; then stop().

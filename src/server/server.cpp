@@ -73,9 +73,11 @@ void Server::stop() {
   if (!p.http) return;
   std::call_once(p.stopped, [&] {
     // In this order: stop accepting and drain (the HTTP server), then the tasks and the
-    // engine (the service).
+    // engine (the service), then the connections: a sequence the engine finishes while it
+    // stops releases a callback that holds one of the I/O context's strands, which must
+    // still exist then (close_connections shuts the service down first).
     p.http->drain_and_stop(p.config.shutdown_grace_s);
-    p.api->shutdown();
+    p.http->close_connections();
   });
 }
 
