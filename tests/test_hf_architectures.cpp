@@ -490,16 +490,22 @@ TEST(HfArchitectures, MixtralMatchesFloat64Reference) {
 
 // GLM-4.5: sigmoid router with selection bias, a shared expert, a leading dense layer, partial
 // NeoX rope, q/k/v biases and a NextN block that is kept but not run.
-TEST(HfArchitectures, Glm4MoeMatchesFloat64Reference) {
+// GLM-4.5's router and layer plan: 8 experts, one shared, a leading dense layer, a NextN block.
+json glm4moe_config() {
   json c = moe_config("Glm4MoeForCausalLM", 3);
   c["n_routed_experts"] = 8;
   c["n_shared_experts"] = 1;
   c["first_k_dense_replace"] = 1;
   c["routed_scaling_factor"] = 2.5;
   c["norm_topk_prob"] = true;
+  c["num_nextn_predict_layers"] = 1;
+  return c;
+}
+
+TEST(HfArchitectures, Glm4MoeMatchesFloat64Reference) {
+  json c = glm4moe_config();
   c["n_group"] = 1;
   c["topk_group"] = 1;
-  c["num_nextn_predict_layers"] = 1;
   c["attention_bias"] = true;
   c["partial_rotary_factor"] = 0.5;
   FolderBuilder b(c, 24);
@@ -742,14 +748,7 @@ float f32_at(const GgufTensorInfo& t, int64_t i) {
 }
 
 TEST(HfMoeMapping, Glm4MoeKeysAndStackedExperts) {
-  json c = moe_config("Glm4MoeForCausalLM", 3);
-  c["n_routed_experts"] = 8;
-  c["n_shared_experts"] = 1;
-  c["first_k_dense_replace"] = 1;
-  c["routed_scaling_factor"] = 2.5;
-  c["norm_topk_prob"] = true;
-  c["num_nextn_predict_layers"] = 1;
-  FolderBuilder b(c, 31);
+  FolderBuilder b(glm4moe_config(), 31);
   add_moe_layers(b, "deepseek", 1, 1, false, true, false);
   const std::string dir = b.write("glm4moe-map", false);
   auto f = open_hf_checkpoint(dir);

@@ -2,6 +2,7 @@
 // decode reading only the chosen experts, and errors that name the key or tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/engine.h"
@@ -240,12 +241,16 @@ TEST(MoeKv, LatentAttentionStoresOnlyTheLatentAndTheRopeKey) {
 }
 
 // The golden qwen3moe file with one metadata value or one tensor's shape changed.
-Result<std::unique_ptr<Model>> load_altered(const std::string& key, int64_t value, const std::string& tensor = "") {
+Result<std::unique_ptr<Model>> load_altered(const std::vector<std::pair<std::string, int64_t>>& keys,
+                                            const std::string& tensor = "") {
   auto f = GgufFile::open(test::shared_path("models/random/rand-qwen3moe.gguf"));
   EXPECT_TRUE(f.is_ok());
   std::vector<std::pair<std::string, GgufValue>> kv = (*f)->metadata();
-  for (auto& [k, v] : kv)
-    if (k == key) v = GgufValue::u32(uint32_t(value));
+  for (const auto& [key, value] : keys) {  // set, or add where the file lacks the key
+    auto it = std::find_if(kv.begin(), kv.end(), [&](const auto& e) { return e.first == key; });
+    if (it == kv.end()) it = kv.insert(kv.end(), {key, GgufValue::u32(0)});
+    it->second = GgufValue::u32(uint32_t(value));
+  }
   std::vector<GgufTensorInfo> tensors = (*f)->tensors();
   for (auto& t : tensors)
     if (t.name == tensor) {  // claim half the experts
@@ -260,14 +265,19 @@ Result<std::unique_ptr<Model>> load_altered(const std::string& key, int64_t valu
 
 TEST(MoeErrors, ExpertCountsAndShapesNameTheCulprit) {
   AUTOGLM_REQUIRE_SHARED("models/random/rand-qwen3moe.gguf");
-  auto too_many = load_altered("qwen3moe.expert_used_count", 9);
+  auto too_many = load_altered({{"qwen3moe.expert_used_count", 9}});
   ASSERT_FALSE(too_many.is_ok());
   EXPECT_NE(too_many.status().message().find("qwen3moe.expert_used_count"), std::string::npos)
       << too_many.status().message();
-  auto shape = load_altered("", 0, "blk.1.ffn_up_exps.weight");
+  auto shape = load_altered({}, "blk.1.ffn_up_exps.weight");
   ASSERT_FALSE(shape.is_ok());
   EXPECT_NE(shape.status().message().find("blk.1.ffn_up_exps.weight"), std::string::npos) << shape.status().message();
   EXPECT_NE(shape.status().message().find("[128, 64, 8]"), std::string::npos) << shape.status().message();
+  // 8 experts in 8 groups, 1 group kept: 1 eligible expert for a top-2.
+  auto groups = load_altered({{"qwen3moe.expert_group_count", 8}, {"qwen3moe.expert_group_used_count", 1}});
+  ASSERT_FALSE(groups.is_ok());
+  EXPECT_NE(groups.status().message().find("qwen3moe.expert_group_used_count"), std::string::npos)
+      << groups.status().message();
 }
 
 TEST(MoeErrors, UnknownArchitectureListsTheSupported) {

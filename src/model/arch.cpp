@@ -96,6 +96,11 @@ Status read_moe(const GgufFile& f, const std::string& p, ModelSpec& s) {
   if (m.n_group > 1 && (m.n_expert % m.n_group != 0 || m.n_group_used <= 0 || m.n_group_used > m.n_group))
     return bad("expert_group_count", "is " + std::to_string(m.n_group) +
                                          "; it must divide expert_count and be at least expert_group_used_count");
+  // The chosen groups must hold enough experts for the top-k.
+  if (m.n_group > 1 && m.n_group_used * (m.n_expert / m.n_group) < m.n_expert_used)
+    return bad("expert_group_used_count", "is " + std::to_string(m.n_group_used) + ": its groups hold " +
+                                              std::to_string(m.n_group_used * (m.n_expert / m.n_group)) +
+                                              " experts, fewer than expert_used_count");
   return Status::ok();
 }
 

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/check.h"
+
 namespace autoglm {
 namespace {
 
@@ -14,6 +16,7 @@ void top_k(const std::vector<float>& score, const std::vector<bool>& eligible, i
   std::vector<int32_t> order;
   for (int32_t e = 0; e < int32_t(score.size()); ++e)
     if (eligible[size_t(e)]) order.push_back(e);
+  AUTOGLM_CHECK(int64_t(order.size()) >= k);  // validate_spec: the eligible groups hold k experts
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
     return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
   });

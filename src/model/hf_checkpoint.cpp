@@ -295,9 +295,12 @@ Status write_moe(const Config& c, const HfArchitecture& arch, Hparams& h, Metada
   if (c.find({"n_group"}) && !greedy) {
     AUTOGLM_ASSIGN_OR_RETURN(const int64_t groups, c.integer({"n_group"}));
     AUTOGLM_ASSIGN_OR_RETURN(const int64_t used_groups, c.integer({"topk_group"}, groups));
-    if (h.n_expert % groups != 0 || used_groups > groups)
+    if (groups <= 0 || used_groups <= 0 || h.n_expert % groups != 0 || used_groups > groups ||
+        used_groups * (h.n_expert / groups) < used)
       return corrupt(c.path() + ": field 'n_group' (" + std::to_string(groups) + ") must divide the " +
-                     std::to_string(h.n_expert) + " experts and be at least topk_group");
+                     std::to_string(h.n_expert) +
+                     " experts, be at least topk_group (positive), and leave at "
+                     "least num_experts_per_tok experts in topk_group groups");
     u32("expert_group_count", groups);
     u32("expert_group_used_count", used_groups);
   }

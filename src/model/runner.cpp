@@ -277,22 +277,31 @@ Status ModelRunner::last_hidden(std::vector<float>& out) {
   return last_tokens_ == 0 ? Status::ok() : backend().read_back(x_.floats(), last_tokens_ * spec_.n_embd, out.data());
 }
 
-Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
+// What every pass does first: the batch checked, the buffers grown, the backend told. False:
+// an empty batch (no logits), nothing to run.
+Result<bool> ModelRunner::start_pass(const Batch& b, std::vector<float>& logits) {
   if (!backend_) return backend_.status();
   AUTOGLM_RETURN_IF_ERROR(validate(b));
-  const ModelSpec& s = spec_;
-  const ModelWeights& w = model_.weights();
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0) {
     logits.clear();
     last_tokens_ = 0;
-    return Status::ok();
+    return false;
   }
   AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
-  Backend& be = backend();
-  AUTOGLM_RETURN_IF_ERROR(be.begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
-  lora_groups_ = b.loras.empty() ? std::vector<LoraGroup>{} : group_by_adapter(b.seq, b.loras);
+  AUTOGLM_RETURN_IF_ERROR(backend().begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
   profile_.add_tokens(T);
+  return true;
+}
+
+Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
+  AUTOGLM_ASSIGN_OR_RETURN(const bool run, start_pass(b, logits));
+  if (!run) return Status::ok();
+  const ModelSpec& s = spec_;
+  const ModelWeights& w = model_.weights();
+  const int64_t T = int64_t(b.tokens.size());
+  Backend& be = backend();
+  lora_groups_ = b.loras.empty() ? std::vector<LoraGroup>{} : group_by_adapter(b.seq, b.loras);
   OpTimer timer(profile_, Op::kEmbedding);
 
   be.embed(w.token_embd, x_.floats());
@@ -331,18 +340,10 @@ Status ModelRunner::forward_nextn(const Batch& b, const float* hidden, int64_t k
     return unsupported("nextn: NextN blocks run on the cpu only, not on " + device_name(device()));
   if (b.exit_layer != 0 || !b.loras.empty())
     return invalid_argument("nextn: a NextN batch takes no exit_layer and no LoRA adapters");
-  AUTOGLM_RETURN_IF_ERROR(validate(b));
+  AUTOGLM_ASSIGN_OR_RETURN(const bool run, start_pass(b, logits));
+  if (!run) return Status::ok();
   const int64_t T = int64_t(b.tokens.size());
-  if (T == 0) {
-    logits.clear();
-    last_tokens_ = 0;
-    return Status::ok();
-  }
-  AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
-  Backend& be = backend();
-  AUTOGLM_RETURN_IF_ERROR(be.begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
   lora_groups_.clear();
-  profile_.add_tokens(T);
   OpTimer timer(profile_, Op::kEmbedding);
   const NextnWeights& w = blocks[size_t(k)];
   nextn_input(w, hidden, T);

@@ -48,6 +48,7 @@ class ModelRunner {
 
  private:
   Status validate(const Batch& batch) const;
+  Result<bool> start_pass(const Batch& batch, std::vector<float>& logits);
   Status ensure_buffers(int64_t n_tokens);
   Backend& backend() { return **backend_; }
   // Layer il's weights: the decoder's, or from n_layer on, a NextN block's (whose caches hold

@@ -16,6 +16,7 @@ class Binder {
   explicit Binder(const GgufFile& f) : f_(f) {}
 
   const GgufTensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
+  const std::string& path() const { return f_.path(); }
 
   // A matrix with `rows` outputs of `cols` inputs: GGUF dims [cols, rows].
   Result<cpu::WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -183,6 +184,9 @@ Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il)
   if (!s.mla.enabled()) {
     AUTOGLM_ASSIGN_OR_RETURN(l.q_norm, b.vector(p + "attn_q_norm.weight", s.head_dim, s.qk_norm));
     AUTOGLM_ASSIGN_OR_RETURN(l.k_norm, b.vector(p + "attn_k_norm.weight", s.head_dim, s.qk_norm));
+    if (l.q_norm.empty() != l.k_norm.empty())  // the forward pass norms both or neither
+      return corrupt(b.path() + ": tensor '" + p + (l.q_norm.empty() ? "attn_q_norm" : "attn_k_norm") +
+                     ".weight' is missing (its q/k partner is there)");
   }
   if (s.post_norms) {
     AUTOGLM_ASSIGN_OR_RETURN(l.attn_post_norm, b.vector(p + "post_attention_norm.weight", s.n_embd));
