@@ -4,6 +4,9 @@
 #   Layer order: core < formats, kernels < tokenizer < ...
 # A file under src/NAME/ may include src/ headers of NAME itself and of lower layers only;
 # public headers (include/autoglm) may include only other public headers.
+# Within one folder, units (foo.h + foo.cpp, with foo.inc, foo.cu, foo.cuh: a path without its
+# extension) must not include each other in a cycle: "x/y.h" included makes a file's unit depend
+# on unit x/y.
 #   check_layers.sh [ROOT]   (default: the repository this script is in)
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -51,8 +54,50 @@ while IFS=: read -r file line text; do
   failures=$((failures + 1))
 done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' -r "$root/python/src" 2>/dev/null |
          grep -v '"autoglm/' || true)
-if [ "$failures" -gt 0 ]; then
-  echo "check_layers: $failures upward or sideways include(s)"
+# Unit cycles: one depth-first walk over the units' graph (units and their edges in sorted
+# order); every edge back to a unit on the walk's path is reported as the cycle it closes.
+cycles=$(cd "$root/src" &&
+  find . -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) -print0 |
+  xargs -0 grep -HoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]+"' |
+  sed -E 's|^\./||; s|^([^:]+):.*"([^"]+)"$|\1 \2|' | LC_ALL=C sort -u |
+  awk '
+    function unit(p) { sub(/\.[^.\/]*$/, "", p); return p }
+    function folder(p) { if (p !~ /\//) return "."; sub(/\/[^\/]*$/, "", p); return p }
+    function name(p) { sub(/^.*\//, "", p); return p }
+    {
+      a = unit($1); b = unit($2)
+      if (a == b || folder(a) != folder(b) || ((a, b) in edge)) next
+      edge[a, b] = 1
+      if (!(a in n_out)) { units[++n_units] = a; n_out[a] = 0 }
+      out[a, ++n_out[a]] = b
+    }
+    # The cycle path_unit[from..depth] -> path_unit[from], told from its first unit by name.
+    function report(from,   k, j, first, text) {
+      k = depth - from + 1; first = 0
+      for (j = 0; j < k; j++) if (path_unit[from + j] < path_unit[from + first]) first = j
+      text = name(path_unit[from + first])
+      for (j = 1; j <= k; j++) text = text " -> " name(path_unit[from + (first + j) % k])
+      print "src/" folder(path_unit[from]) ": units form a cycle: " text
+    }
+    function visit(u,   i, j, v) {
+      state[u] = 1; path_unit[++depth] = u
+      for (i = 1; i <= n_out[u]; i++) {
+        v = out[u, i]
+        if (state[v] == 1) {
+          for (j = depth; path_unit[j] != v; j--) {}
+          report(j)
+        } else if (!state[v]) visit(v)
+      }
+      depth--; state[u] = 2
+    }
+    END { for (i = 1; i <= n_units; i++) if (!state[units[i]]) visit(units[i]) }')
+n_cycles=0
+if [ -n "$cycles" ]; then
+  echo "$cycles"
+  n_cycles=$(wc -l <<<"$cycles")
+fi
+if [ "$failures" -gt 0 ] || [ "$n_cycles" -gt 0 ]; then
+  echo "check_layers: $failures upward or sideways include(s), $n_cycles cycle(s) between the units of a folder"
   exit 1
 fi
-echo "check_layers: every include goes down the layer order ($order)"
+echo "check_layers: every include goes down the layer order ($order); no units of one folder include each other in a cycle"

@@ -86,7 +86,8 @@ TEST_P(DecodeLoop, HundredStepsAllocateNothing) {
   std::remove(path.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightTypes, DecodeLoop, ::testing::Values("f16", "q4_0", "q8_0", "q4_k", "q6_k"));
+INSTANTIATE_TEST_SUITE_P(WeightTypes, DecodeLoop, ::testing::Values("f16", "q4_0", "q8_0", "q4_k", "q6_k"),
+                         [](const auto& info) { return test::param_name(info.param); });
 
 }  // namespace
 }  // namespace autoglm

@@ -266,6 +266,19 @@ struct WeightTypeCase {
   const char* master;        // the F32 file it was quantized from, or null
 };
 
+// For gtest's "GetParam() = ...": the file, not a dump of the struct's bytes.
+void PrintTo(const WeightTypeCase& c, std::ostream* os) {
+  *os << c.file;
+  if (c.master) *os << " (from " << c.master << ")";
+}
+
+// "rand-llama-gqa-q4_k.gguf" -> "rand_llama_gqa_q4_k"
+std::string case_name(const char* file) {
+  std::string n = file;
+  if (n.ends_with(".gguf")) n.resize(n.size() - 5);
+  return test::param_name(n);
+}
+
 class CudaWeightType : public ::testing::TestWithParam<WeightTypeCase> {};
 
 double relative_rms(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -325,13 +338,7 @@ INSTANTIATE_TEST_SUITE_P(Cuda, CudaWeightType,
                                            WeightTypeCase{"rand-chatglm.gguf", 1e-4, nullptr},
                                            WeightTypeCase{"rand-llama-headdim.gguf", 1e-4, nullptr},
                                            WeightTypeCase{"rand-llama-tied.gguf", 1e-4, nullptr}),
-                         [](const auto& info) {
-                           std::string n = info.param.file;
-                           n = n.substr(0, n.size() - 5);  // without ".gguf"
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return case_name(info.param.file); });
 
 // The KV rows of a prompt on one device, as bytes in host memory: [layer][position] keys, then values.
 struct KvBytes {
@@ -572,6 +579,10 @@ struct CpuMoeCase {
   int64_t n_cpu_moe;
 };
 
+void PrintTo(const CpuMoeCase& c, std::ostream* os) {
+  *os << c.file << ", n_cpu_moe " << (c.n_cpu_moe == kCpuMoeAllLayers ? "all" : std::to_string(c.n_cpu_moe));
+}
+
 class CudaMoe : public ::testing::TestWithParam<CpuMoeCase> {};
 
 // The experts are picked on the host from the GPU's router logits; those on the GPU run its
@@ -598,12 +609,9 @@ INSTANTIATE_TEST_SUITE_P(Cuda, CudaMoe,
                                            CpuMoeCase{"rand-glm4moe.gguf", 0}, CpuMoeCase{"rand-glm4moe.gguf", 2},
                                            CpuMoeCase{"rand-glm4moe.gguf", kCpuMoeAllLayers}),
                          [](const auto& info) {
-                           std::string n = info.param.file;
-                           n = n.substr(0, n.size() - 5);
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            const int64_t k = info.param.n_cpu_moe;
-                           return n + (k == kCpuMoeAllLayers ? "_all" : "_" + std::to_string(k));
+                           return case_name(info.param.file) +
+                                  (k == kCpuMoeAllLayers ? "_all" : "_" + std::to_string(k));
                          });
 
 // --cpu-moe leaves the routed experts out of GPU memory: the placed bytes shrink by theirs.

@@ -169,12 +169,8 @@ TEST_P(GoldenCase, Q8KvCacheStaysCloseToF16) {
   EXPECT_GE(by_type[1].top1, 0.85);
 }
 
-INSTANTIATE_TEST_SUITE_P(Reference, GoldenCase, ::testing::ValuesIn(gguf_case_names()), [](const auto& info) {
-  std::string n = info.param;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Reference, GoldenCase, ::testing::ValuesIn(gguf_case_names()),
+                         [](const auto& info) { return test::param_name(info.param); });
 
 }  // namespace
 }  // namespace autoglm

@@ -185,12 +185,7 @@ TEST(HfFolder, BadGenerationConfigNamesTheField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, HfGolden, ::testing::Values("qwen2-tiny", "llama3-tiny", "chatglm-tiny"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return test::param_name(info.param); });
 
 }  // namespace
 }  // namespace autoglm

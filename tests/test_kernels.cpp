@@ -19,6 +19,12 @@
 #include "kernels/ref/quants.h"
 
 namespace autoglm {
+
+// For gtest's "GetParam() = ...": found by argument-dependent lookup, so in DType's namespace.
+void PrintTo(DType t, std::ostream* os) {
+  *os << dtype_name(t);
+}
+
 namespace {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,

@@ -213,7 +213,8 @@ TEST(Qwen3, QkNormAndDecoupledHeadSizeMatchPlainForward) {
   std::remove(path.c_str());
 }
 
-class CreatedModel : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+// std::string, not const char*: gtest prints a tuple's char pointers as addresses.
+class CreatedModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(CreatedModel, LoadsAndMatchesPlainForward) {
   const auto [arch, type] = GetParam();
@@ -243,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(ArchAndType, CreatedModel,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
                                             ::testing::Values("f32", "q8_0", "q5_1", "q4_k")),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                           return test::param_name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
                          });
 
 TEST(CreateModel, SameSeedSameBytes) {
@@ -609,12 +610,7 @@ TEST_P(MoePreset, HasLlamaCppKeysAndExpertTensors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, MoePreset, ::testing::Values("qwen3moe", "glm4moe", "gpt-oss", "deepseek2"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         [](const auto& info) { return test::param_name(info.param); });
 
 TEST(CreateModel, Qwen3MoeAndGlm4MoeAttention) {
   auto q = create_tiny("qwen3moe", DType::F16);

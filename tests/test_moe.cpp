@@ -217,12 +217,8 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, MoeModel, ::testing::ValuesIn(kMoeModels), [](const auto& info) {
-  std::string n = info.param;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Golden, MoeModel, ::testing::ValuesIn(kMoeModels),
+                         [](const auto& info) { return test::param_name(info.param); });
 
 // Latent attention caches one head [latent | rope key] per position and no separate values:
 // the values are read from the key rows' latent.

@@ -64,6 +64,46 @@ TEST(RuntimeOpen, AKvPoolIsNotTouchedAtOpen) {
   EXPECT_EQ(*text, c["greedy"]["output_text"].get<std::string>());
 }
 
+// kv_memory_mib 0 (what `autoglm run` asks for): the pool holds max_running whole context
+// windows, drafts included, so one sequence runs to the end of its window. And a plain
+// request's events carry their text as answer-text parts, no more and no less.
+TEST(RuntimeOpen, AZeroKvBudgetHoldsWholeWindows) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  RuntimeOptions o;
+  o.threads = 2;
+  o.kv_memory_mib = 0;
+  o.context_window = 64;
+  o.max_running = 1;
+  auto one = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  o.max_running = 2;
+  auto two = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
+  ASSERT_TRUE(two.is_ok()) << two.status().message();
+  EXPECT_GT((*one)->info().kv_bytes, 0);
+  EXPECT_EQ((*two)->info().kv_bytes, 2 * (*one)->info().kv_bytes);
+  Request r;
+  r.text = "Once upon a time";
+  r.max_tokens = 1000;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  auto handle = (*one)->submit(r);
+  ASSERT_TRUE(handle.is_ok()) << handle.status().message();
+  std::string text, parts;
+  StreamEvent ev;
+  while ((*handle)->next(ev, std::chrono::seconds(60))) {
+    text += ev.text;
+    for (const OutputPart& p : ev.parts) {
+      EXPECT_EQ(p.kind, PartKind::kText);
+      parts += p.text;
+    }
+    if (ev.finished) break;
+  }
+  ASSERT_TRUE(ev.finished) << "the request never finished";
+  EXPECT_EQ(ev.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(ev.prompt_tokens + ev.completion_tokens, 64) << "stopped short of the window";
+  EXPECT_EQ(parts, text);
+}
+
 TEST(RuntimeOpen, ErrorsNameTheCulprit) {
   auto missing = Runtime::open("/no/such/model.gguf");
   ASSERT_FALSE(missing.is_ok());
@@ -165,22 +205,27 @@ TEST_F(RuntimeApi, ChatIsRenderedByTheTemplate) {
 
 TEST_F(RuntimeApi, ConstraintsAreGivenAsText) {
   Request r = greedy("Once upon a time", 8);
-  r.constraint = {ConstraintKind::kGbnf, "root ::= \"yes\" | \"no\""};
+  r.constraint = {ConstraintKind::kGbnf, "root ::= \"yes\" | \"no\"", ""};
   auto text = rt->generate_text(r);
   ASSERT_TRUE(text.is_ok()) << text.status().message();
   EXPECT_TRUE(*text == "yes" || *text == "no") << *text;
   r.constraint = {ConstraintKind::kJsonSchema, R"({"type": "object", "properties": {"a": {"type": "integer"}},
-                                                  "required": ["a"], "additionalProperties": false})"};
+                                                  "required": ["a"], "additionalProperties": false})",
+                  ""};
   r.max_tokens = 32;
   text = rt->generate_text(r);
   ASSERT_TRUE(text.is_ok()) << text.status().message();
   const auto j = nlohmann::json::parse(*text, nullptr, false);
   ASSERT_TRUE(j.is_object()) << *text;
   EXPECT_TRUE(j["a"].is_number_integer()) << *text;
-  r.constraint = {ConstraintKind::kGbnf, "root ::= ("};
+  r.constraint = {ConstraintKind::kGbnf, "root ::= (", ""};
   auto bad = rt->submit(r);
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("constraint"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(bad.status().message().rfind("constraint: ", 0), 0u) << bad.status().message();
+  r.constraint.source = "my.gbnf";  // errors name where the text came from
+  bad = rt->submit(r);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message().rfind("my.gbnf: ", 0), 0u) << bad.status().message();
 }
 
 TEST(RuntimeOpen, RequestLimitsApplyToSubmit) {
@@ -206,7 +251,7 @@ TEST(RuntimeOpen, RequestLimitsApplyToSubmit) {
   r.stop = {"a", "b"};
   refused(r, "stop_strings");
   r.stop = {};
-  r.constraint = {ConstraintKind::kGbnf, "root ::= \"a\"{0,200}"};
+  r.constraint = {ConstraintKind::kGbnf, "root ::= \"a\"{0,200}", ""};
   refused(r, "grammar_symbols");
   r.constraint = {};
   r.text.clear();

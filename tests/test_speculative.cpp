@@ -3,6 +3,7 @@
 // behind are plain decoding's, and a draft with another vocabulary is refused.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,26 @@ struct Case {
   bool own_cache = false;           // kDraft: in a KV cache of its own, not the target's
 };
 
+// For gtest's "GetParam() = ...": "stories260K.gguf, draft, Q8_0 weights, own cache".
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << ", " << spec_method_name(c.method);
+  if (c.draft_type) *os << ", " << dtype_name(*c.draft_type) << " weights";
+  if (c.own_cache) *os << ", own cache";
+}
+
+// "random/rand-llama-gqa-f16.gguf" with kDraft in Q8_0 -> "rand_llama_gqa_f16_draft_q8_0"
+std::string case_name(const Case& c) {
+  std::string s = std::filesystem::path(c.model).stem().string();
+  s.append("_").append(spec_method_name(c.method));
+  if (c.draft_type) {
+    std::string type(dtype_name(*c.draft_type));
+    for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    s.append("_").append(type);
+  }
+  if (c.own_cache) s.append("_own_cache");
+  return test::param_name(s);
+}
+
 class GreedyExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GreedyExactness, TokensAreThoseOfPlainDecoding) {
@@ -118,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Drafters, GreedyExactness,
                                            Case{"random/rand-chatglm.gguf", SpecMethod::kDraft, DType::Q4_0},
                                            Case{"hf/llama3-tiny", SpecMethod::kDraft, DType::Q8_0},
                                            Case{"hf/llama3-tiny", SpecMethod::kDraft, DType::Q8_0, true},
-                                           Case{"hf/qwen2-tiny", SpecMethod::kEarlyExit, {}}));
+                                           Case{"hf/qwen2-tiny", SpecMethod::kEarlyExit, {}}),
+                         [](const auto& info) { return case_name(info.param); });
 
 TEST(Speculation, ADraftFromAnotherFileOfTheSameModelIsExact) {
   AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa-q4_k.gguf");

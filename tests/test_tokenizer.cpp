@@ -69,12 +69,7 @@ TEST_P(VocabVectors, MatchesReferenceTokenization) {
 INSTANTIATE_TEST_SUITE_P(AllVocabs, VocabVectors,
                          ::testing::Values("llama-spm", "phi-3", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder",
                                            "falcon", "gpt-2", "mpt", "starcoder", "refact"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return test::param_name(info.param); });
 
 // The R1-distill vectors use the Qwen2 vocabulary.
 TEST(VocabVectors, DeepseekR1QwenOnQwen2Vocab) {

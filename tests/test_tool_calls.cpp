@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/reply_shaper.h"
 #include "chat/tool_calls.h"
 #include "sample/grammar.h"
 
@@ -197,6 +198,76 @@ TEST(ToolCalls, ArgumentsGetNoKeysTheSchemaDoesNotList) {
   const json open = json::parse(R"({"type": "object", "additionalProperties": true})");
   EXPECT_EQ(tool_arguments_schema(open), open);  // the schema's own choice stands
   EXPECT_EQ(tool_arguments_schema(json::parse(R"({"type": "string"})")), json::parse(R"({"type": "string"})"));
+}
+
+// The reply shaper: a choice's text, fed a character per event, comes out as typed parts
+// (answer text, then each call as begin/arguments/end, indexed), whatever the split.
+struct Shaped {
+  std::string text;                                        // the answer text of every part
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+  std::vector<int32_t> indexes;                            // of each call's begin
+  FinishReason finish = FinishReason::kNone;
+};
+
+Shaped shape_by_character(const ReplyFormat& format, const std::string& text, FinishReason reason) {
+  ReplyShaper shaper(format);
+  Shaped out;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    StreamEvent ev;
+    ev.finished = i == text.size();
+    if (!ev.finished) ev.text = text.substr(i, 1);
+    if (ev.finished) ev.finish_reason = reason;
+    shaper.shape(ev);
+    for (const OutputPart& p : ev.parts) {
+      if (p.kind == PartKind::kText) out.text += p.text;
+      if (p.kind == PartKind::kToolCallBegin) {
+        out.calls.push_back({p.text, ""});
+        out.indexes.push_back(p.tool_index);
+      }
+      if (p.kind == PartKind::kToolCallArguments) out.calls.back().second += p.text;
+    }
+    if (ev.finished) out.finish = ev.finish_reason;
+  }
+  return out;
+}
+
+const char* const kTwoCalls =
+    "Let me check.<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n"
+    "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1+2\"}}</tool_call>";
+
+TEST(ReplyShaper, CallsBecomeTypedPartsAndTheReplyFinishesWithToolCalls) {
+  const ReplyFormat format{true, ToolCallFamily::kHermes, kNames, true};
+  const Shaped s = shape_by_character(format, kTwoCalls, FinishReason::kStop);
+  EXPECT_EQ(s.text, "Let me check.");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].first, "get_weather");
+  EXPECT_EQ(json::parse(s.calls[0].second), json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(s.calls[1].first, "calculator");
+  EXPECT_EQ(s.indexes, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(s.finish, FinishReason::kToolCalls);
+}
+
+TEST(ReplyShaper, WithoutParallelCallsOnlyTheFirstIsKept) {
+  const ReplyFormat format{true, ToolCallFamily::kHermes, kNames, false};
+  const Shaped s = shape_by_character(format, kTwoCalls, FinishReason::kStop);
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].first, "get_weather");
+  EXPECT_EQ(s.finish, FinishReason::kToolCalls);
+}
+
+TEST(ReplyShaper, ACallCutShortIsDroppedAndTheReasonStays) {
+  const ReplyFormat format{true, ToolCallFamily::kHermes, kNames, true};
+  const Shaped s = shape_by_character(format, "Hmm.<tool_call>{\"name\": \"get_wea", FinishReason::kLength);
+  EXPECT_EQ(s.text, "Hmm.");
+  EXPECT_TRUE(s.calls.empty());
+  EXPECT_EQ(s.finish, FinishReason::kLength);
+}
+
+TEST(ReplyShaper, WithoutToolsEveryEventIsAnswerText) {
+  const Shaped s = shape_by_character(ReplyFormat{}, kTwoCalls, FinishReason::kStop);
+  EXPECT_EQ(s.text, kTwoCalls);
+  EXPECT_TRUE(s.calls.empty());
+  EXPECT_EQ(s.finish, FinishReason::kStop);
 }
 
 }  // namespace

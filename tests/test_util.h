@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -72,6 +73,18 @@ inline bool wait_until(const std::function<bool()>& cond, std::chrono::milliseco
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
+}
+
+// A parameterised test's name from its parameter's text: gtest allows only [A-Za-z0-9_] in
+// names, so every other character becomes '_' ("gpt-oss" -> "gpt_oss", "q4_k" stays).
+//   INSTANTIATE_TEST_SUITE_P(A, B, Values("x-1", "y"), [](const auto& i) { return test::param_name(i.param); });
+inline std::string param_name(std::string_view text) {
+  std::string name(text.empty() ? std::string_view("empty") : text);
+  for (char& c : name) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!keep) c = '_';
+  }
+  return name;
 }
 
 }  // namespace autoglm::test

@@ -3,14 +3,10 @@
 // callers only touch the submit queue and their stream handles.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,9 +41,28 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;
 };
 
+// What a choice's output is made of. A chat request with tools has its text split into
+// answer text and calls (in the model family's own format, parsed below the API); thinking
+// models add reasoning. Every event's `parts` say what its text was; renderers of the
+// OpenAI, Responses (and other) APIs read the parts and never parse text themselves.
+enum class PartKind {
+  kText,               // answer text
+  kReasoning,          // thinking text
+  kToolCallBegin,      // a call starts: `text` is the function's name
+  kToolCallArguments,  // a piece of the call's arguments (JSON text)
+  kToolCallEnd,        // the call is complete
+};
+
+struct OutputPart {
+  PartKind kind = PartKind::kText;
+  std::string text;
+  int32_t tool_index = 0;  // the call's place among the choice's calls (0, 1, ...)
+};
+
 // What the engine tells a request: text as it becomes final, then one last event.
 struct StreamEvent {
-  std::string text;
+  std::string text;               // what the model wrote since the last event
+  std::vector<OutputPart> parts;  // the same, typed (text held back by a parser comes later)
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
   bool finished = false;
@@ -59,10 +74,18 @@ struct StreamEvent {
   double queue_seconds = 0;    // final event: arrival to first scheduled step
   double prefill_seconds = 0;  // final event: first scheduled step to first token
   int32_t preemptions = 0;     // final event: times this request was preempted
+  // Final event, under speculative decoding: tokens drafted, and those the model accepted
+  // (each decoding pass gives one token more than it accepted).
+  int64_t spec_drafted = 0, spec_accepted = 0;
 };
 
+// A request's events, as the caller reads them. Opaque: only the library writes to it.
 class StreamHandle {
  public:
+  ~StreamHandle();
+  StreamHandle(const StreamHandle&) = delete;
+  StreamHandle& operator=(const StreamHandle&) = delete;
+
   // Blocks until an event arrives (or the timeout passes: false).
   bool next(StreamEvent& event, std::chrono::milliseconds timeout = std::chrono::hours(24));
   // Takes an event if one is there, without waiting.
@@ -70,18 +93,15 @@ class StreamHandle {
   // Called (on the engine thread) after each new event; for callers that must not block.
   void set_notify(std::function<void()> notify);
   // Asks the engine to stop this request; it ends within one step with "cancelled".
-  void cancel() { cancelled_ = true; }
-  bool cancelled() const { return cancelled_; }
+  void cancel();
+  bool cancelled() const;
 
-  // Engine side.
-  void push(StreamEvent event);
+  struct State;  // the queue the library writes (src/engine/stream.h)
 
  private:
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<StreamEvent> events_;
-  std::function<void()> notify_;
-  std::atomic<bool> cancelled_{false};
+  explicit StreamHandle(std::unique_ptr<State> state);
+  friend struct StreamWriter;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace autoglm

@@ -62,7 +62,7 @@ struct RuntimeOptions {
   bool use_mlock = false;         // --mlock: lock the weights' pages in RAM (a refusal is logged, not fatal)
   int64_t context_window = 4096;  // capped by the model's trained context when that is larger
   std::string kv_type = "f16";    // f16, q8_0 or f32
-  double kv_memory_mib = 1024;    // KV pool budget...
+  double kv_memory_mib = 1024;    // KV pool budget (0: room for max_running whole context windows)...
   double kv_memory_fraction = 0;  // ...or this share of the available memory (a GPU's free memory), when > 0
   int64_t kv_block_size = 16;
   bool prefix_cache = true;
@@ -115,7 +115,8 @@ enum class ConstraintKind { kNone, kJsonSchema, kGbnf };
 
 struct OutputConstraint {
   ConstraintKind kind = ConstraintKind::kNone;
-  std::string text;  // the JSON Schema or the GBNF grammar
+  std::string text;    // the JSON Schema or the GBNF grammar
+  std::string source;  // what its errors name (a file; "" for "constraint")
 };
 
 struct Request {
@@ -163,6 +164,10 @@ struct SpecialTokens {
   int32_t bos = -1, eos = -1;
   std::vector<int32_t> end_of_generation;
 };
+
+// What a GGUF file says of itself (file, architecture, parameters per token), for one the
+// runtime cannot open (an architecture it lacks); "" when it is no readable GGUF file.
+std::string describe_model_file(const std::string& path);
 
 class Runtime {
  public:
@@ -217,6 +222,13 @@ class Runtime {
   std::vector<LoraInfo> loras() const;
 
   ModelInfo info() const;
+  // The model as `autoglm info` prints it: file, architecture, shapes, weight types, size,
+  // vocabulary, kernels (one "name: value" line each).
+  std::string describe() const;
+  // With options.profile: the per-op time tables of the model's passes and of the drafter's
+  // (per token they ran); "" when profiling is off or there is no drafter.
+  std::string op_profile_table() const;
+  std::string draft_op_profile_table() const;
 
   struct Parts;  // the assembled internals (src/runtime/runtime_parts.h)
   Parts& parts() { return *parts_; }

@@ -126,11 +126,11 @@ const Setters<Request>& request_setters() {
         {"lora", field(&Request::lora)},
         {"json_schema",
          [](Request& r, const py::handle& v) {
-           r.constraint = {ConstraintKind::kJsonSchema, v.cast<std::string>()};
+           r.constraint = {ConstraintKind::kJsonSchema, v.cast<std::string>(), "json_schema"};
          }},
         {"grammar",
          [](Request& r, const py::handle& v) {
-           r.constraint = {ConstraintKind::kGbnf, v.cast<std::string>()};
+           r.constraint = {ConstraintKind::kGbnf, v.cast<std::string>(), "grammar"};
          }},
         {"messages_json",
          [](Request& r, const py::handle& v) {

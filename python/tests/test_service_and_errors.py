@@ -88,7 +88,7 @@ def test_errors_are_named_exceptions(tmp_path):
 def test_bad_generation_arguments_name_the_parameter(stories):
     for kwargs, culprit in [({"max_new_tokens": 0}, "max_new_tokens"), ({"temperatur": 1}, "temperatur"),
                             ({"do_sample": True, "temperature": "hot"}, "temperature"), ({"stop": [1]}, "stop"),
-                            ({"json_schema": {"type": "nope"}}, "constraint")]:
+                            ({"json_schema": {"type": "nope"}}, "json_schema")]:
         with pytest.raises(ValueError, match=culprit):
             stories.generate("Once", **kwargs)
     with pytest.raises(ValueError, match="prompt: token id 99999"):

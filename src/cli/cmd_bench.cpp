@@ -15,6 +15,7 @@
 #include "kernels/cpu/compute_peak.h"
 #include "kernels/cuda/cuda_api.h"
 #include "model/runner.h"
+#include "runtime/runtime_parts.h"  // bench measures the model and kernels below the API
 #include "sample/sampler.h"
 
 namespace autoglm::cli {

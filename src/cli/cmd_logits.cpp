@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "engine/generator.h"
 
 namespace autoglm::cli {
 namespace {
@@ -47,7 +46,7 @@ int logits(const LogitsArgs& a) {
   options.lora = *lora;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
-  const int64_t n_vocab = (*rt)->parts().model->spec().n_vocab;
+  const int64_t n_vocab = (*rt)->info().n_vocab;  // the model's rows (a tokenizer may have fewer)
   std::vector<int32_t> ids;
   if (!a.tokens.empty()) {
     auto parsed = parse_ids(a.tokens, n_vocab);

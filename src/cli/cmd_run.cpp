@@ -1,9 +1,13 @@
 // autoglm run: generate text from a prompt, streamed to stdout.
 #include <cstdio>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
 #include "cli/common.h"
 #include "cli/spec_options.h"
-#include "engine/generator.h"
+#include "core/read_file.h"
 
 namespace autoglm::cli {
 namespace {
@@ -23,66 +27,88 @@ struct RunArgs {
   int64_t seed = -1;
   std::string grammar_file, schema_file;
   SpecOptions spec;
-  GenerationRequest gen;
+  Request request;
   std::vector<std::string> lora;
 };
 
-int run(const RunArgs& a) {
-  RuntimeOptions options;
-  options.quantize = a.quantize;
-  a.memory.apply_to(options);
-  a.cpu_moe.apply_to(options);
-  options.device = a.device;
-  options.threads = a.threads;
-  options.start_engine = false;
-  auto lora = lora_options(a.lora);
-  if (!lora) return fail(lora.status());
-  options.lora = *lora;
-  auto rt = open_runtime(a.model, options);
-  if (!rt) return fail(rt.status());
-  const Model& model = *(*rt)->parts().model;
-  const Tokenizer& tok = *(*rt)->parts().tokenizer;
-  const int64_t n_ctx = a.ctx > 0 ? a.ctx : std::min<int64_t>(model.spec().n_ctx_train, 4096);
-  GenerationRequest gen = a.gen;
-  gen.max_tokens = a.n_predict;
-  auto grammar = load_output_grammar(a.grammar_file, a.schema_file);
-  if (!grammar) return fail(grammar.status());
-  gen.grammar = *grammar;
-  if (a.seed >= 0) gen.sampling.seed = uint64_t(a.seed);
+// The runtime for one sequence: its KV pool holds one whole context window (drafts included).
+Result<RuntimeOptions> run_options(const RunArgs& a) {
+  RuntimeOptions o;
+  o.quantize = a.quantize;
+  a.memory.apply_to(o);
+  a.cpu_moe.apply_to(o);
+  o.device = a.device;
+  o.threads = a.threads;
+  o.profile = a.profile;
+  o.kv_type = a.kv_type;
+  o.context_window = a.ctx > 0 ? a.ctx : 4096;  // capped by the model's trained context
+  o.kv_memory_mib = 0;
+  o.max_running = 1;
+  o.max_queued = 1;
+  o.max_batch_tokens = 512;
+  a.spec.apply_to(o);
+  AUTOGLM_ASSIGN_OR_RETURN(o.lora, lora_options(a.lora));
+  return o;
+}
 
-  const auto prompt = tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
-  auto kv_type = resolve_kv_type(a.kv_type, model.spec());
-  if (!kv_type) return fail(kv_type.status());
-  Generator generator(model, tok, *(*rt)->parts().pool, n_ctx, *kv_type);
-  generator.set_lora((*rt)->parts().default_lora);
-  auto speculation = prepare_speculation(a.spec, a.model, model, tok.vocab(), *(*rt)->parts().pool);
-  if (!speculation) return fail(speculation.status());
-  if (auto s = generator.set_speculation(speculation->config, speculation->draft.get()); !s.is_ok()) return fail(s);
-  if (OpProfile* draft = generator.draft_profile()) draft->set_enabled(a.profile);
-  generator.profile().set_enabled(a.profile);
+// --grammar or --json-schema as the request's constraint, errors naming the file.
+Status add_constraint(const RunArgs& a, Request& r) {
+  if (a.grammar_file.empty() && a.schema_file.empty()) return Status();
+  if (!a.grammar_file.empty() && !a.schema_file.empty())
+    return invalid_argument("--grammar and --json-schema cannot be combined");
+  const std::string& path = a.grammar_file.empty() ? a.schema_file : a.grammar_file;
+  auto text = read_file(path);
+  if (!text || text->empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
+  r.constraint = {a.schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema, *text, path};
+  return Status();
+}
+
+void print_stats(const StreamEvent& last, double decode_seconds, const RunArgs& a) {
+  const double prefill_tps = last.prefill_seconds > 0 ? last.prompt_tokens / last.prefill_seconds : 0.0;
+  // The first token comes with the prompt's pass; decoding makes the rest.
+  const double decode_tps = decode_seconds > 0 ? double(last.completion_tokens - 1) / decode_seconds : 0.0;
+  std::fprintf(stderr, "prompt tokens: %d, prefill: %.1f tok/s, generated tokens: %d, decode: %.1f tok/s\n",
+               last.prompt_tokens, prefill_tps, last.completion_tokens, decode_tps);
+  if (a.spec.method != "none") {
+    const int64_t passes = std::max<int64_t>(1, last.completion_tokens - 1 - last.spec_accepted);
+    const double rate = last.spec_drafted > 0 ? 100.0 * double(last.spec_accepted) / double(last.spec_drafted) : 0.0;
+    std::fprintf(stderr, "speculation %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass\n",
+                 a.spec.method.c_str(), (long long)last.spec_drafted, (long long)last.spec_accepted, rate,
+                 double(std::max(last.completion_tokens - 1, 0)) / double(passes));
+  }
+}
+
+int run(const RunArgs& a) {
+  auto options = run_options(a);
+  if (!options) return fail(options.status());
+  auto rt = open_runtime(a.model, *options);
+  if (!rt) return fail(rt.status());
+  Request r = a.request;
+  r.max_tokens = a.n_predict;
+  if (a.seed >= 0) r.sampling.seed = uint64_t(a.seed);
+  if (Status s = add_constraint(a, r); !s.is_ok()) return fail(s);
+  r.tokens = (*rt)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
-  gen.prompt = prompt;
-  auto result = generator.generate(gen, [](const std::string& text) {
-    std::fputs(text.c_str(), stdout);
+  auto handle = (*rt)->submit(r);
+  if (!handle) return fail(handle.status());
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> first_token;
+  StreamEvent ev;
+  while ((*handle)->next(ev)) {
+    if (!first_token && !ev.tokens.empty()) first_token = Clock::now();
+    std::fputs(ev.text.c_str(), stdout);
     std::fflush(stdout);
-    return true;
-  });
+    if (ev.finished) break;
+  }
   std::fputc('\n', stdout);
-  if (!result) return fail(result.status());
-  const auto& r = *result;
-  const double decode_tps = r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0;
-  std::fprintf(stderr, "prompt tokens: %d, prefill: %.1f tok/s, generated tokens: %zu, decode: %.1f tok/s\n",
-               r.prompt_tokens, r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0.0, r.tokens.size(),
-               decode_tps);
-  if (speculation->config.method != SpecMethod::kNone)
-    std::fprintf(stderr, "speculation %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass\n",
-                 spec_method_name(speculation->config.method), (long long)r.spec.drafted, (long long)r.spec.accepted,
-                 100.0 * r.spec.acceptance(), r.spec.tokens_per_pass());
-  if (a.profile) std::fprintf(stderr, "per-op time over prefill and decode:\n%s", generator.profile().table().c_str());
-  if (OpProfile* draft = generator.draft_profile(); draft && a.profile)
+  if (ev.finish_reason == FinishReason::kError) return fail(Status(StatusCode::kInternal, ev.error));
+  const double decode_seconds = first_token ? std::chrono::duration<double>(Clock::now() - *first_token).count() : 0.0;
+  print_stats(ev, decode_seconds, a);
+  if (a.profile) std::fprintf(stderr, "per-op time over prefill and decode:\n%s", (*rt)->op_profile_table().c_str());
+  if (const std::string draft = (*rt)->draft_op_profile_table(); a.profile && !draft.empty())
     std::fprintf(stderr, "per-op time of the drafter's passes (per token it ran, the prompt included):\n%s",
-                 draft->table().c_str());
+                 draft.c_str());
   return 0;
 }
 
@@ -102,16 +128,16 @@ void register_run(CLI::App& app) {
   add_lora_option(*cmd, a->lora);
   cmd->add_flag("--profile", a->profile, "Print the per-op time breakdown per token");
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temp", a->gen.sampling.temperature, "Temperature (0: greedy)");
-  cmd->add_option("--top-k", a->gen.sampling.top_k, "Top-k (0: off)");
-  cmd->add_option("--top-p", a->gen.sampling.top_p, "Top-p (1: off)");
-  cmd->add_option("--min-p", a->gen.sampling.min_p, "Min-p (0: off)");
-  cmd->add_option("--repeat-penalty", a->gen.sampling.repetition_penalty, "Repetition penalty (1: off)");
-  cmd->add_option("--frequency-penalty", a->gen.sampling.frequency_penalty, "Frequency penalty");
-  cmd->add_option("--presence-penalty", a->gen.sampling.presence_penalty, "Presence penalty");
-  cmd->add_option("--repeat-last-n", a->gen.sampling.penalty_last_n, "Penalty window (-1: whole sequence)");
+  cmd->add_option("--temp", a->request.sampling.temperature, "Temperature (0: greedy)");
+  cmd->add_option("--top-k", a->request.sampling.top_k, "Top-k (0: off)");
+  cmd->add_option("--top-p", a->request.sampling.top_p, "Top-p (1: off)");
+  cmd->add_option("--min-p", a->request.sampling.min_p, "Min-p (0: off)");
+  cmd->add_option("--repeat-penalty", a->request.sampling.repetition_penalty, "Repetition penalty (1: off)");
+  cmd->add_option("--frequency-penalty", a->request.sampling.frequency_penalty, "Frequency penalty");
+  cmd->add_option("--presence-penalty", a->request.sampling.presence_penalty, "Presence penalty");
+  cmd->add_option("--repeat-last-n", a->request.sampling.penalty_last_n, "Penalty window (-1: whole sequence)");
   cmd->add_option("--seed", a->seed, "Random seed (default: random)");
-  cmd->add_option("--stop", a->gen.stop, "Stop string (repeatable)");
+  cmd->add_option("--stop", a->request.stop, "Stop string (repeatable)");
   cmd->add_option("-c,--ctx-size", a->ctx, "Context size (default: the model's, at most 4096)");
   cmd->add_flag("--no-parse-special", a->no_special, "Treat <|...|> in the prompt as plain text");
   cmd->add_option("--grammar", a->grammar_file, "GBNF grammar file the output must follow");

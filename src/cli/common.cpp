@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "formats/json_file.h"
 #include "kernels/cpu/matmul.h"
+#include "model/lora.h"
 #include "sample/json_schema.h"
 
 namespace autoglm::cli {

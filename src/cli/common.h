@@ -13,7 +13,6 @@
 #include "kernels/cpu/matmul.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
-#include "runtime/runtime_parts.h"
 #include "sample/grammar.h"
 #include "tokenizer/tokenizer.h"
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "autoglm/runtime.h"
 #include "engine/speculative.h"
 #include "model/model.h"
 
@@ -16,6 +17,8 @@ struct SpecOptions {
   std::string draft;           // a draft model file or folder
   std::string draft_quantize;  // the draft's weights re-encoded at load (alone: the target's own)
   SpecConfig config;
+  // As the runtime's options (speculative, draft_model, draft_max, ...): the runtime loads the draft.
+  void apply_to(RuntimeOptions& options) const;
 };
 
 void add_spec_options(CLI::App& cmd, SpecOptions& options);

@@ -15,6 +15,7 @@
 #include "engine/prompt_check.h"
 #include "engine/request_limits.h"
 #include "engine/scheduler.h"
+#include "engine/stream.h"
 #include "engine/text_stream.h"
 #include "kv/paged_sequence.h"
 #include "model/kv_cache.h"
@@ -24,38 +25,6 @@
 namespace autoglm {
 
 using Clock = std::chrono::steady_clock;
-
-bool StreamHandle::next(StreamEvent& event, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!ready_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
-  event = std::move(events_.front());
-  events_.pop_front();
-  return true;
-}
-
-bool StreamHandle::try_next(StreamEvent& event) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (events_.empty()) return false;
-  event = std::move(events_.front());
-  events_.pop_front();
-  return true;
-}
-
-void StreamHandle::set_notify(std::function<void()> notify) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  notify_ = std::move(notify);
-}
-
-void StreamHandle::push(StreamEvent event) {
-  std::function<void()> notify;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events_.push_back(std::move(event));
-    notify = notify_;
-  }
-  ready_.notify_one();
-  if (notify) notify();
-}
 
 // A request while the engine holds it.
 struct Sequence {
@@ -155,6 +124,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   auto drafter = make_drafter(config.spec, model, draft, pool, draft_pool(config));
   AUTOGLM_CHECK(drafter.is_ok());  // the runtime checks the options first (engine_config_for, the draft's KV)
   drafter_ = std::move(drafter).value();
+  if (drafter_ && drafter_->profile()) drafter_->profile()->set_enabled(config.profile);
   stats_.kv_blocks_total = config.kv_blocks;
   stats_.loop_alive = true;  // from here until the loop ends (set before the thread runs: no gap)
   thread_ = std::thread([this] { loop(); });
@@ -185,7 +155,7 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   request.cache_salt = salt_with_lora(request.cache_salt, request.lora.get());
   auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, drafter_ ? drafter_->token_cost() : 0,
                                         std::move(request));
-  seq->handle = std::make_shared<StreamHandle>();
+  seq->handle = StreamWriter::open(seq->request.make_shaper ? seq->request.make_shaper() : plain_text_parts);
   seq->tokens = seq->request.prompt;
   seq->n_prompt = int32_t(n);
   auto handle = seq->handle;
@@ -347,14 +317,20 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   ev.cached_tokens = seq.cached_tokens;
   ev.completion_tokens = seq.n_generated;
   ev.preemptions = seq.preemptions;
+  ev.spec_drafted = seq.spec.drafted;
+  ev.spec_accepted = seq.spec.accepted;
   const auto now = Clock::now();
   ev.queue_seconds = seconds_between(seq.arrival, seq.first_scheduled.value_or(now));
   ev.prefill_seconds = seq.first_scheduled ? seconds_between(*seq.first_scheduled, seq.first_token.value_or(now)) : 0;
   publish_full_blocks(seq);
   seq.kv.release_all();
-  seq.handle->push(std::move(ev));
+  StreamWriter::push(*seq.handle, std::move(ev));
   std::lock_guard<std::mutex> lock(submit_mutex_);
   --queued_;
+}
+
+const OpProfile* Engine::draft_profile() const {
+  return drafter_ ? drafter_->profile() : nullptr;
 }
 
 void Engine::drop_cancelled_and_expired() {
@@ -700,7 +676,7 @@ bool Engine::emit_next_token(Sequence& s, const float* logits) {
   FinishReason reason = s.text.ended() ? FinishReason::kStop : FinishReason::kNone;
   if (reason == FinishReason::kNone && s.n_generated >= s.request.max_tokens) reason = FinishReason::kLength;
   if (reason == FinishReason::kNone && int64_t(s.tokens.size()) >= config_.n_ctx) reason = FinishReason::kLength;
-  s.handle->push(std::move(ev));
+  StreamWriter::push(*s.handle, std::move(ev));
   if (reason == FinishReason::kNone) return true;
   finish(s, reason);
   return false;

@@ -125,6 +125,8 @@ class Engine {
   const EngineStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
   const OpProfile& op_profile() const { return runner_.profile(); }
+  // The drafter's own passes (a draft model or MTP block), or null.
+  const OpProfile* draft_profile() const;
 
  private:
   void loop();

@@ -4,17 +4,11 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "engine/draft_pool.h"
 #include "engine/speculative.h"
 #include "model/model.h"
 
 namespace autoglm {
-
-// A draft model's own KV pool.
-struct DraftPool {
-  int64_t n_blocks = 0;
-  int64_t block_size = 16;
-  DType kv_type = DType::F16;
-};
 
 // A draft of the target's KV shape (typically its own weights in another type) drafts in the
 // target's cache: it reads the target's rows of the history, close to what it would compute,

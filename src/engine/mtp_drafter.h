@@ -10,7 +10,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "engine/make_drafter.h"
+#include "engine/draft_pool.h"
 #include "engine/speculative.h"
 #include "kv/block_pool.h"
 #include "kv/paged_sequence.h"

@@ -12,6 +12,7 @@
 
 #include "autoglm/engine.h"
 #include "autoglm/sampling_params.h"
+#include "engine/stream.h"
 #include "model/lora.h"
 #include "sample/grammar.h"
 
@@ -35,6 +36,9 @@ struct GenerationRequest {
   // under them: another adapter never reuses it.
   std::shared_ptr<const LoraSet> lora;
   std::string lora_name;  // what the adapter is called, for metrics ("" for the base)
+  // Makes the stream's shaper (events' text into typed parts: tool calls, reasoning), once per
+  // submit, so each choice parses its own text. Unset: the text is answer text.
+  std::function<EventShaper()> make_shaper;
 };
 
 // The cache_salt of a scope (an API key; "" for none) and a request's own salt: 0, the shared

@@ -3,28 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-
-#include "kernels/cuda/cuda_api.h"
-#include "model/backend_cpu.h"
-#include "model/model.h"
-#ifdef AUTOGLM_HAVE_CUDA
-#include "model/backend_cuda.h"
-#endif
+#include <string>
 
 namespace autoglm {
 namespace {
-
-// The device exists: an error (an invalid `device` option) names it and the devices there are.
-Status check_cuda_device(const Device& device) {
-  const std::string name = "device: " + device_name(device) + ": ";
-  auto count = cuda::device_count();
-  if (!count) return invalid_argument(name + count.status().message());
-  if (device.index >= *count)
-    return invalid_argument(name + "no such GPU (" + std::to_string(*count) + " CUDA device" +
-                            (*count == 1 ? "" : "s") + " found: cuda:0" +
-                            (*count > 1 ? "..cuda:" + std::to_string(*count - 1) : "") + ")");
-  return Status::ok();
-}
 
 // A programming error: Model::load refuses the models that need these ops off the CPU.
 [[noreturn]] void refused_at_load(const char* op) {
@@ -71,28 +53,6 @@ Status device_runs_spec(const Device& device, const ModelSpec& s) {
   if (what.empty()) return Status::ok();
   return unsupported("architecture " + s.arch + ": " + what + " run on the cpu only in this build, not on " +
                      device_name(device));
-}
-
-Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights,
-                                                     const std::vector<bool>& host_experts) {
-  if (device.kind == DeviceKind::kCpu) return std::unique_ptr<PlacedWeights>();
-  AUTOGLM_RETURN_IF_ERROR(check_cuda_device(device));
-#ifdef AUTOGLM_HAVE_CUDA
-  return place_weights_on_cuda(device.index, weights, host_experts);
-#else
-  (void)weights;
-  (void)host_experts;
-  return unsupported("device: " + device_name(device) + ": unreachable without a CUDA build");
-#endif
-}
-
-Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool) {
-  if (model.device().kind == DeviceKind::kCpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(pool));
-#ifdef AUTOGLM_HAVE_CUDA
-  return make_cuda_backend(model, pool);
-#else
-  return unsupported("device: " + device_name(model.device()) + ": this build has no CUDA backend");
-#endif
 }
 
 }  // namespace autoglm

@@ -25,8 +25,6 @@
 
 namespace autoglm {
 
-class Model;
-
 // The rotary embedding of one model: n_rot/2 angles per position (inv_freq), over the first
 // n_rot dims of each head of head_dim.
 struct RopeTable {
@@ -106,17 +104,7 @@ inline constexpr int64_t kCpuMoeAllLayers = std::numeric_limits<int64_t>::max();
 // (false for dense layers, which have none). Counts layers, not MoE layers, as llama.cpp does.
 std::vector<bool> host_expert_layers(const ModelSpec& spec, int64_t n_cpu_moe);
 
-// Checks the device (a missing one is an error naming it and what exists) and places the
-// weights there, all but the routed experts of the layers host_experts marks; null for the
-// CPU. Errors name the tensor a device cannot run.
-Result<std::unique_ptr<PlacedWeights>> place_weights(const Device& device, const ModelWeights& weights,
-                                                     const std::vector<bool>& host_experts = {});
-
 // Whether the device's backend has every op the architecture needs; an error names the first missing one.
 Status device_runs_spec(const Device& device, const ModelSpec& spec);
-
-// The ops of the model's device (Model::device); the CPU's run on `pool`, and so do a GPU's
-// experts that stay in host memory.
-Result<std::unique_ptr<Backend>> make_backend(const Model& model, ThreadPool& pool);
 
 }  // namespace autoglm

@@ -14,7 +14,6 @@
 #include "model/device_memory.h"
 #include "model/expert_ffn.h"
 #include "model/expert_routing.h"
-#include "model/model.h"
 
 namespace autoglm {
 namespace {
@@ -98,12 +97,9 @@ int64_t aligned(int64_t n) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const Model& model, const CudaWeights& weights, std::unique_ptr<cuda::Queue> queue, ThreadPool& pool)
-      : device_(model.device()),
-        n_layer_(model.spec().n_layer),
-        weights_(weights),
-        queue_(std::move(queue)),
-        pool_(pool) {}
+  CudaBackend(const Device& device, int64_t n_layer, const CudaWeights& weights, std::unique_ptr<cuda::Queue> queue,
+              ThreadPool& pool)
+      : device_(device), n_layer_(n_layer), weights_(weights), queue_(std::move(queue)), pool_(pool) {}
 
   Device device() const override { return device_; }
 
@@ -450,11 +446,13 @@ Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const Mo
   return std::unique_ptr<PlacedWeights>(std::move(placed));
 }
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, ThreadPool& pool) {
-  const auto* weights = dynamic_cast<const CudaWeights*>(model.placed_weights());
-  if (!weights) return invalid_argument("device " + device_name(model.device()) + ": the weights were not placed");
-  AUTOGLM_ASSIGN_OR_RETURN(auto queue, cuda::Queue::create(model.device().index));
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(model, *weights, std::move(queue), pool));
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Device& device, const ModelSpec& spec,
+                                                   const PlacedWeights* placed, ThreadPool& pool) {
+  const auto* weights = dynamic_cast<const CudaWeights*>(placed);
+  if (!weights) return invalid_argument("device " + device_name(device) + ": the weights were not placed");
+  AUTOGLM_ASSIGN_OR_RETURN(auto queue, cuda::Queue::create(device.index));
+  return std::unique_ptr<Backend>(
+      std::make_unique<CudaBackend>(device, spec.n_layer, *weights, std::move(queue), pool));
 }
 
 }  // namespace autoglm

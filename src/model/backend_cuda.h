@@ -15,7 +15,9 @@ namespace autoglm {
 Result<std::unique_ptr<PlacedWeights>> place_weights_on_cuda(int index, const ModelWeights& weights,
                                                              const std::vector<bool>& host_experts);
 
-// The experts left in host memory run on `pool`.
-Result<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, ThreadPool& pool);
+// The ops of a model of `spec` whose weights place_weights_on_cuda put on `device` (`placed`);
+// the experts left in host memory run on `pool`.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Device& device, const ModelSpec& spec,
+                                                   const PlacedWeights* placed, ThreadPool& pool);
 
 }  // namespace autoglm

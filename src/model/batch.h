@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
-#include "model/lora_apply.h"
+#include "model/lora_set.h"
 
 namespace autoglm {
 

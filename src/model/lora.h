@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "model/lora_set.h"
 
 namespace autoglm {
 
@@ -40,9 +41,6 @@ struct LoraAdapter {
   }
   int64_t bytes() const;
 };
-
-// The adapters one sequence runs with (usually one; several stack).
-using LoraSet = std::vector<std::shared_ptr<const LoraAdapter>>;
 
 // `path`: a PEFT folder or a GGUF adapter; `scale` multiplies the adapter's own.
 Result<std::shared_ptr<const LoraAdapter>> load_lora(const std::string& path, const Model& base, float scale = 1.0f);

@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "model/arch.h"
+#include "model/place_weights.h"
 #include "model/quantize_model.h"
 #include "tokenizer/hf_tokenizer.h"
 

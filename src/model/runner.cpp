@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/make_backend.h"
+
 namespace autoglm {
 
 ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)

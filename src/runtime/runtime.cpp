@@ -12,6 +12,8 @@
 #include "formats/json_request.h"
 #include "kernels/cuda/cuda_api.h"
 #include "model/kv_cache.h"
+#include "runtime/model_description.h"
+#include "runtime/reply_events.h"
 #include "runtime/runtime_parts.h"
 #include "sample/json_schema.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -118,6 +120,16 @@ Result<ordered_json> parse_json_field(const std::string& text, const char* field
   return j;
 }
 
+// How a chat's reply is read: with tools, calls in the template family's format.
+ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family) {
+  ReplyFormat f;
+  if (chat.tool_choice == ToolChoice::kNone || chat.tools.empty()) return f;
+  f.tools = true;
+  f.family = family;
+  f.tool_names = tool_function_names(chat.tools);
+  return f;
+}
+
 Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimits& limits) {
   PromptRequest r;
   r.add_generation_prompt = chat.add_generation_prompt;
@@ -142,15 +154,16 @@ Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimi
 
 Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c, const RequestLimits& limits) {
   if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
+  const std::string source = c.source.empty() ? "constraint" : c.source;
   std::string gbnf = c.text;
   if (c.kind == ConstraintKind::kJsonSchema) {
-    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, "constraint", limits));
+    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, source.c_str(), limits));
     auto converted = json_schema_to_gbnf(nlohmann::json(schema));
-    if (!converted) return invalid_argument("constraint: " + converted.status().message());
+    if (!converted) return invalid_argument(source + ": " + converted.status().message());
     gbnf = *converted;
   }
   auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
-  if (!grammar) return invalid_argument("constraint: " + grammar.status().message());
+  if (!grammar) return invalid_argument(source + ": " + grammar.status().message());
   return std::shared_ptr<const Grammar>(*grammar);
 }
 
@@ -192,6 +205,10 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   const double bytes_per_block = double(kv_block_bytes(spec, *format, o.kv_block_size));
   const double budget = o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_bytes : o.kv_memory_mib * 1048576.0;
   ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
+  if (o.kv_memory_fraction <= 0 && o.kv_memory_mib <= 0) {  // whole windows, drafts included
+    const int64_t positions = ec.n_ctx + std::max<int64_t>(o.draft_max, 0) + 1;
+    ec.kv_blocks = std::max<int64_t>(1, o.max_running) * ((positions + ec.block_size - 1) / ec.block_size);
+  }
   ec.max_batch_tokens = o.max_batch_tokens;
   ec.max_running = o.max_running;
   ec.max_queued = o.max_queued;
@@ -330,6 +347,7 @@ Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
     AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(*request.chat, p.options.limits));
     AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, p.prompts->build(conversation));
     g.prompt = std::move(prompt.ids);
+    g.make_shaper = reply_shaper_factory(reply_format(conversation, p.prompts->family()));
   } else if (!request.text.empty()) {
     g.prompt = p.prompts->encode_text(request.text);
   } else {
@@ -479,6 +497,22 @@ std::vector<std::string> available_devices() {
   const int n = count ? *count : 0;
   for (int i = 0; i < n; ++i) devices.push_back(device_name(Device{DeviceKind::kCuda, i}));
   return devices;
+}
+
+std::string Runtime::describe() const {
+  if (!parts_->model) return "";
+  return describe_model(parts_->model_path, *parts_->model, parts_->tokenizer->vocab());
+}
+
+std::string Runtime::op_profile_table() const {
+  if (!parts_->engine || !parts_->options.profile) return "";
+  return parts_->engine->op_profile().table();
+}
+
+std::string Runtime::draft_op_profile_table() const {
+  if (!parts_->engine || !parts_->options.profile) return "";
+  const OpProfile* draft = parts_->engine->draft_profile();
+  return draft ? draft->table() : "";
 }
 
 ModelInfo Runtime::info() const {

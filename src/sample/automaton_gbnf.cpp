@@ -1,6 +1,6 @@
 #include "sample/automaton_gbnf.h"
 
-#include "sample/json_schema.h"
+#include "sample/gbnf_literal.h"
 
 namespace autoglm {
 namespace {

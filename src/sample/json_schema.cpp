@@ -49,28 +49,6 @@ const std::map<std::string, std::vector<std::string>>& primitive_deps() {
   return d;
 }
 
-}  // namespace
-
-std::string gbnf_literal(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
-
-namespace {
-
 // Keywords that change which values are valid and that no grammar here enforces.
 constexpr const char* kRefused[] = {"not",
                                     "patternProperties",

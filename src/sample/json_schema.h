@@ -17,15 +17,13 @@
 #include <string>
 
 #include "autoglm/status.h"
+#include "sample/gbnf_literal.h"  // gbnf_literal: with the schemas' grammars, what callers quote
 
 namespace autoglm {
 
 // `rule_prefix` goes before every rule name, the root included (`<prefix>root`), so that
 // several schemas can live in one grammar.
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, const std::string& rule_prefix = "");
-
-// `text` as a GBNF string literal.
-std::string gbnf_literal(const std::string& text);
 
 // Any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();

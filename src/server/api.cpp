@@ -13,6 +13,7 @@
 #include "core/random_id.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
+#include "engine/stream.h"
 #include "server/openai_request.h"
 #include "server/routing_config.h"
 #include "server/web_assets.h"
@@ -20,25 +21,6 @@
 #include "tasks/task_pipeline.h"
 
 namespace autoglm {
-
-Reply busy_reply(const std::string& message) {
-  Reply r = error_reply(429, message, "", "rate_limit_error");
-  r.headers.emplace_back("Retry-After", "1");
-  return r;
-}
-
-Reply error_reply(int status, const std::string& message, const std::string& param, const std::string& type) {
-  Reply r;
-  r.status = status;
-  json err = {
-      {"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", nullptr}};
-  if (status == 401) err["code"] = "invalid_api_key";
-  if (status == 404) err["code"] = "not_found";
-  if (status == 429) err["code"] = "rate_limit_exceeded";
-  // Messages may quote the client's bytes: never let them break the JSON.
-  r.body = json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
-  return r;
-}
 
 ApiService::ApiService(ServerConfig config)
     : config_(std::move(config)),
@@ -548,7 +530,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
       api_key.empty() ? "anonymous" : "key ..." + api_key.substr(api_key.size() - std::min<size_t>(4, api_key.size()));
   if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end())
     request->allowed_tools = &it->second;  // config_ outlives the task: the service waits for tasks
-  auto handle = std::make_shared<StreamHandle>();
+  auto handle = StreamWriter::open();
   // The reply's handle is cancelled when the client goes (or a drain ends it): the task stops.
   request->cancelled = [weak = std::weak_ptr<StreamHandle>(handle)] {
     const auto h = weak.lock();
@@ -588,7 +570,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
           ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
         },
         [&](const std::string& what) { fail("internal error: " + what); });
-    handle->push(std::move(ev));
+    StreamWriter::push(*handle, std::move(ev));
     // Nothing of the service may be touched after the count reaches 0 (its destructor may run
     // at once): the pipeline, the request and the handle are released first.
     tasks.reset();

@@ -7,6 +7,8 @@
 
 #include "core/random_id.h"
 #include "engine/request_limits.h"
+#include "engine/stream.h"
+#include "runtime/reply_events.h"
 #include "server/api.h"
 #include "server/cascade_stream.h"
 #include "server/openai_request.h"
@@ -101,7 +103,7 @@ Reply ApiService::create_response(const HttpRequest& req) {
     const std::string id = random_id("resp_");
     RequestMetrics& series = metrics_.requests(p.model->name, route_name);
     feedback_.remember(id, &series, p.model->name, route_name);
-    auto writer = std::make_shared<ResponsesWriter>(j, id, p.model->name, p.shape, *p.model->tokenizer, series);
+    auto writer = std::make_shared<ResponsesWriter>(j, id, p.model->name, p.shape, series);
     Reply r = submit_generation(std::move(p),
                                 [this, writer, conversation, store, api_key, id](const StreamEvent& ev, size_t index) {
                                   ReplyChunk chunk = writer->consume(ev, index);
@@ -251,10 +253,7 @@ Reply ApiService::cascade(const Route& route, const json& j, bool chat, const st
 Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneration& p,
                          std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
   std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (const std::vector<StreamEvent>& events : cached.choices) {
-    handles.push_back(std::make_shared<StreamHandle>());
-    for (const StreamEvent& ev : events) handles.back()->push(ev);
-  }
+  for (const std::vector<StreamEvent>& events : cached.choices) handles.push_back(StreamWriter::replay(events));
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(
       handles[0], handles.size(),
@@ -274,6 +273,7 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
   ResponseShape& shape = p.shape;
   GenerationParams& params = p.params;
   std::vector<int32_t> prompt;
+  ReplyFormat format;
   const char* prompt_param = chat ? "messages" : "prompt";
   p.prompt_param = prompt_param;
   const TokenCap cap = prompt_cap(m.engine->config().n_ctx, config_.limits);
@@ -287,10 +287,11 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
     params = std::move(request.params);
     if (built->forced_call) params.grammar = built->forced_call;
     if (request.conversation.tool_choice != ToolChoice::kNone) {
-      shape.tool_names = tool_function_names(request.conversation.tools);
-      shape.family = m.prompts->family();
+      format.tools = true;
+      format.tool_names = tool_function_names(request.conversation.tools);
+      format.family = m.prompts->family();
+      format.parallel_tool_calls = request.parallel_tool_calls;
       shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
-      shape.parallel_tool_calls = request.parallel_tool_calls;
     }
   } else {
     CompletionRequest request = parse_completion_request(j, config_);
@@ -311,6 +312,7 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
   GenerationRequest& g = p.request;
   g = engine_request(params, std::move(prompt), m.model->generation_defaults(), m.engine->config().n_ctx);
   g.cache_salt = cache_salt(api_key, params.cache_salt);
+  g.make_shaper = reply_shaper_factory(format);
   if (lora && lora->lora_set) {
     g.lora = lora->lora_set;
     g.lora_name = lora->lora;

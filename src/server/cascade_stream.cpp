@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/stream.h"
+
 namespace autoglm {
 
 CascadeStream::CascadeStream(std::shared_ptr<StreamHandle> light, const CascadeRoute& route, int32_t top_logprobs,
                              SubmitHeavy submit_heavy, OnDecided on_decided)
     : light_(std::move(light)),
-      out_(std::make_shared<StreamHandle>()),
+      out_(StreamWriter::open()),
       route_(route),
       top_logprobs_(top_logprobs),
       submit_heavy_(std::move(submit_heavy)),
@@ -120,7 +122,7 @@ void CascadeStream::send(StreamEvent ev) {
     for (TokenLogprob& lp : ev.logprobs)
       if (int32_t(lp.top.size()) > top_logprobs_) lp.top.resize(size_t(top_logprobs_));
   }
-  out_->push(std::move(ev));
+  StreamWriter::push(*out_, std::move(ev));
 }
 
 }  // namespace autoglm

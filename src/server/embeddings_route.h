@@ -9,7 +9,7 @@
 #include "autoglm/engine.h"
 #include "chat/prompt_builder.h"
 #include "engine/engine.h"
-#include "server/api.h"
+#include "server/reply.h"
 #include "server/request_params.h"
 
 namespace autoglm {

@@ -13,6 +13,7 @@ namespace {
 int64_t event_bytes(const StreamEvent& ev) {
   int64_t n = int64_t(sizeof(StreamEvent) + ev.text.size() + ev.tokens.size() * sizeof(int32_t) + ev.error.size());
   for (const TokenLogprob& lp : ev.logprobs) n += int64_t(sizeof(TokenLogprob) + lp.top.size() * 8);
+  for (const OutputPart& part : ev.parts) n += int64_t(sizeof(OutputPart) + part.text.size());
   return n;
 }
 
@@ -121,7 +122,8 @@ void GenerationRecorder::record(const StreamEvent& ev, size_t choice) {
   generation_.bytes += event_bytes(ev);
   if (!ev.finished) return;
   ++finished_;
-  if (ev.finish_reason != FinishReason::kStop && ev.finish_reason != FinishReason::kLength) failed_ = true;
+  const FinishReason r = ev.finish_reason;
+  if (r != FinishReason::kStop && r != FinishReason::kLength && r != FinishReason::kToolCalls) failed_ = true;
 }
 
 bool GenerationRecorder::whole() const {

@@ -18,6 +18,7 @@
 #include "autoglm/engine.h"
 #include "autoglm/status.h"
 #include "engine/request.h"
+#include "server/cached_generation.h"
 
 namespace autoglm {
 
@@ -27,12 +28,6 @@ struct ResponseCacheConfig {
   int64_t max_bytes = int64_t(64) << 20;
   double ttl_s = 3600;
   std::string path;  // a SQLite file that keeps the entries across restarts ("": memory only)
-};
-
-// The events of each choice of one finished generation.
-struct CachedGeneration {
-  std::vector<std::vector<StreamEvent>> choices;
-  int64_t bytes = 0;  // what it holds, roughly (the byte bound counts this)
 };
 
 // The key of a request, or nullopt when its output is not determined by it (sampling without a

@@ -14,11 +14,25 @@ double unix_seconds(SystemClock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-// An event as CBOR (text as bytes: a piece need not be valid UTF-8 on its own).
+json bytes_of(const std::string& s) {
+  return json::binary(std::vector<uint8_t>(s.begin(), s.end()));
+}
+
+std::string text_of(const json& j) {
+  const auto& bytes = j.get_binary();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// An event as CBOR (text as bytes: a piece need not be valid UTF-8 on its own), its typed
+// parts as [kind, text, call index]. An entry written before events had parts has no "o":
+// it fails to decode and is skipped.
 json event_json(const StreamEvent& ev) {
   json lps = json::array();
   for (const TokenLogprob& lp : ev.logprobs) lps.push_back({lp.token, lp.logprob, lp.top});
-  return {{"t", json::binary(std::vector<uint8_t>(ev.text.begin(), ev.text.end()))},
+  json parts = json::array();
+  for (const OutputPart& part : ev.parts) parts.push_back({int(part.kind), bytes_of(part.text), part.tool_index});
+  return {{"t", bytes_of(ev.text)},
+          {"o", parts},
           {"k", ev.tokens},
           {"l", lps},
           {"f", ev.finished},
@@ -30,8 +44,13 @@ json event_json(const StreamEvent& ev) {
 
 StreamEvent event_of(const json& j) {
   StreamEvent ev;
-  const auto& bytes = j.at("t").get_binary();
-  ev.text.assign(bytes.begin(), bytes.end());
+  ev.text = text_of(j.at("t"));
+  for (const json& part : j.at("o")) {
+    const int kind = part.at(0).get<int>();
+    if (kind < int(PartKind::kText) || kind > int(PartKind::kToolCallEnd))
+      throw json::out_of_range::create(401, "an output part of unknown kind", &part);
+    ev.parts.push_back({PartKind(kind), text_of(part.at(1)), part.at(2).get<int32_t>()});
+  }
   ev.tokens = j.at("k").get<std::vector<int32_t>>();
   for (const json& lp : j.at("l"))
     ev.logprobs.push_back(

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autoglm/status.h"
-#include "server/response_cache.h"
+#include "server/cached_generation.h"
 #include "server/sqlite_db.h"
 
 namespace autoglm {

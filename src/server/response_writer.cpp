@@ -3,8 +3,6 @@
 namespace autoglm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string token_text(const Tokenizer& tok, int32_t id) {
   return tok.token_to_piece(id, true);
 }
@@ -31,40 +29,19 @@ std::string sse(const json& j) {
   return "data: " + dump(j) + "\n\n";
 }
 
-json tool_call_json(const ToolCall& c) {
-  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
-}
-
 }  // namespace
-
-int http_status_of(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kError: return 500;
-    case FinishReason::kTimeout: return 408;
-    default: return 200;
-  }
-}
 
 ResponseWriter::ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, RequestMetrics& metrics)
     : shape_(std::move(shape)),
       tokenizer_(tokenizer),
-      metrics_(metrics),
-      choices_(std::max<size_t>(1, shape_.choices)) {
-  if (shape_.tool_names)
-    for (size_t i = 0; i < choices_.size(); ++i)
-      choices_[i].tools = std::make_unique<ToolCallParser>(
-          shape_.family, *shape_.tool_names,
-          i == 0 ? shape_.call_id_prefix : shape_.call_id_prefix + "c" + std::to_string(i) + "_");
-}
+      tally_(metrics, shape_.choices),
+      choices_(std::max<size_t>(1, shape_.choices)) {}
 
-void ResponseWriter::observe_latency(const StreamEvent& ev) {
-  if (ev.tokens.empty()) return;
-  const auto now = Clock::now();
-  if (!last_token_)
-    metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - arrival_).count());
-  else
-    metrics_.inter_token_latency.observe(std::chrono::duration<double>(now - *last_token_).count());
-  last_token_ = now;
+// A call's id: the request's prefix, the choice (past the first) and the call's index.
+std::string ResponseWriter::call_id(size_t index, int32_t tool_index) const {
+  std::string id = shape_.call_id_prefix;
+  if (index > 0) id += "c" + std::to_string(index) + "_";
+  return id + std::to_string(tool_index);
 }
 
 json ResponseWriter::chunk_envelope() const {
@@ -112,38 +89,46 @@ json ResponseWriter::logprobs_json(const json& items, size_t text_offset) const 
 }
 
 json ResponseWriter::usage() const {
-  return {{"prompt_tokens", prompt_tokens_},
-          {"completion_tokens", completion_tokens_},
-          {"total_tokens", prompt_tokens_ + completion_tokens_},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  const int64_t prompt = tally_.prompt_tokens(), completion = tally_.completion_tokens();
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", tally_.cached_tokens()}}}};
 }
 
-// Records the calls the parser completed (only the first without parallel_tool_calls); when
-// streaming, returns their chunks: one opens each call (id, name), the next carries its arguments.
-std::string ResponseWriter::take_tool_calls(size_t index, const std::vector<ToolCall>& calls) {
+// A tool-call part: the call is recorded; when streaming, its chunk: the first opens the call
+// (id, name), the next carry its arguments.
+std::string ResponseWriter::tool_call_part(size_t index, const OutputPart& part) {
   Choice& c = choices_[index];
-  std::string out;
-  for (const ToolCall& call : calls) {
-    const int at = int(c.tool_calls.size());
-    if (!shape_.parallel_tool_calls && at > 0) break;
-    c.tool_calls.push_back(tool_call_json(call));
-    if (!shape_.stream) continue;
-    json open = chunk_envelope(), args = chunk_envelope();
-    json delta = {{"tool_calls", json::array({{{"index", at},
-                                               {"id", call.id},
-                                               {"type", "function"},
-                                               {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
+  if (part.kind == PartKind::kToolCallBegin)
+    c.tool_calls.push_back({{"id", call_id(index, part.tool_index)},
+                            {"type", "function"},
+                            {"function", {{"name", part.text}, {"arguments", ""}}}});
+  json& call = c.tool_calls.back();
+  if (part.kind == PartKind::kToolCallArguments)
+    call["function"]["arguments"] = call["function"]["arguments"].get<std::string>() + part.text;
+  if (!shape_.stream || part.kind == PartKind::kToolCallEnd) return "";
+  json delta = {{"tool_calls", json::array({{{"index", part.tool_index}}})}};
+  json& entry = delta["tool_calls"][0];
+  if (part.kind == PartKind::kToolCallBegin) {
+    entry["id"] = call["id"];
+    entry["type"] = "function";
+    entry["function"] = {{"name", part.text}, {"arguments", ""}};
     if (!c.sent_role) delta["role"] = "assistant";
     c.sent_role = true;
-    open["choices"] =
-        json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-    args["choices"] = json::array(
-        {{{"index", index},
-          {"delta", {{"tool_calls", json::array({{{"index", at}, {"function", {{"arguments", call.arguments}}}}})}}},
-          {"logprobs", nullptr},
-          {"finish_reason", nullptr}}});
-    out += sse(open) + sse(args);
+  } else {
+    entry["function"] = {{"arguments", part.text}};
   }
+  json chunk = chunk_envelope();
+  chunk["choices"] =
+      json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return sse(chunk);
+}
+
+std::string ResponseWriter::tool_call_parts(size_t index, const std::vector<OutputPart>& parts) {
+  std::string out;
+  for (const OutputPart& part : parts)
+    if (part.kind != PartKind::kText && part.kind != PartKind::kReasoning) out += tool_call_part(index, part);
   return out;
 }
 
@@ -159,27 +144,22 @@ std::string ResponseWriter::content_chunk(size_t index, const std::string& conte
   return sse(chunk);
 }
 
+std::string answer_text(const std::vector<OutputPart>& parts) {
+  std::string text;
+  for (const OutputPart& part : parts)
+    if (part.kind == PartKind::kText) text += part.text;
+  return text;
+}
+
 ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
-  observe_latency(ev);
+  tally_.observe(ev, index);
   json items = json::array();
   for (const auto& lp : ev.logprobs) items.push_back(logprob_entry(tokenizer_, lp));
-  // With tools, the text goes through the family's parser: content, and calls once complete.
-  std::string content = ev.text;
-  std::vector<ToolCall> calls;
-  if (auto& tools = choices_[index].tools) {
-    auto parsed = tools->push(ev.text);
-    if (ev.finished) {
-      auto rest = tools->finish(ev.finish_reason == FinishReason::kLength);
-      parsed.content += rest.content;
-      parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
-    }
-    content = parsed.content;
-    calls = parsed.calls;
-  }
+  const std::string content = answer_text(ev.parts);
   ReplyChunk chunk;
   if (ev.finished) {
-    chunk.bytes = finish_choice(index, ev, content, calls);
-    if (finished_ == choices_.size()) {
+    chunk.bytes = finish_choice(index, ev, content);
+    if (tally_.whole()) {
       ReplyChunk last = finish_reply();
       last.bytes = chunk.bytes + last.bytes;
       return last;
@@ -187,28 +167,16 @@ ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
     return chunk;
   }
   chunk.bytes = content_chunk(index, content, items);
-  chunk.bytes += take_tool_calls(index, calls);
+  chunk.bytes += tool_call_parts(index, ev.parts);
   return chunk;
 }
 
-// A choice's last event: its final chunk when streaming; its share of usage and status.
-std::string ResponseWriter::finish_choice(size_t index, const StreamEvent& ev, const std::string& content,
-                                          const std::vector<ToolCall>& calls) {
+// A choice's last event: its calls, then its final chunk when streaming.
+std::string ResponseWriter::finish_choice(size_t index, const StreamEvent& ev, const std::string& content) {
   Choice& c = choices_[index];
   c.text += content;
-  c.finished = true;
-  ++finished_;
-  if (index == 0 || prompt_tokens_ == 0) prompt_tokens_ = ev.prompt_tokens;
-  if (index == 0) cached_tokens_ = ev.cached_tokens;
-  completion_tokens_ += ev.completion_tokens;
-  if (status_ == 200) status_ = http_status_of(ev.finish_reason);
-  if (error_.empty()) error_ = ev.error;
-  metrics_.e2e_latency.observe(std::chrono::duration<double>(Clock::now() - arrival_).count());
-  metrics_.queue_time.observe(ev.queue_seconds);
-  if (ev.completion_tokens > 0) metrics_.prefill_time.observe(ev.prefill_seconds);
-  std::string out = take_tool_calls(index, calls);
-  const bool called = !c.tool_calls.empty() && ev.finish_reason == FinishReason::kStop;
-  c.finish_reason = finish_reason_name(called ? FinishReason::kToolCalls : ev.finish_reason);
+  std::string out = tool_call_parts(index, ev.parts);
+  c.finish_reason = finish_reason_name(ev.finish_reason);
   if (!shape_.stream) return out;
   json last = chunk_envelope();
   last["choices"] = json::array({choice_delta(index, content, logprobs_json(json::array()), c.finish_reason)});
@@ -217,15 +185,11 @@ std::string ResponseWriter::finish_choice(size_t index, const StreamEvent& ev, c
 
 // Every choice has finished: usage and [DONE] for a stream, else the whole body.
 ReplyChunk ResponseWriter::finish_reply() {
-  ++metrics_.requests;
-  if (status_ != 200) ++metrics_.errors;
-  metrics_.prompt_tokens += uint64_t(prompt_tokens_);
-  metrics_.completion_tokens += uint64_t(completion_tokens_);
   ReplyChunk chunk;
   chunk.complete = true;
-  chunk.status = status_;
-  chunk.prompt_tokens = prompt_tokens_;
-  chunk.completion_tokens = completion_tokens_;
+  chunk.status = tally_.status();
+  chunk.prompt_tokens = tally_.prompt_tokens();
+  chunk.completion_tokens = tally_.completion_tokens();
   if (shape_.stream) {
     if (shape_.include_usage) {
       json usage_chunk = chunk_envelope();
@@ -256,7 +220,7 @@ ReplyChunk ResponseWriter::finish_reply() {
   json full = {{"id", shape_.id},           {"object", shape_.chat ? "chat.completion" : "text_completion"},
                {"created", shape_.created}, {"model", shape_.model},
                {"choices", list},           {"usage", usage()}};
-  if (!error_.empty()) full["error"] = error_;
+  if (!tally_.error().empty()) full["error"] = tally_.error();
   chunk.bytes = dump(full);
   return chunk;
 }

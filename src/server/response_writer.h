@@ -1,7 +1,7 @@
-// Turns a generation's stream events into the OpenAI response: SSE chunks as they come
-// (role, content deltas, logprobs, tool-call deltas, the finish chunk, usage, [DONE]) or the
-// final JSON body, and the HTTP status of the reply. With tools, the text goes through the
-// family's parser first. Observes the latency metrics on the way.
+// Renders a generation's typed events (autoglm/engine.h's parts) as the OpenAI chat or
+// completions response: SSE chunks as they come (role, content deltas, logprobs, tool-call
+// deltas, the finish chunk, usage, [DONE]) or the final JSON body, and the HTTP status of the
+// reply. Observes the latency metrics on the way.
 #pragma once
 
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "autoglm/engine.h"
-#include "chat/tool_calls.h"
 #include "server/metrics.h"
+#include "server/reply_tally.h"
 #include "server/request_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,12 +33,8 @@ struct ResponseShape {
   bool logprobs = false;
   std::string id, model;
   int64_t created = 0;
-  // Chat with tools: the request's function names, the family and the call-id prefix.
-  std::optional<std::vector<std::string>> tool_names;
-  ToolCallFamily family = ToolCallFamily::kHermes;
-  std::string call_id_prefix;
-  bool parallel_tool_calls = true;
-  size_t choices = 1;  // `n`
+  std::string call_id_prefix;  // chat with tools: calls are named prefix + index
+  size_t choices = 1;          // `n`
 };
 
 class ResponseWriter {
@@ -51,40 +47,31 @@ class ResponseWriter {
  private:
   // What one choice has produced so far.
   struct Choice {
-    std::unique_ptr<ToolCallParser> tools;
     std::string text;
     json logprob_items = json::array();
     json tool_calls = json::array();
     bool sent_role = false;
-    bool finished = false;
     std::string finish_reason;
   };
 
   std::string content_chunk(size_t index, const std::string& content, const json& items);
-  std::string take_tool_calls(size_t index, const std::vector<ToolCall>& calls);
-  std::string finish_choice(size_t index, const StreamEvent& last, const std::string& content,
-                            const std::vector<ToolCall>& calls);
+  std::string call_id(size_t index, int32_t tool_index) const;
+  std::string tool_call_part(size_t index, const OutputPart& part);
+  std::string tool_call_parts(size_t index, const std::vector<OutputPart>& parts);
+  std::string finish_choice(size_t index, const StreamEvent& last, const std::string& content);
   ReplyChunk finish_reply();
   json choice_delta(size_t index, const std::string& text, const json& logprobs, const json& finish) const;
   json chunk_envelope() const;
   json logprobs_json(const json& items, size_t text_offset = 0) const;
   json usage() const;
-  void observe_latency(const StreamEvent& event);
 
   ResponseShape shape_;
   const Tokenizer& tokenizer_;
-  RequestMetrics& metrics_;
+  ReplyTally tally_;
   std::vector<Choice> choices_;
-  size_t finished_ = 0;
-  // Usage as OpenAI sums it: the prompt once, the completions of every choice.
-  int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
-  int status_ = 200;  // the first error's status wins
-  std::string error_;
-  std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> last_token_;
 };
 
-// The status of a non-streamed generation reply whose last event ended with `reason`.
-int http_status_of(FinishReason reason);
+// The answer text of an event's parts (reasoning and calls left out).
+std::string answer_text(const std::vector<OutputPart>& parts);
 
 }  // namespace autoglm

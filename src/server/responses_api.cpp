@@ -153,20 +153,15 @@ std::string responses_param(const std::string& p) {
   return p;
 }
 
-ResponsesWriter::ResponsesWriter(const json& request, std::string id, std::string model, ResponseShape chat_shape,
-                                 const Tokenizer& tokenizer, RequestMetrics& metrics)
+ResponsesWriter::ResponsesWriter(const json& request, std::string id, std::string model,
+                                 const ResponseShape& chat_shape, RequestMetrics& metrics)
     : request_(request),
       id_(std::move(id)),
       model_(std::move(model)),
+      call_id_prefix_(chat_shape.call_id_prefix),
       created_(int64_t(std::time(nullptr))),
       stream_(chat_shape.stream),
-      chat_(
-          [&] {
-            chat_shape.stream = true;  // the chat writer's deltas are what this writer translates
-            chat_shape.include_usage = true;
-            return chat_shape;
-          }(),
-          tokenizer, metrics) {}
+      tally_(metrics, 1) {}
 
 json ResponsesWriter::base_response(const std::string& status) const {
   auto echo = [&](const char* k, json dflt) { return request_.contains(k) ? request_[k] : dflt; };
@@ -232,51 +227,62 @@ void ResponsesWriter::close_message() {
   text_.clear();
 }
 
-void ResponsesWriter::on_chat_chunk(const json& chunk) {
-  if (chunk.contains("usage") && chunk["usage"].is_object()) {
-    const json& u = chunk["usage"];
-    usage_ = {{"input_tokens", u["prompt_tokens"]},
-              {"input_tokens_details", {{"cached_tokens", u["prompt_tokens_details"]["cached_tokens"]}}},
-              {"output_tokens", u["completion_tokens"]},
-              {"output_tokens_details", {{"reasoning_tokens", 0}}},
-              {"total_tokens", u["total_tokens"]}};
-  }
-  if (!chunk.contains("choices") || chunk["choices"].empty()) return;
-  const json& c = chunk["choices"][0];
-  const json delta = c.value("delta", json::object());
-  if (delta.contains("content") && delta["content"].is_string() && !delta["content"].get<std::string>().empty()) {
-    open_message();
-    const std::string piece = delta["content"];
-    text_ += piece;
-    event("response.output_text.delta",
-          {{"item_id", output_[*message_]["id"]}, {"output_index", *message_}, {"content_index", 0}, {"delta", piece}});
-  }
-  for (const json& call : delta.value("tool_calls", json::array())) {
-    if (call.contains("id")) {  // a new call: its name comes first, its arguments next
-      close_message();
-      output_.push_back({{"type", "function_call"},
-                         {"id", random_id("fc_")},
-                         {"call_id", call["id"]},
-                         {"name", call["function"]["name"]},
-                         {"arguments", ""},
-                         {"status", "in_progress"}});
-      event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", output_.back()}});
-      continue;
-    }
-    json& item = output_.back();
-    const std::string args = call["function"].value("arguments", "");
-    item["arguments"] = item["arguments"].get<std::string>() + args;
-    const size_t at = output_.size() - 1;
-    event("response.function_call_arguments.delta", {{"item_id", item["id"]}, {"output_index", at}, {"delta", args}});
-    item["status"] = "completed";
-    event("response.function_call_arguments.done",
-          {{"item_id", item["id"]}, {"output_index", at}, {"arguments", item["arguments"]}});
-    event("response.output_item.done", {{"output_index", at}, {"item", item}});
-  }
-  if (c.contains("finish_reason") && !c["finish_reason"].is_null()) {
-    finish_ = c["finish_reason"];
+void ResponsesWriter::text_part(const std::string& piece) {
+  if (piece.empty()) return;
+  open_message();
+  text_ += piece;
+  event("response.output_text.delta",
+        {{"item_id", output_[*message_]["id"]}, {"output_index", *message_}, {"content_index", 0}, {"delta", piece}});
+}
+
+// A call opens a function_call item (its name first), its arguments follow, its end completes it.
+void ResponsesWriter::tool_call_part(const OutputPart& part) {
+  if (part.kind == PartKind::kToolCallBegin) {
     close_message();
+    output_.push_back({{"type", "function_call"},
+                       {"id", random_id("fc_")},
+                       {"call_id", call_id_prefix_ + std::to_string(part.tool_index)},
+                       {"name", part.text},
+                       {"arguments", ""},
+                       {"status", "in_progress"}});
+    event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", output_.back()}});
+    return;
   }
+  json& item = output_.back();
+  const size_t at = output_.size() - 1;
+  if (part.kind == PartKind::kToolCallArguments) {
+    item["arguments"] = item["arguments"].get<std::string>() + part.text;
+    event("response.function_call_arguments.delta",
+          {{"item_id", item["id"]}, {"output_index", at}, {"delta", part.text}});
+    return;
+  }
+  item["status"] = "completed";
+  event("response.function_call_arguments.done",
+        {{"item_id", item["id"]}, {"output_index", at}, {"arguments", item["arguments"]}});
+  event("response.output_item.done", {{"output_index", at}, {"item", item}});
+}
+
+// A choice's events in order; its last gives its calls first, then its text, then the end.
+void ResponsesWriter::render(const StreamEvent& ev) {
+  const auto is_call = [](const OutputPart& p) { return p.kind != PartKind::kText && p.kind != PartKind::kReasoning; };
+  if (!ev.finished) {
+    for (const OutputPart& part : ev.parts)
+      if (part.kind == PartKind::kText)
+        text_part(part.text);
+      else if (is_call(part))
+        tool_call_part(part);
+    return;
+  }
+  for (const OutputPart& part : ev.parts)
+    if (is_call(part)) tool_call_part(part);
+  text_part(answer_text(ev.parts));
+  finish_ = finish_reason_name(ev.finish_reason);
+  close_message();
+  usage_ = {{"input_tokens", tally_.prompt_tokens()},
+            {"input_tokens_details", {{"cached_tokens", tally_.cached_tokens()}}},
+            {"output_tokens", tally_.completion_tokens()},
+            {"output_tokens_details", {{"reasoning_tokens", 0}}},
+            {"total_tokens", tally_.prompt_tokens() + tally_.completion_tokens()}};
 }
 
 ReplyChunk ResponsesWriter::consume(const StreamEvent& ev, size_t index) {
@@ -286,26 +292,21 @@ ReplyChunk ResponsesWriter::consume(const StreamEvent& ev, size_t index) {
     event("response.created", {{"response", base_response("in_progress")}});
     event("response.in_progress", {{"response", base_response("in_progress")}});
   }
-  const ReplyChunk chat = chat_.consume(ev, index);
-  for (size_t at = 0; (at = chat.bytes.find("data: ", at)) != std::string::npos;) {
-    const size_t end = chat.bytes.find("\n\n", at);
-    const std::string data = chat.bytes.substr(at + 6, end - at - 6);
-    at = end;
-    if (data != "[DONE]") on_chat_chunk(json::parse(data));
-  }
+  tally_.observe(ev, index);
+  render(ev);
   ReplyChunk chunk;
-  chunk.complete = chat.complete;
-  chunk.prompt_tokens = chat.prompt_tokens;
-  chunk.completion_tokens = chat.completion_tokens;
-  if (chat.complete) {
+  chunk.complete = tally_.whole();
+  chunk.prompt_tokens = tally_.prompt_tokens();
+  chunk.completion_tokens = tally_.completion_tokens();
+  if (chunk.complete) {
     close_message();
-    const bool failed = chat.status >= 400 || !ev.error.empty();
+    const bool failed = tally_.status() >= 400 || !ev.error.empty();
     const bool cut = finish_ == "length";
     response_ = base_response(failed ? "failed" : cut ? "incomplete" : "completed");
     if (cut) response_["incomplete_details"] = {{"reason", "max_output_tokens"}};
     if (failed) response_["error"] = {{"code", "server_error"}, {"message", ev.error}};
     event(failed ? "response.failed" : cut ? "response.incomplete" : "response.completed", {{"response", response_}});
-    chunk.status = stream_ ? 200 : chat.status;
+    chunk.status = stream_ ? 200 : tally_.status();
     if (!stream_) out_ = response_.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   chunk.bytes = std::move(out_);

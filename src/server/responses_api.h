@@ -1,8 +1,8 @@
 // The Responses API (POST /v1/responses, GET and DELETE /v1/responses/{id}) over the chat
 // pipeline: a request becomes chat messages (instructions as the system message, input
 // items as turns, function calls and their outputs as tool calls and tool messages,
-// previous_response_id's stored conversation first), and the chat writer's events become
-// Response items and the standard stream events (response.created, .output_item.added,
+// previous_response_id's stored conversation first), and the generation's typed events are
+// rendered as Response items and the standard stream events (response.created, .output_item.added,
 // .output_text.delta, .function_call_arguments.delta, ..., response.completed).
 #pragma once
 
@@ -48,8 +48,8 @@ std::string responses_param(const std::string& chat_param);
 class ResponsesWriter {
  public:
   // `request`: the Responses body (its settings are echoed in the response object).
-  ResponsesWriter(const json& request, std::string id, std::string model, ResponseShape chat_shape,
-                  const Tokenizer& tokenizer, RequestMetrics& metrics);
+  ResponsesWriter(const json& request, std::string id, std::string model, const ResponseShape& chat_shape,
+                  RequestMetrics& metrics);
 
   ReplyChunk consume(const StreamEvent& event, size_t index);
   // The finished response object and the conversation's messages from its output.
@@ -57,7 +57,9 @@ class ResponsesWriter {
   json output_messages() const;
 
  private:
-  void on_chat_chunk(const json& chunk);
+  void render(const StreamEvent& event);
+  void text_part(const std::string& piece);
+  void tool_call_part(const OutputPart& part);
   void open_message();
   void close_message();
   void event(const std::string& type, json payload);
@@ -65,9 +67,10 @@ class ResponsesWriter {
 
   json request_;
   std::string id_, model_;
+  std::string call_id_prefix_;
   int64_t created_;
   bool stream_;
-  ResponseWriter chat_;
+  ReplyTally tally_;
   json response_;
   json output_ = json::array();    // items so far
   std::optional<size_t> message_;  // the open message item

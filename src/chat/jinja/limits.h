@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "chat/jinja/value.h"
+#include "chat/jinja/error.h"
 
 namespace autoglm::jinja {
 

@@ -11,12 +11,9 @@
 #include <utility>
 #include <vector>
 
-namespace autoglm::jinja {
+#include "chat/jinja/error.h"
 
-// Thrown inside the interpreter; ChatTemplate turns it into a Status.
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace autoglm::jinja {
 
 class Value;
 using Array = std::vector<Value>;

@@ -5,18 +5,9 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/weight_matrix.h"
 
 namespace autoglm::cpu {
-
-// A row-major weight matrix [rows, cols] as stored in the file (one encoded row per output).
-struct WeightMatrix {
-  DType type = DType::F32;
-  const uint8_t* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t row_bytes = 0;
-  const uint8_t* packed = nullptr;  // the same weights interleaved for the integer kernels (packed.h), if made
-};
 
 // y[t, r] = sum_k W[r, k] * x[t, k] for t < n_tokens; x is [n_tokens, cols], y is [n_tokens, rows].
 // Weights stay encoded. Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4 and the k-quants (Q4_K, Q5_K, Q6_K) meet

@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/weight_matrix.h"
 
 namespace autoglm::cpu {
 

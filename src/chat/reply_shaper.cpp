@@ -1,0 +1,36 @@
+#include "chat/reply_shaper.h"
+
+namespace autoglm {
+
+ReplyShaper::ReplyShaper(const ReplyFormat& format) : parallel_(format.parallel_tool_calls) {
+  if (format.tools) tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
+}
+
+void ReplyShaper::add_calls(const std::vector<ToolCall>& calls, StreamEvent& event) {
+  for (const ToolCall& call : calls) {
+    if (!parallel_ && calls_ > 0) return;
+    event.parts.push_back({PartKind::kToolCallBegin, call.name, calls_});
+    event.parts.push_back({PartKind::kToolCallArguments, call.arguments, calls_});
+    event.parts.push_back({PartKind::kToolCallEnd, "", calls_});
+    ++calls_;
+  }
+}
+
+void ReplyShaper::shape(StreamEvent& event) {
+  if (!tools_) {
+    if (!event.text.empty()) event.parts.push_back({PartKind::kText, event.text, 0});
+    return;
+  }
+  ToolCallParser::Output out = tools_->push(event.text);
+  if (event.finished) {
+    ToolCallParser::Output rest = tools_->finish(event.finish_reason == FinishReason::kLength);
+    out.content += rest.content;
+    out.calls.insert(out.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  if (!out.content.empty()) event.parts.push_back({PartKind::kText, out.content, 0});
+  add_calls(out.calls, event);
+  if (event.finished && calls_ > 0 && event.finish_reason == FinishReason::kStop)
+    event.finish_reason = FinishReason::kToolCalls;
+}
+
+}  // namespace autoglm

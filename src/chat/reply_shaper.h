@@ -1,0 +1,39 @@
+// A choice's generated text as typed parts (autoglm/engine.h's OutputPart): answer text and
+// the tool calls written in the model family's format. It runs on each event before the
+// reader sees it, so every API renders the same parts and none parses text itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "chat/tool_calls.h"
+
+namespace autoglm {
+
+// How a chat request's reply is read: with tools, calls in the family's format.
+struct ReplyFormat {
+  bool tools = false;  // false: all text is answer text
+  ToolCallFamily family = ToolCallFamily::kHermes;
+  std::vector<std::string> tool_names;
+  bool parallel_tool_calls = true;  // false: calls after the first are dropped
+};
+
+class ReplyShaper {
+ public:
+  explicit ReplyShaper(const ReplyFormat& format);
+  // Fills event.parts from event.text (text a parser holds back comes with a later event);
+  // at the end, a reply that made calls and stopped finishes with kToolCalls.
+  void shape(StreamEvent& event);
+
+ private:
+  void add_calls(const std::vector<ToolCall>& calls, StreamEvent& event);
+
+  bool parallel_;
+  std::unique_ptr<ToolCallParser> tools_;  // null without tools
+  int32_t calls_ = 0;                      // calls given out
+};
+
+}  // namespace autoglm

@@ -1,0 +1,66 @@
+// An HTTP request as the API reads it, and the reply it answers with (a whole body, or a
+// generation's events turned into chunks as they come); the replies every route builds alike.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "autoglm/status.h"
+#include "server/choice_streams.h"
+#include "server/request_params.h"
+#include "server/response_writer.h"
+
+namespace autoglm {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;         // path and query
+  std::string authorization;  // the Authorization header
+  std::string body;
+  std::string client_address;  // the peer's IP address (rate limits without API keys)
+  std::string origin;          // the Origin header (CORS)
+  std::string cache_control;   // the Cache-Control header (no-cache bypasses the response cache)
+  // Every header, names lower-case (routes look at them: rules, sticky arms, the arm override).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Holds `bytes` more for this request from the server's body budget (the memory of its
+  // parsed body); false when the budget cannot take them. Unset: nothing to hold.
+  std::function<bool(int64_t bytes)> hold_memory;
+};
+
+struct Reply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // Generation: events of `stream` go to `consume`, which says what to send now, and
+  // whether (and with which status) the reply is whole. `streaming`: SSE, sent as it comes.
+  std::shared_ptr<ChoiceStreams> stream;
+  bool streaming = false;
+  std::function<ReplyChunk(const StreamEvent&, size_t choice)> consume;
+  // Headers known only once the first event is in (a cascade's model): a stream's head waits
+  // for that event; a whole reply carries them too.
+  std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers;
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
+  // The client's end of input (FIN) ends the request too, not only a reset: a task's tools have
+  // side effects, and a client that timed out and closed sends a FIN, which a half-close also is.
+  bool input_end_cancels = false;
+};
+
+// A JSON body with its status.
+Reply json_reply(int status, const json& body);
+// 503 for a store that could not write: full (jobs.max_bytes or the disk) or failing.
+Reply store_error_reply(const std::string& what, const Status& status);
+
+// 429 with Retry-After: 1 (a full queue).
+Reply busy_reply(const std::string& message);
+
+// {"error": {"message", "type", "param", "code"}} with its status.
+Reply error_reply(int status, const std::string& message, const std::string& param = "",
+                  const std::string& type = "invalid_request_error");
+
+}  // namespace autoglm
