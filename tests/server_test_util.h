@@ -39,7 +39,7 @@ class ServerTest : public ::testing::Test {
   // The same, for a test whose server is meant to fail: the error of listening or loading.
   Status try_start(ServerConfig cfg, bool load = true) {
     if (cfg.model.empty()) cfg.model = shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
+    cfg.runtime.threads = 2;
     api = std::make_unique<ApiService>(cfg);
     server = std::make_unique<HttpServer>(*api, 2);
     if (Status st = server->start("127.0.0.1", 0); !st.is_ok()) return st;

@@ -98,7 +98,7 @@ class AsyncJobsApi : public ::testing::Test {
   void start(int concurrency = 2, std::vector<std::string> keys = {}) {
     ServerConfig cfg = base;
     cfg.model = test::shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
+    cfg.runtime.threads = 2;
     cfg.jobs.data_dir = data_dir;
     cfg.jobs.concurrency = concurrency;
     cfg.api_keys = keys;
@@ -422,7 +422,7 @@ TEST(AsyncJobsOff, WithoutADataDirTheRoutesSaySo) {
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   ServerConfig cfg;
   cfg.model = test::shared_path("models/stories260K.gguf");
-  cfg.threads = 2;
+  cfg.runtime.threads = 2;
   ApiService api(cfg);
   ASSERT_TRUE(api.load().is_ok());
   HttpRequest req;

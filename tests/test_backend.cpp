@@ -77,7 +77,7 @@ TEST(Device, AMissingGpuIsAnErrorOfTheDeviceOption) {
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   if (gpu_present()) GTEST_SKIP() << "a GPU is present";
   RuntimeOptions o;
-  o.device = "cuda";
+  o.device = *parse_device("cuda");
   auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
   ASSERT_FALSE(rt.is_ok());
   EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
@@ -86,10 +86,9 @@ TEST(Device, AMissingGpuIsAnErrorOfTheDeviceOption) {
   if (!cuda_built()) {
     EXPECT_NE(m.find("-DAUTOGLM_CUDA=ON"), std::string::npos) << m;
   }
-  o.device = "tpu";
-  rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_FALSE(rt.is_ok());
-  EXPECT_EQ(rt.status().message(), "device: 'tpu' is not a device (cpu, cuda or cuda:N)");
+  const auto tpu = parse_device("tpu");  // the one parse of a device's name
+  ASSERT_FALSE(tpu.is_ok());
+  EXPECT_EQ(tpu.status().message(), "device: 'tpu' is not a device (cpu, cuda or cuda:N)");
 }
 
 TEST(Device, TheRuntimeReportsWhereItRuns) {
@@ -193,7 +192,7 @@ TEST(CpuMoe, AMoeModelOnAMissingGpuIsAnErrorOfTheDeviceOption) {
   if (gpu_present()) GTEST_SKIP() << "a GPU is present";
   for (const bool cpu_moe : {false, true}) {
     RuntimeOptions o;
-    o.device = "cuda";
+    o.device = *parse_device("cuda");
     o.cpu_moe = cpu_moe;
     o.n_cpu_moe = 1;
     auto rt = Runtime::open(test::shared_path("models/random/rand-qwen3moe.gguf"), o);
@@ -437,7 +436,7 @@ TEST(Cuda, GreedyTextsOfConcurrentRequestsEqualTheCpus) {
   std::vector<std::string> texts[2];
   for (int d = 0; d < 2; ++d) {
     RuntimeOptions o;
-    o.device = d == 0 ? "cpu" : "cuda";
+    o.device = d == 0 ? Device{} : Device{DeviceKind::kCuda, 0};
     o.kv_memory_mib = 16;
     auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
     ASSERT_TRUE(rt.is_ok()) << rt.status().message();
@@ -468,7 +467,7 @@ TEST(Cuda, AMissingOrdinalNamesTheGpusThereAre) {
   REQUIRE_GPU();
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   RuntimeOptions o;
-  o.device = "cuda:99";
+  o.device = *parse_device("cuda:99");
   auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
   ASSERT_FALSE(rt.is_ok());
   EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
@@ -479,7 +478,7 @@ TEST(Cuda, AKvPoolLargerThanTheGpuIsAnErrorNotACrash) {
   REQUIRE_GPU();
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   RuntimeOptions o;
-  o.device = "cuda";
+  o.device = *parse_device("cuda");
   o.kv_memory_mib = 1 << 30;  // a petabyte
   auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
   ASSERT_FALSE(rt.is_ok());
@@ -510,8 +509,8 @@ TEST(Cuda, Q8KvCacheIsRefusedNamingTheType) {
   REQUIRE_GPU();
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   RuntimeOptions o;
-  o.device = "cuda";
-  o.kv_type = "q8_0";
+  o.device = *parse_device("cuda");
+  o.kv_type = KvType::kQ8_0;
   auto rt = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
   ASSERT_FALSE(rt.is_ok());
   EXPECT_EQ(rt.status().code(), StatusCode::kUnsupported);

@@ -123,7 +123,7 @@ class BatchesApi : public ::testing::Test {
   void start(int concurrency = 2, int64_t max_bytes = 0) {
     ServerConfig cfg;
     cfg.model = test::shared_path("models/stories260K.gguf");
-    cfg.threads = 2;
+    cfg.runtime.threads = 2;
     cfg.jobs.data_dir = data_dir;
     cfg.jobs.concurrency = concurrency;
     cfg.jobs.max_bytes = max_bytes;

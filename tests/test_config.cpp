@@ -43,11 +43,11 @@ tool_access: {a: [echo]}
                                "test.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->model, "m.gguf");
-  EXPECT_EQ(c->context_window, 2048);
+  EXPECT_EQ(c->runtime.context_window, 2048);
   EXPECT_EQ(c->port, 9000);
-  EXPECT_EQ(c->kv_cache_mib, 256);
-  EXPECT_EQ(c->kv_block_size, 32);
-  EXPECT_FALSE(c->prefix_cache);
+  EXPECT_EQ(c->runtime.kv_memory_mib, 256);
+  EXPECT_EQ(c->runtime.kv_block_size, 32);
+  EXPECT_FALSE(c->runtime.prefix_cache);
   EXPECT_EQ(c->priorities.at("interactive"), 5);
   EXPECT_EQ(c->api_keys, (std::vector<std::string>{"a", "b"}));
   ASSERT_EQ(c->tools.size(), 2u);
@@ -85,7 +85,7 @@ limits:
 )",
                                "test.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  const RequestLimits& l = c->limits;
+  const RequestLimits& l = c->runtime.limits;
   EXPECT_EQ(l.json_depth, 32);
   EXPECT_EQ(l.json_object_keys, 100);
   EXPECT_EQ(l.prompt_tokens, 100);
@@ -100,8 +100,8 @@ limits:
   // Absent keys keep their defaults.
   auto d = parse_server_config("limits: {json_depth: 16}\n", "test.yaml");
   ASSERT_TRUE(d.is_ok()) << d.status().message();
-  EXPECT_EQ(d->limits.json_depth, 16);
-  EXPECT_EQ(d->limits.grammar_stacks, RequestLimits{}.grammar_stacks);
+  EXPECT_EQ(d->runtime.limits.json_depth, 16);
+  EXPECT_EQ(d->runtime.limits.grammar_stacks, RequestLimits{}.grammar_stacks);
 }
 
 void expect_error(const std::string& yaml, const std::string& fragment) {
@@ -172,7 +172,7 @@ TEST(ServerConfig, DefaultFileParses) {
   EXPECT_EQ(c->port, 8080);
   // The file spells out the built-in limits: the two agree.
   const RequestLimits d;
-  const RequestLimits& l = c->limits;
+  const RequestLimits& l = c->runtime.limits;
   EXPECT_EQ(l.json_depth, d.json_depth);
   EXPECT_EQ(l.json_object_keys, d.json_object_keys);
   EXPECT_EQ(l.prompt_tokens, d.prompt_tokens);
@@ -215,12 +215,12 @@ TEST(ServerConfig, BodyBudgetKeys) {
 TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
   auto a = parse_server_config("scheduler: {max_step_ms: auto}\n", "t.yaml");
   ASSERT_TRUE(a.is_ok()) << a.status().message();
-  EXPECT_LT(a->max_step_ms, 0);
+  EXPECT_LT(a->runtime.max_step_ms, 0);
   auto fixed = parse_server_config("scheduler: {max_step_ms: 25}\n", "t.yaml");
   ASSERT_TRUE(fixed.is_ok());
-  EXPECT_EQ(fixed->max_step_ms, 25);
-  EXPECT_LT(parse_server_config("port: 1\n", "t.yaml")->max_step_ms, 0);                      // auto by default
-  EXPECT_EQ(parse_server_config("scheduler: {max_step_ms: 0}\n", "t.yaml")->max_step_ms, 0);  // off
+  EXPECT_EQ(fixed->runtime.max_step_ms, 25);
+  EXPECT_LT(parse_server_config("port: 1\n", "t.yaml")->runtime.max_step_ms, 0);                      // auto by default
+  EXPECT_EQ(parse_server_config("scheduler: {max_step_ms: 0}\n", "t.yaml")->runtime.max_step_ms, 0);  // off
   auto bad = parse_server_config("scheduler: {max_step: 25}\n", "t.yaml");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("scheduler.max_step"), std::string::npos) << bad.status().message();
@@ -228,15 +228,15 @@ TEST(ServerConfigScheduler, MaxStepMsIsAutoOffOrMilliseconds) {
 }
 
 TEST(ServerConfigDevice, CpuByDefaultCudaWithAnOrdinal) {
-  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->device, "cpu");
+  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->runtime.device, Device{});
   auto gpu = parse_server_config("device: cuda:1\n", "t.yaml");
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
-  EXPECT_EQ(gpu->device, "cuda:1");
+  EXPECT_EQ(gpu->runtime.device, (Device{DeviceKind::kCuda, 1}));
   expect_error("port: 1\ndevice: gpu\n", "cfg.yaml:2: 'device' must be cpu, cuda or cuda:N, not 'gpu'");
   expect_error("device: cuda:x\n", "'device' must be cpu, cuda or cuda:N, not 'cuda:x'");
   auto per_model = parse_server_config("models:\n  - {name: a, path: a.gguf, device: cuda:0}\n", "t.yaml");
   ASSERT_TRUE(per_model.is_ok()) << per_model.status().message();
-  EXPECT_EQ(per_model->models.at(0).config->device, "cuda:0");
+  EXPECT_EQ(per_model->models.at(0).config->runtime.device, (Device{DeviceKind::kCuda, 0}));
 }
 
 // cpu_moe and n_cpu_moe (the CLI's --cpu-moe, --n-cpu-moe N): top level, per model and as
@@ -244,39 +244,39 @@ TEST(ServerConfigDevice, CpuByDefaultCudaWithAnOrdinal) {
 TEST(ServerConfigDevice, CpuMoeKeys) {
   auto plain = parse_server_config("port: 1\n", "t.yaml");
   ASSERT_TRUE(plain.is_ok());
-  EXPECT_FALSE(plain->cpu_moe);
-  EXPECT_EQ(plain->n_cpu_moe, 0);
+  EXPECT_FALSE(plain->runtime.cpu_moe);
+  EXPECT_EQ(plain->runtime.n_cpu_moe, 0);
   auto c = parse_server_config("device: cuda\ncpu_moe: true\nn_cpu_moe: 12\n", "t.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  EXPECT_TRUE(c->cpu_moe);
-  EXPECT_EQ(c->n_cpu_moe, 12);
+  EXPECT_TRUE(c->runtime.cpu_moe);
+  EXPECT_EQ(c->runtime.n_cpu_moe, 12);
   expect_error("n_cpu_moe: -1\n", "cfg.yaml:1: 'n_cpu_moe' must be between 0 and");
   expect_error("cpu_moe: maybe\n", "cfg.yaml:1: 'cpu_moe' has a value of the wrong type: 'maybe'");
   auto per_model = parse_server_config("models:\n  - {name: a, path: a.gguf, device: cuda, n_cpu_moe: 3}\n", "t.yaml");
   ASSERT_TRUE(per_model.is_ok()) << per_model.status().message();
-  EXPECT_EQ(per_model->models.at(0).config->n_cpu_moe, 3);
+  EXPECT_EQ(per_model->models.at(0).config->runtime.n_cpu_moe, 3);
   auto flags = load_server_config("", {{"cpu_moe", "true"}, {"n_cpu_moe", "5"}});
   ASSERT_TRUE(flags.is_ok()) << flags.status().message();
-  EXPECT_TRUE(flags->cpu_moe);
-  EXPECT_EQ(flags->n_cpu_moe, 5);
+  EXPECT_TRUE(flags->runtime.cpu_moe);
+  EXPECT_EQ(flags->runtime.n_cpu_moe, 5);
 }
 
 TEST(ServerConfigSpeculative, MethodAndDraftLimitsAreRead) {
   auto c =
       parse_server_config("speculative: {method: ngram, draft_max: 5, draft_min: 2, draft_p_min: 0.5}\n", "t.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  EXPECT_EQ(c->speculative, "ngram");
-  EXPECT_EQ(c->draft_max, 5);
-  EXPECT_EQ(c->draft_min, 2);
-  EXPECT_EQ(c->draft_p_min, 0.5);
-  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->speculative, "none");  // off by default
+  EXPECT_EQ(c->runtime.speculative, SpecMethod::kNgram);
+  EXPECT_EQ(c->runtime.draft_max, 5);
+  EXPECT_EQ(c->runtime.draft_min, 2);
+  EXPECT_EQ(c->runtime.draft_p_min, 0.5);
+  EXPECT_EQ(parse_server_config("port: 1\n", "t.yaml")->runtime.speculative, SpecMethod::kNone);  // off by default
   c = parse_server_config("speculative: {method: draft, draft: d.gguf, draft_quantize: q4_0, exit_layer: 3}\n",
                           "t.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  EXPECT_EQ(c->speculative, "draft");
-  EXPECT_EQ(c->draft_model, "d.gguf");
-  EXPECT_EQ(c->draft_quantize, "q4_0");
-  EXPECT_EQ(c->exit_layer, 3);
+  EXPECT_EQ(c->runtime.speculative, SpecMethod::kDraft);
+  EXPECT_EQ(c->runtime.draft_model, "d.gguf");
+  EXPECT_EQ(c->runtime.draft_quantize, "q4_0");
+  EXPECT_EQ(c->runtime.exit_layer, 3);
   for (const auto& [yaml, culprit] : std::vector<std::pair<std::string, std::string>>{
            {"speculative: {method: medusa}\n", "speculative.method"},
            {"speculative: {draft_max: 0}\n", "speculative.draft_max"},
@@ -336,13 +336,13 @@ TEST(ServerConfigOverrides, DottedKeysOverTheFile) {
       {{"port", "0"}, {"kv_cache.memory_mib", "32"}, {"speculative.method", "\"ngram\""}, {"model", "\"b: c.gguf\""}});
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->port, 0);
-  EXPECT_EQ(c->kv_cache_mib, 32);
-  EXPECT_EQ(c->kv_dtype, "q8_0");  // its sibling stays
-  EXPECT_EQ(c->speculative, "ngram");
+  EXPECT_EQ(c->runtime.kv_memory_mib, 32);
+  EXPECT_EQ(c->runtime.kv_type, KvType::kQ8_0);  // its sibling stays
+  EXPECT_EQ(c->runtime.speculative, SpecMethod::kNgram);
   EXPECT_EQ(c->model, "b: c.gguf");  // JSON-quoted strings stay strings
   auto defaults = load_server_config("", {{"max_running", "3"}});
   ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
-  EXPECT_EQ(defaults->max_running, 3);
+  EXPECT_EQ(defaults->runtime.max_running, 3);
   for (const auto& [key, value, culprit] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"port", "70000", "port"},
            {"kv_cache.dtype", "\"q9\"", "kv_cache.dtype"},

@@ -34,8 +34,8 @@ class Lifecycle : public test::ServerTest {
   // the engine is held (`hold`) until the test resets it. join() the clients.
   void start_eight_streams(int tokens) {
     ServerConfig cfg;
-    cfg.context_window = 4096;
-    cfg.max_running = kStreams;
+    cfg.runtime.context_window = 4096;
+    cfg.runtime.max_running = kStreams;
     start(cfg);
     hold.emplace(*api);
     replies.resize(kStreams);
@@ -183,7 +183,7 @@ TEST_F(Lifecycle, PastTheGraceStreamsEndWithAFinishReason) {
 // sequence holds blocks and falls back once it is done.
 TEST_F(Lifecycle, KvCacheUsageGaugeFollowsTheBlocksInUse) {
   ServerConfig cfg;
-  cfg.context_window = 4096;
+  cfg.runtime.context_window = 4096;
   start(cfg);
   auto usage = [&] { return test::metric_in(get("/metrics").body, "autoglm_kv_cache_usage_perc"); };
   EXPECT_EQ(usage(), 0);
@@ -202,7 +202,7 @@ TEST_F(Lifecycle, KvCacheUsageGaugeFollowsTheBlocksInUse) {
 // Where each model runs and the memory it holds there: the KV pool (and on a GPU the weights).
 TEST_F(Lifecycle, DeviceMemoryGaugeNamesTheDeviceAndTheKvPool) {
   ServerConfig cfg;
-  cfg.kv_cache_mib = 8;
+  cfg.runtime.kv_memory_mib = 8;
   start(cfg);
   const std::string text = get("/metrics").body;
   const double kv = test::metric_in(text, "autoglm_device_memory_bytes{device=\"cpu\",use=\"kv\"}");

@@ -194,7 +194,7 @@ TEST(LoraConfig, AdaptersAreReadAndCheckedByName) {
       parse_server_config("lora_adapters: {sql: /a/sql, chat: {path: /a/chat, scale: 0.5}}\nmax_loras: 3\n", "l.yaml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   ASSERT_EQ(c->lora_adapters.size(), 2u);
-  EXPECT_EQ(c->max_loras, 3);
+  EXPECT_EQ(c->runtime.max_loras, 3);
   for (const auto& a : c->lora_adapters) {
     if (a.name == "sql") {
       EXPECT_EQ(a.path, "/a/sql");
@@ -214,7 +214,7 @@ TEST(LoraConfig, AdaptersAreReadAndCheckedByName) {
   }
   ServerConfig bad;
   bad.model = test::shared_path("models/stories260K.gguf");
-  bad.threads = 2;
+  bad.runtime.threads = 2;
   bad.lora_adapters = {{"w", "/no/such/adapter.gguf", 1.0f}};
   ApiService api(bad);
   const Status loaded = api.load();

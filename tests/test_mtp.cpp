@@ -442,7 +442,7 @@ TEST(MtpSpeculation, AModelWithoutANextnBlockIsRefusedByName) {
   RuntimeOptions o;  // serve: refused at open, before the engine starts
   o.threads = 2;
   o.kv_memory_mib = 16;
-  o.speculative = "mtp";
+  o.speculative = SpecMethod::kMtp;
   auto rt = Runtime::open(test::shared_path(kQwen), o);
   ASSERT_FALSE(rt.is_ok());
   EXPECT_NE(rt.status().message().find("speculative: spec mtp"), std::string::npos) << rt.status().message();

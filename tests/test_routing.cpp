@@ -38,9 +38,9 @@ TEST(RouteConfig, ModelsInheritTheTopLevelAndSetTheirOwn) {
   ASSERT_EQ(served.size(), 2u);
   EXPECT_EQ(served[0].name, "light");
   EXPECT_EQ(served[0].config->model, "a.gguf");
-  EXPECT_EQ(served[0].config->context_window, 1024);
-  EXPECT_EQ(served[0].config->quantize, "q8_0");
-  EXPECT_EQ(served[1].config->context_window, 2048);
+  EXPECT_EQ(served[0].config->runtime.context_window, 1024);
+  EXPECT_EQ(served[0].config->runtime.quantize, "q8_0");
+  EXPECT_EQ(served[1].config->runtime.context_window, 2048);
   EXPECT_DOUBLE_EQ(served[1].kv_cache_share, 0.75);
   // The single `model` is one served model named by its file.
   auto single = parse_server_config("model: /x/y/stories.gguf\n", "s.yaml");
@@ -113,8 +113,8 @@ TEST(RouteConfig, TheExampleConfigurationParses) {
   EXPECT_EQ(c->routes.at("auto").kind, RouteKind::kCascade);
   EXPECT_DOUBLE_EQ(c->routes.at("auto").cascade.threshold, 0.6);
   EXPECT_EQ(c->routes.at("experiment").split.arms[1].weight, 10);
-  EXPECT_EQ(served_models(*c)[1].config->quantize, "q4_k");
-  EXPECT_EQ(served_models(*c)[0].config->context_window, 8192);
+  EXPECT_EQ(served_models(*c)[1].config->runtime.quantize, "q4_k");
+  EXPECT_EQ(served_models(*c)[0].config->runtime.context_window, 8192);
 }
 
 Route rules_route() {

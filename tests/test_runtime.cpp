@@ -115,10 +115,11 @@ TEST(RuntimeOpen, ErrorsNameTheCulprit) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("quantize: 'q9_9'"), std::string::npos) << bad.status().message();
   o.quantize = "";
-  o.kv_type = "q3";
-  bad = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("kv_cache.dtype"), std::string::npos) << bad.status().message();
+  const auto q3 = kv_type_from_name("q3");  // the one parse of a KV type's name
+  ASSERT_FALSE(q3.is_ok());
+  EXPECT_EQ(q3.status().message(), "KV cache type 'q3' is not one of f32, f16, q8_0");
+  EXPECT_EQ(kv_type_from_name("Q8_0").value(), KvType::kQ8_0);
+  EXPECT_STREQ(kv_type_name(KvType::kQ8_0), "q8_0");
 }
 
 // Each speculation method runs in the engine, the same text as without drafts; bad options
@@ -129,15 +130,16 @@ TEST(RuntimeOpen, EachSpeculationMethodGivesThePlainText) {
   RuntimeOptions o;
   o.threads = 2;
   o.kv_memory_mib = 16;
-  for (const auto& [method, culprit] : std::vector<std::pair<std::string, std::string>>{
-           {"medusa", "speculative: spec: 'medusa'"}, {"draft", "--draft-quantize"}, {"ngram", "draft-max"}}) {
+  EXPECT_NE(spec_method_from_name("medusa").status().message().find("spec: 'medusa'"), std::string::npos);
+  for (const auto& [method, culprit] : std::vector<std::pair<SpecMethod, std::string>>{
+           {SpecMethod::kDraft, "--draft-quantize"}, {SpecMethod::kNgram, "draft-max"}}) {
     o.speculative = method;
-    o.draft_max = method == "ngram" ? 0 : 8;
+    o.draft_max = method == SpecMethod::kNgram ? 0 : 8;
     auto bad = Runtime::open(path, o);
-    ASSERT_FALSE(bad.is_ok()) << method;
+    ASSERT_FALSE(bad.is_ok()) << spec_method_name(method);
     EXPECT_NE(bad.status().message().find(culprit), std::string::npos) << bad.status().message();
   }
-  o.speculative = "ngram";
+  o.speculative = SpecMethod::kNgram;
   o.draft_max = 6;
   o.draft_quantize = "q8_0";
   auto bad = Runtime::open(path, o);
@@ -149,7 +151,7 @@ TEST(RuntimeOpen, EachSpeculationMethodGivesThePlainText) {
   r.max_tokens = 40;
   r.sampling.temperature = 0;
   for (const std::string method : {"ngram", "draft", "early-exit"}) {
-    o.speculative = method;
+    o.speculative = spec_method_from_name(method).value();
     o.draft_quantize = method == "draft" ? "q8_0" : "";
     o.exit_layer = method == "early-exit" ? 3 : 0;
     auto rt = Runtime::open(path, o);

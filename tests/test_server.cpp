@@ -293,7 +293,7 @@ TEST_F(Server, OneKeyCannotTakeTheWholeBodyBudget) {
 // 400 naming it.
 TEST_F(Server, SpeculationIsCountedAndARequestCanOptOut) {
   ServerConfig cfg;
-  cfg.speculative = "ngram";
+  cfg.runtime.speculative = SpecMethod::kNgram;
   start(cfg);
   const std::string prompt = "Lily went to the park. She saw a big dog. Lily went to the park. She saw a big";
   json body = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0}, {"speculative", false}};
@@ -684,7 +684,7 @@ TEST_F(Server, EmbeddingsInEveryInputForm) {
 
 TEST_F(Server, EmbeddingsPoolingFollowsTheConfig) {
   ServerConfig mean;
-  mean.embeddings_pooling = "mean";
+  mean.embeddings_pooling = Pooling::kMean;
   start(mean);
   const json m = json::parse(request(port, "POST", "/v1/embeddings", R"({"input": "Once upon a time"})").body);
   server->stop();
@@ -880,17 +880,17 @@ TEST_F(Server, DeepJsonIsA400OnEveryRoute) {
 // Every configured limit is applied to requests, and its error names the field and the limit.
 TEST_F(Server, ConfiguredLimitsAreAppliedAndNamed) {
   ServerConfig cfg;
-  cfg.limits.json_depth = 8;
-  cfg.limits.json_object_keys = 64;
-  cfg.limits.prompt_tokens = 120;
-  cfg.limits.stop_strings = 2;
-  cfg.limits.stop_string_bytes = 8;
-  cfg.limits.top_logprobs = 3;
-  cfg.limits.grammar_bytes = 2048;
-  cfg.limits.grammar_symbols = 500;
-  cfg.limits.grammar_stacks = 64;
-  cfg.limits.template_steps = 1000;
-  cfg.limits.template_output_bytes = 16384;
+  cfg.runtime.limits.json_depth = 8;
+  cfg.runtime.limits.json_object_keys = 64;
+  cfg.runtime.limits.prompt_tokens = 120;
+  cfg.runtime.limits.stop_strings = 2;
+  cfg.runtime.limits.stop_string_bytes = 8;
+  cfg.runtime.limits.top_logprobs = 3;
+  cfg.runtime.limits.grammar_bytes = 2048;
+  cfg.runtime.limits.grammar_symbols = 500;
+  cfg.runtime.limits.grammar_stacks = 64;
+  cfg.runtime.limits.template_steps = 1000;
+  cfg.runtime.limits.template_output_bytes = 16384;
   start(cfg);
   const auto refused = [&](const char* route, const json& body, const std::string& param, const std::string& limit) {
     const Response r = request(port, "POST", route, body.dump());
@@ -960,7 +960,7 @@ TEST_F(Server, LoadingAnswers503) {
 // says "at least" and names the bound.
 TEST_F(Server, PromptsOverTheLimitsAreRefusedBeforeTheyAreEncodedWhole) {
   ServerConfig cfg;
-  cfg.limits.prompt_tokens = 100;
+  cfg.runtime.limits.prompt_tokens = 100;
   start(cfg);
   std::string text;
   while (text.size() < 200000) text += "Once upon a time there was a little girl. ";
@@ -979,7 +979,7 @@ TEST_F(Server, PromptsOverTheLimitsAreRefusedBeforeTheyAreEncodedWhole) {
   expect_error(near, 400, "prompt");
   EXPECT_NE(near.body.find("limit prompt_tokens"), std::string::npos) << near.body;
   server.reset();
-  cfg.limits.prompt_tokens = 0;  // the context window is the bound
+  cfg.runtime.limits.prompt_tokens = 0;  // the context window is the bound
   start(cfg);
   refused("/v1/completions", {{"prompt", text}, {"max_tokens", 1}}, "prompt", "context window");
 }
@@ -987,7 +987,7 @@ TEST_F(Server, PromptsOverTheLimitsAreRefusedBeforeTheyAreEncodedWhole) {
 TEST_F(Server, BadInputGetsItsStatus) {
   ServerConfig cfg;
   cfg.max_body_bytes = 64 * 1024;
-  cfg.context_window = 256;
+  cfg.runtime.context_window = 256;
   start(cfg);
   expect_error(request(port, "POST", "/v1/chat/completions", "{not json"), 400, "");
   expect_error(request(port, "POST", "/v1/chat/completions", R"({"messages": "hi"})"), 400, "messages");
@@ -1076,7 +1076,7 @@ TEST_F(Server, UnknownRoutesAndMethodsNeedTheKeyFirst) {
 
 TEST_F(Server, FullQueueAnswers429WithRetryAfter) {
   ServerConfig cfg;
-  cfg.max_queued = 1;
+  cfg.runtime.max_queued = 1;
   start(cfg);
   // A long streaming request holds the only slot while we ask again.
   net::io_context ioc;
@@ -1147,7 +1147,7 @@ TEST_F(Server, SecondTurnReportsCachedTokens) {
 
 TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
   ServerConfig cfg;
-  cfg.context_window = 32768;  // a stream long enough to be running when the client is found gone
+  cfg.runtime.context_window = 32768;  // a stream long enough to be running when the client is found gone
   start(cfg);
   const double baseline = metric(port, "autoglm_kv_blocks_used");
   EXPECT_EQ(baseline, 0);
@@ -1183,7 +1183,7 @@ TEST_F(Server, DisconnectedStreamFreesItsBlocks) {
 // until all 30000 tokens were generated into a buffer nobody read).
 TEST_F(Server, AStreamWhoseClientStopsReadingIsCancelled) {
   ServerConfig cfg;
-  cfg.context_window = 32768;
+  cfg.runtime.context_window = 32768;
   cfg.stream_write_timeout_s = 0.2;
   start(cfg);
   const double baseline = metric(port, "autoglm_kv_blocks_used");
@@ -1262,6 +1262,40 @@ TEST_F(Server, ResponseCacheAnswersRepeatedDeterministicRequests) {
   EXPECT_GT(metric(port, "autoglm_response_cache_evictions_total"), 0);
   EXPECT_LE(metric(port, "autoglm_response_cache_bytes"), 64 * 1024);
   EXPECT_GT(metric(port, "autoglm_response_cache_entries"), 0);
+}
+
+// The key is the request as prepared: whatever changes the output makes another entry (a miss,
+// then a hit); what only changes the delivery (streaming, the user, a timeout) finds the first.
+TEST_F(Server, ResponseCacheKeyCoversEveryOutputSetting) {
+  ServerConfig cfg;
+  cfg.response_cache.enabled = true;
+  start(cfg);
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}};
+  const auto cache_of = [&](const json& body) { return request(port, "POST", "/v1/completions", body.dump()).cache; };
+  ASSERT_EQ(cache_of(base), "miss");
+  const std::vector<json> changes = {{{"stop", {"zz"}}},
+                                     {{"logit_bias", {{"300", 10}}}},
+                                     {{"max_tokens", 7}},
+                                     {{"logprobs", 2}},
+                                     {{"n", 2}},
+                                     {{"ignore_eos", true}},
+                                     {{"frequency_penalty", 0.5}},
+                                     {{"grammar", "root ::= \"a\"+"}},
+                                     {{"speculative", false}}};
+  for (const json& change : changes) {
+    json body = base;
+    body.update(change);
+    EXPECT_EQ(cache_of(body), "miss") << change.dump();
+    EXPECT_EQ(cache_of(body), "hit") << change.dump();
+  }
+  for (const json& delivery : {json{{"stream", true}}, json{{"user", "someone"}}, json{{"timeout", 30}}}) {
+    json body = base;
+    body.update(delivery);
+    EXPECT_EQ(cache_of(body), "hit") << delivery.dump();
+  }
+  json bad = base;
+  bad["cache"] = "yes";
+  expect_error(request(port, "POST", "/v1/completions", bad.dump()), 400, "cache");
 }
 
 TEST_F(Server, ResponseCacheIsScopedPerApiKey) {
@@ -1534,7 +1568,7 @@ TEST_F(Server, TaskStopsWhenItsClientGoesAway) {
 // rate_limit_error and a Retry-After.
 TEST_F(Server, TaskRefusedByAFullQueueIsARateLimitError) {
   ServerConfig cfg;
-  cfg.max_queued = 2;
+  cfg.runtime.max_queued = 2;
   cfg.tools = {echo_tool()};
   start(cfg);
   Response first, second, task;
@@ -1641,7 +1675,7 @@ std::string template_file(const std::string& name, const std::string& source) {
 
 TEST_F(Server, HostileTemplateOfTheModelIsAStartUpError) {
   ServerConfig cfg;
-  cfg.chat_template = template_file("recursive.jinja", "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}");
+  cfg.runtime.chat_template = template_file("recursive.jinja", "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}");
   start(cfg, /*load=*/false);
   const Status st = api->load();
   ASSERT_FALSE(st.is_ok());
@@ -1654,7 +1688,7 @@ TEST_F(Server, HostileTemplateOfTheModelIsAStartUpError) {
 // stops at its next step.
 TEST_F(Server, HostileRenderIsA400AndOthersAreServed) {
   ServerConfig cfg;
-  cfg.chat_template = template_file(
+  cfg.runtime.chat_template = template_file(
       "bomb.jinja",
       "{% if bomb %}{% for a in range(1000000) %}{% for b in range(1000000) %}x{% endfor %}{% endfor %}{% endif %}"
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -1685,7 +1719,7 @@ TEST_F(Server, HostileRenderIsA400AndOthersAreServed) {
 // any of them.
 TEST_F(Server, SlowRequestsDoNotHoldTheIoThreads) {
   ServerConfig cfg;
-  cfg.chat_template = template_file(
+  cfg.runtime.chat_template = template_file(
       "slow.jinja",
       "{% if bomb %}{% for a in range(1000000) %}{% for b in range(1000000) %}x{% endfor %}{% endfor %}{% endif %}"
       "{% for m in messages %}{{ m.content }}{% endfor %}");
@@ -1791,7 +1825,7 @@ TEST_F(Server, DrainLetsRequestsInFlightFinish) {
   slow.triggers = {"^slow\\b"};
   slow.exec.command = {"/bin/sh", "-c", "sleep 0.2; echo done"};
   cfg.tools = {slow};
-  cfg.context_window = 4096;
+  cfg.runtime.context_window = 4096;
   start(cfg);
   Response task_reply, stream_reply;
   // The engine is held until the drain has begun: the stream and the task (whose generation

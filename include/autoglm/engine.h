@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/settings.h"
 #include "autoglm/status.h"
 
 namespace autoglm {
@@ -28,12 +29,6 @@ enum class FinishReason {
 };
 inline constexpr int kFinishReasonCount = int(FinishReason::kError) + 1;
 const char* finish_reason_name(FinishReason reason);
-
-// How an embedding is made from a sequence's final hidden states (then L2-normalised).
-enum class Pooling {
-  kLast,  // the last token's (decoder embedding models: Qwen3-Embedding, e5-mistral)
-  kMean,  // the mean over the tokens
-};
 
 struct TokenLogprob {
   int32_t token = 0;

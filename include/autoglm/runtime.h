@@ -23,6 +23,7 @@
 #include "autoglm/limits.h"
 #include "autoglm/log.h"
 #include "autoglm/sampling_params.h"
+#include "autoglm/settings.h"
 #include "autoglm/status.h"
 #include "autoglm/tool_call.h"
 
@@ -45,9 +46,9 @@ struct LoraOption {
 };
 
 struct RuntimeOptions {
-  // Where the forward pass runs: "cpu", or "cuda" / "cuda:N" in a build with the CUDA
-  // backend (a missing GPU or a build without CUDA is an error naming the device).
-  std::string device = "cpu";
+  // Where the forward pass runs: the cpu, or a GPU (parse_device("cuda:1")) in a build with the
+  // CUDA backend (a missing GPU or a build without CUDA is an error naming the device).
+  Device device;
   // Mixture-of-experts models on a GPU: the routed experts stay in host memory and run on the
   // CPU threads, the rest on the GPU, so experts larger than its memory still run (llama.cpp's
   // --cpu-moe: every layer; --n-cpu-moe N: layers [0, N)). Ignored on the cpu.
@@ -61,7 +62,7 @@ struct RuntimeOptions {
   bool use_mmap = true;           // false (--no-mmap): read the GGUF file into private memory instead of mapping it
   bool use_mlock = false;         // --mlock: lock the weights' pages in RAM (a refusal is logged, not fatal)
   int64_t context_window = 4096;  // capped by the model's trained context when that is larger
-  std::string kv_type = "f16";    // f16, q8_0 or f32
+  KvType kv_type = KvType::kF16;  // f16, q8_0 or f32
   double kv_memory_mib = 1024;    // KV pool budget (0: room for max_running whole context windows)...
   double kv_memory_fraction = 0;  // ...or this share of the available memory (a GPU's free memory), when > 0
   int64_t kv_block_size = 16;
@@ -75,9 +76,10 @@ struct RuntimeOptions {
   // Off here (a program that generates alone gains nothing); the server's configuration
   // defaults to auto, which keeps inter-token latency flat when prompts arrive during decodes.
   double max_step_ms = 0;
-  // Speculative decoding in the engine: "none", "draft" (a draft model), "ngram" (prompt
-  // lookup) or "early-exit" (the first exit_layer layers draft). A request may opt out.
-  std::string speculative = "none";
+  // Speculative decoding in the engine: none, draft (a draft model), ngram (prompt lookup),
+  // early-exit (the first exit_layer layers draft) or mtp (the model's NextN block). A request
+  // may opt out.
+  SpecMethod speculative = SpecMethod::kNone;
   std::string draft_model;     // draft: a GGUF file or Hugging Face folder ("": the target's own weights)
   std::string draft_quantize;  // draft: its weights re-encoded at load (needed for a self-draft)
   int32_t draft_max = 8;       // most tokens drafted per pass

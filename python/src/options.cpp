@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <map>
+#include <string>
+#include <string_view>
 
 namespace py = pybind11;
 
@@ -62,10 +64,23 @@ std::function<void(Target&, const py::handle&)> field(T Target::*member) {
   return [member](Target& t, const py::handle& v) { t.*member = v.cast<T>(); };
 }
 
+// A closed set's value from its name, through its one parse; a refusal is a ValueError with the
+// runtime's words (`prefix` names the setting as the runtime's errors do).
+template <class T>
+std::function<void(RuntimeOptions&, const py::handle&)> named(T RuntimeOptions::*member,
+                                                              Result<T> (*parse)(std::string_view),
+                                                              std::string prefix) {
+  return [member, parse, prefix](RuntimeOptions& o, const py::handle& v) {
+    auto parsed = parse(v.cast<std::string>());
+    if (!parsed) raise(Status(parsed.status().code(), prefix + parsed.status().message()));
+    o.*member = *parsed;
+  };
+}
+
 const Setters<RuntimeOptions>& runtime_setters() {
   using O = RuntimeOptions;
   static const Setters<O> setters = {
-      {"device", field(&O::device)},
+      {"device", named(&O::device, &parse_device, "")},
       {"threads", field(&O::threads)},
       {"quantize", field(&O::quantize)},
       {"architecture", field(&O::architecture)},
@@ -73,7 +88,7 @@ const Setters<RuntimeOptions>& runtime_setters() {
       {"cpu_moe", field(&O::cpu_moe)},
       {"n_cpu_moe", field(&O::n_cpu_moe)},
       {"context_window", field(&O::context_window)},
-      {"kv_type", field(&O::kv_type)},
+      {"kv_type", named(&O::kv_type, &kv_type_from_name, "kv_cache.dtype: ")},
       {"kv_memory_mib", field(&O::kv_memory_mib)},
       {"kv_block_size", field(&O::kv_block_size)},
       {"prefix_cache", field(&O::prefix_cache)},
@@ -81,7 +96,7 @@ const Setters<RuntimeOptions>& runtime_setters() {
       {"max_running", field(&O::max_running)},
       {"max_batch_tokens", field(&O::max_batch_tokens)},
       {"max_queued", field(&O::max_queued)},
-      {"speculative", field(&O::speculative)},
+      {"speculative", named(&O::speculative, &spec_method_from_name, "speculative: ")},
       {"draft_model", field(&O::draft_model)},
       {"draft_quantize", field(&O::draft_quantize)},
       {"draft_max", field(&O::draft_max)},

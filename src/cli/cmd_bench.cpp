@@ -277,7 +277,9 @@ int bench(const BenchArgs& a) {
   options.quantize = a.quantize;
   a.memory.apply_to(options);
   a.cpu_moe.apply_to(options);
-  options.device = a.device;
+  auto device = parse_device(a.device);
+  if (!device) return fail(device.status());
+  options.device = *device;
   options.threads = 1;  // each row of the table runs on its own pool
   options.start_engine = false;
   auto lora = lora_options(a.lora);

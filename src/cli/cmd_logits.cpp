@@ -37,9 +37,13 @@ int logits(const LogitsArgs& a) {
   RuntimeOptions options;
   options.quantize = a.quantize;
   a.memory.apply_to(options);
-  options.device = a.device;
+  auto device = parse_device(a.device);
+  if (!device) return fail(device.status());
+  options.device = *device;
   options.threads = a.threads;
-  options.kv_type = a.kv_type;
+  auto kv_type = kv_type_option(a.kv_type);
+  if (!kv_type) return fail(kv_type.status());
+  options.kv_type = *kv_type;
   options.start_engine = false;
   auto lora = lora_options(a.lora);
   if (!lora) return fail(lora.status());

@@ -37,16 +37,16 @@ Result<RuntimeOptions> run_options(const RunArgs& a) {
   o.quantize = a.quantize;
   a.memory.apply_to(o);
   a.cpu_moe.apply_to(o);
-  o.device = a.device;
+  AUTOGLM_ASSIGN_OR_RETURN(o.device, parse_device(a.device));
   o.threads = a.threads;
   o.profile = a.profile;
-  o.kv_type = a.kv_type;
+  AUTOGLM_ASSIGN_OR_RETURN(o.kv_type, kv_type_option(a.kv_type));
   o.context_window = a.ctx > 0 ? a.ctx : 4096;  // capped by the model's trained context
   o.kv_memory_mib = 0;
   o.max_running = 1;
   o.max_queued = 1;
   o.max_batch_tokens = 512;
-  a.spec.apply_to(o);
+  AUTOGLM_RETURN_IF_ERROR(a.spec.apply_to(o));
   AUTOGLM_ASSIGN_OR_RETURN(o.lora, lora_options(a.lora));
   return o;
 }

@@ -164,8 +164,15 @@ void add_kv_type_option(CLI::App& cmd, std::string& kv_type) {
   cmd.add_option("--kv-type", kv_type, "KV cache type: f16, q8_0 (half the memory) or f32")->capture_default_str();
 }
 
+Result<KvType> kv_type_option(const std::string& name) {
+  auto type = kv_type_from_name(name);
+  if (!type) return Status(type.status().code(), "kv_cache.dtype: " + type.status().message());
+  return *type;
+}
+
 Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec) {
-  AUTOGLM_ASSIGN_OR_RETURN(const DType type, kv_type_from_name(name));
+  AUTOGLM_ASSIGN_OR_RETURN(const KvType kv_type, kv_type_from_name(name));
+  const DType type = kv_dtype(kv_type);
   AUTOGLM_RETURN_IF_ERROR(kv_format(spec, type).status());
   return type;
 }

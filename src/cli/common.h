@@ -77,6 +77,8 @@ void add_threads_option(CLI::App& cmd, int& threads);
 void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
 // --device cpu|cuda|cuda:N (RuntimeOptions::device; serve's maps to the config key `device`).
 void add_device_option(CLI::App& cmd, std::string& device);
+// --kv-type as the runtime's option; an error as the runtime's ("kv_cache.dtype: KV cache type ...").
+Result<KvType> kv_type_option(const std::string& name);
 // The KV type named on the command line, checked against the model.
 Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
 

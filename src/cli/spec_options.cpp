@@ -15,14 +15,17 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
   cmd.add_option("--exit-layer", o.config.exit_layer, "Early exit: the layers that draft (0: a quarter)");
 }
 
-void SpecOptions::apply_to(RuntimeOptions& o) const {
-  o.speculative = method;
+Status SpecOptions::apply_to(RuntimeOptions& o) const {
+  auto parsed = spec_method_from_name(method);
+  if (!parsed) return Status(parsed.status().code(), "speculative: " + parsed.status().message());
+  o.speculative = *parsed;
   o.draft_model = draft;
   o.draft_quantize = draft_quantize;
   o.draft_max = config.draft_max;
   o.draft_min = config.draft_min;
   o.draft_p_min = config.p_min;
   o.exit_layer = config.exit_layer;
+  return Status::ok();
 }
 
 Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string& target_path, const Model& target,

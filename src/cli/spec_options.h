@@ -18,7 +18,8 @@ struct SpecOptions {
   std::string draft_quantize;  // the draft's weights re-encoded at load (alone: the target's own)
   SpecConfig config;
   // As the runtime's options (speculative, draft_model, draft_max, ...): the runtime loads the draft.
-  void apply_to(RuntimeOptions& options) const;
+  // An unknown method is an error ("speculative: spec: 'x' is not a speculation method ...").
+  Status apply_to(RuntimeOptions& options) const;
 };
 
 void add_spec_options(CLI::App& cmd, SpecOptions& options);

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <string>
 
 #include "core/check.h"
 
@@ -47,6 +48,33 @@ std::optional<DType> dtype_from_name(std::string_view name) {
     if (same) return t.type;
   }
   return std::nullopt;
+}
+
+Result<KvType> kv_type_from_name(std::string_view name) {
+  if (const auto t = dtype_from_name(name)) {
+    if (*t == DType::F16) return KvType::kF16;
+    if (*t == DType::Q8_0) return KvType::kQ8_0;
+    if (*t == DType::F32) return KvType::kF32;
+  }
+  return invalid_argument("KV cache type '" + std::string(name) + "' is not one of f32, f16, q8_0");
+}
+
+const char* kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::kF16: return "f16";
+    case KvType::kQ8_0: return "q8_0";
+    case KvType::kF32: return "f32";
+  }
+  return "?";
+}
+
+DType kv_dtype(KvType type) {
+  switch (type) {
+    case KvType::kQ8_0: return DType::Q8_0;
+    case KvType::kF32: return DType::F32;
+    case KvType::kF16: break;
+  }
+  return DType::F16;
 }
 
 int64_t dtype_row_bytes(DType t, int64_t n) {

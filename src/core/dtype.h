@@ -5,6 +5,8 @@
 #include <optional>
 #include <string_view>
 
+#include "autoglm/settings.h"
+
 namespace autoglm {
 
 enum class DType : uint32_t {
@@ -45,6 +47,9 @@ const DTypeInfo& dtype_info(DType t);
 std::string_view dtype_name(DType t);
 // Case-insensitive lookup by name ("q4_0", "F16"...).
 std::optional<DType> dtype_from_name(std::string_view name);
+
+// A KV cache type's element type (autoglm/settings.h: KvType, kv_type_from_name).
+DType kv_dtype(KvType type);
 
 // llama.cpp's general.file_type number for a model whose matrices are mostly `t` (0 for others).
 uint32_t gguf_file_type(DType t);

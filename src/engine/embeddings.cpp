@@ -2,10 +2,24 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "model/kv_cache.h"
 
 namespace autoglm {
+
+Result<std::optional<Pooling>> pooling_from_name(std::string_view name) {
+  if (name == "auto") return std::optional<Pooling>();
+  if (name == "last") return std::optional<Pooling>(Pooling::kLast);
+  if (name == "mean") return std::optional<Pooling>(Pooling::kMean);
+  return invalid_argument("embeddings_pooling: '" + std::string(name) + "' is not auto, last or mean");
+}
+
+const char* pooling_name(std::optional<Pooling> pooling) {
+  if (!pooling) return "auto";
+  return *pooling == Pooling::kMean ? "mean" : "last";
+}
 void normalize_l2(std::vector<float>& v) {
   double sum = 0;
   for (float x : v) sum += double(x) * x;

@@ -29,10 +29,11 @@ constexpr double kPriorKept = 3, kPriorRejected = 1, kFade = 0.8;
 
 }  // namespace
 
-Result<SpecMethod> spec_method_from_name(const std::string& name) {
+Result<SpecMethod> spec_method_from_name(std::string_view name) {
   for (const auto& [method, text] : kMethodNames)
     if (name == text) return method;
-  return invalid_argument("spec: '" + name + "' is not a speculation method (none, draft, ngram, early-exit, mtp)");
+  return invalid_argument("spec: '" + std::string(name) +
+                          "' is not a speculation method (none, draft, ngram, early-exit, mtp)");
 }
 
 const char* spec_method_name(SpecMethod m) {

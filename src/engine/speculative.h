@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/settings.h"
 #include "autoglm/status.h"
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
@@ -24,11 +25,8 @@
 
 namespace autoglm {
 
-enum class SpecMethod { kNone, kDraft, kNgram, kEarlyExit, kMtp };
-
-// "none", "draft", "ngram", "early-exit", "mtp" (the model's own NextN block drafts).
-Result<SpecMethod> spec_method_from_name(const std::string& name);
-const char* spec_method_name(SpecMethod m);
+// SpecMethod and its one parse (spec_method_from_name, spec_method_name) are public:
+// autoglm/settings.h.
 
 struct SpecConfig {
   SpecMethod method = SpecMethod::kNone;

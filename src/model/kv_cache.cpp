@@ -4,13 +4,6 @@
 
 namespace autoglm {
 
-Result<DType> kv_type_from_name(const std::string& name) {
-  const auto t = dtype_from_name(name);
-  if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::Q8_0))
-    return invalid_argument("KV cache type '" + name + "' is not one of f32, f16, q8_0");
-  return *t;
-}
-
 Result<KvFormat> kv_format(const ModelSpec& spec, DType type) {
   if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
     return invalid_argument("KV cache type '" + std::string(dtype_name(type)) + "' is not one of f32, f16, q8_0");

@@ -36,8 +36,6 @@ Result<KvFormat> kv_format(const ModelSpec& spec, DType type);
 // wrong logits (its rows did not match the CPU's encoding on an H200, 2026-12-04: the disabled
 // tests Cuda.DISABLED_Q8Kv* of test_backend show it once this refusal is lifted).
 Status kv_type_runs_on(DType type, const Device& device);
-// Parses "f32", "f16", "q8_0".
-Result<DType> kv_type_from_name(const std::string& name);
 
 class KvCache {
  public:

@@ -34,7 +34,7 @@ double available_memory_bytes() {
 
 Result<ModelLoadOptions> load_options(const RuntimeOptions& o) {
   ModelLoadOptions m;
-  AUTOGLM_ASSIGN_OR_RETURN(m.device, parse_device(o.device));
+  m.device = o.device;
   m.arch_override = o.architecture;
   m.repack = o.repack_weights;
   m.file_load = {o.use_mmap, o.use_mlock};
@@ -197,11 +197,9 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
                  ? std::min<int64_t>(o.context_window, std::max<int64_t>(spec.n_ctx_train, o.context_window))
                  : o.context_window;
   ec.block_size = o.kv_block_size;
-  auto kv_type = kv_type_from_name(o.kv_type);
-  if (!kv_type) return Status(kv_type.status().code(), "kv_cache.dtype: " + kv_type.status().message());
-  auto format = kv_format(spec, *kv_type);
+  ec.kv_type = kv_dtype(o.kv_type);
+  auto format = kv_format(spec, ec.kv_type);
   if (!format) return Status(format.status().code(), "kv_cache.dtype: " + format.status().message());
-  ec.kv_type = *kv_type;
   const double bytes_per_block = double(kv_block_bytes(spec, *format, o.kv_block_size));
   const double budget = o.kv_memory_fraction > 0 ? o.kv_memory_fraction * available_bytes : o.kv_memory_mib * 1048576.0;
   ec.kv_blocks = std::max<int64_t>(2, int64_t(budget / bytes_per_block));
@@ -213,9 +211,7 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   ec.max_running = o.max_running;
   ec.max_queued = o.max_queued;
   ec.max_step_ms = o.max_step_ms;
-  auto method = spec_method_from_name(o.speculative);
-  if (!method) return Status(method.status().code(), "speculative: " + method.status().message());
-  ec.spec.method = *method;
+  ec.spec.method = o.speculative;
   ec.spec.draft_max = o.draft_max;
   ec.spec.draft_min = o.draft_min;
   ec.spec.p_min = o.draft_p_min;

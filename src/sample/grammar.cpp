@@ -87,6 +87,7 @@ class GbnfParser {
  public:
   GbnfParser(const std::string& text, const GrammarLimits& limits) : t_(text), max_symbols_(limits.max_symbols) {
     g_.max_stacks_ = limits.max_stacks;
+    g_.source_ = text;
   }
 
   Result<std::shared_ptr<const Grammar>> run() {

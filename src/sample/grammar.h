@@ -72,6 +72,8 @@ class Grammar {
   // The same for a character class: its shortest character's bytes.
   int32_t min_set_length(int32_t set) const { return min_set_length_[size_t(set)]; }
   size_t max_stacks() const { return max_stacks_; }
+  // The GBNF text it was parsed from (what makes two grammars the same, for a cache key).
+  const std::string& source() const { return source_; }
 
  private:
   friend class GbnfParser;
@@ -81,6 +83,7 @@ class Grammar {
   std::vector<GrammarRule> rules_;
   std::vector<CharSet> sets_;
   int32_t root_ = -1;
+  std::string source_;
   size_t max_stacks_ = GrammarLimits{}.max_stacks;
 };
 

@@ -15,8 +15,8 @@
 #include "core/thread_pool.h"
 #include "engine/stream.h"
 #include "server/openai_request.h"
+#include "server/route_table.h"
 #include "server/routing_config.h"
-#include "server/web_assets.h"
 #include "tasks/subprocess.h"
 #include "tasks/task_pipeline.h"
 
@@ -42,44 +42,6 @@ void ApiService::shutdown() {
   tasks_.reset();  // the task pipeline, then the engines' threads, then the models
   models_.clear();
 }
-
-namespace {
-
-RuntimeOptions runtime_options(const ServerConfig& c) {
-  RuntimeOptions o;
-  o.threads = c.threads;
-  o.device = c.device;
-  o.cpu_moe = c.cpu_moe;
-  o.n_cpu_moe = c.n_cpu_moe;
-  o.quantize = c.quantize;
-  o.use_mmap = c.mmap;
-  o.use_mlock = c.mlock;
-  o.architecture = c.architecture;
-  o.context_window = c.context_window;
-  o.kv_type = c.kv_dtype;
-  o.kv_memory_mib = c.kv_cache_mib;
-  o.kv_memory_fraction = c.kv_cache_fraction;
-  o.kv_block_size = c.kv_block_size;
-  o.prefix_cache = c.prefix_cache;
-  o.chat_template = c.chat_template;
-  o.max_running = c.max_running;
-  o.max_batch_tokens = c.max_batch_tokens;
-  o.max_queued = c.max_queued;
-  o.max_step_ms = c.max_step_ms;
-  o.speculative = c.speculative;
-  o.draft_model = c.draft_model;
-  o.draft_quantize = c.draft_quantize;
-  o.exit_layer = c.exit_layer;
-  o.draft_max = c.draft_max;
-  o.draft_min = c.draft_min;
-  o.draft_p_min = float(c.draft_p_min);
-  o.profile = c.profile;
-  o.limits = c.limits;
-  o.max_loras = int(c.max_loras);
-  return o;
-}
-
-}  // namespace
 
 void ApiService::begin_stop() {
   stopping_ = true;
@@ -127,14 +89,14 @@ Status ApiService::load(const RuntimeOptions& base) {
     auto s = std::make_unique<ModelService>();
     s->name = m.name;
     s->config = m.config;
-    RuntimeOptions options = runtime_options(*m.config);
+    RuntimeOptions options = m.config->runtime;
     const double share = m.kv_cache_share > 0 ? m.kv_cache_share : (1 - shared) / double(unshared);
     options.kv_memory_mib *= share;
     options.kv_memory_fraction *= share;
     options.repack_weights = base.repack_weights;
     options.pin_threads = base.pin_threads;
     options.progress = base.progress;
-    options.threads = config_.threads;
+    options.threads = config_.runtime.threads;
     auto opened = models_.empty() ? Runtime::open(m.config->model, options)
                                   : Runtime::open_beside(*models_.front()->runtime, m.config->model, options);
     if (!opened) {
@@ -148,7 +110,7 @@ Status ApiService::load(const RuntimeOptions& base) {
     s->tokenizer = parts.tokenizer.get();
     s->engine = parts.engine.get();
     s->prompts = parts.prompts.get();
-    AUTOGLM_ASSIGN_OR_RETURN(s->pooling, resolve_pooling(config_.embeddings_pooling, m.config->model));
+    s->pooling = resolve_pooling(config_.embeddings_pooling, m.config->model);
     models_.push_back(std::move(s));
     for (const LoraAdapterConfig& a : m.config->lora_adapters) {
       const std::string where = (served.size() == 1 ? "" : "models: '" + m.name + "': ") + "lora_adapters." + a.name;
@@ -220,10 +182,13 @@ std::string ApiService::served_list() const {
 }
 
 std::optional<Reply> ApiService::resolve(const json& body, Target& target, bool routes_ok) {
-  target.model = &default_model();
-  if (!body.contains("model") || body["model"].is_null()) return std::nullopt;
+  if (!body.contains("model") || body["model"].is_null()) return resolve(std::string(), target, routes_ok);
   if (!body["model"].is_string()) bad("model", "'model' must be a string");
-  const std::string name = body["model"];
+  return resolve(body["model"].get<std::string>(), target, routes_ok);
+}
+
+std::optional<Reply> ApiService::resolve(const std::string& name, Target& target, bool routes_ok) {
+  target.model = &default_model();
   if (name.empty()) return std::nullopt;
   for (auto& m : models_)
     if (m->name == name) {
@@ -271,17 +236,7 @@ Reply ApiService::handle_admitted(const HttpRequest& request) {
     busy.headers.emplace_back("Retry-After", "1");
     return busy;
   }
-  Reply r;
-  try {
-    r = route(request);
-  } catch (const ParamError& e) {
-    r = error_reply(400, e.message, e.param);
-  } catch (const std::exception& e) {
-    r = error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
-  } catch (...) {
-    r = error_reply(500, "internal error", "", "server_error");
-  }
-  return r;
+  return guarded_reply([&] { return route(request); });
 }
 
 std::string path_of(const std::string& target) {
@@ -300,55 +255,16 @@ bool ApiService::accepts_key(const std::string& key) const {
 
 std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   const std::string path = path_of(req.target);
-  const bool probe = path == "/health" || path == "/ready";  // open to all: no key, no rate limit
-  if (draining_ && path != "/metrics" && !probe) {           // shutting down: clients go elsewhere
+  const RouteLookup found = find_route(req.method, path);  // the path's access is its routes' (they agree)
+  const Access access = found.on_path ? found.on_path->access : Access::kKey;
+  // Shutting down: clients go elsewhere; the probes and /metrics still answer.
+  if (draining_ && access != Access::kProbe && access != Access::kMetrics) {
     Reply r = error_reply(503, "the server is shutting down", "", "service_unavailable");
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  static const std::vector<std::pair<std::string, std::string>> routes = {{"POST", "/v1/chat/completions"},
-                                                                          {"POST", "/v1/completions"},
-                                                                          {"GET", "/v1/models"},
-                                                                          {"POST", "/tokenize"},
-                                                                          {"POST", "/detokenize"},
-                                                                          {"POST", "/v1/tasks"},
-                                                                          {"GET", "/metrics"},
-                                                                          {"GET", "/health"},
-                                                                          {"GET", "/ready"},
-                                                                          {"GET", "/"},
-                                                                          {"GET", "/dashboard"},
-                                                                          {"GET", "/ui/*"},
-                                                                          {"POST", "/v1/embeddings"},
-                                                                          {"GET", "/v1/models/*"},
-                                                                          {"POST", "/v1/responses"},
-                                                                          {"GET", "/v1/responses/*"},
-                                                                          {"DELETE", "/v1/responses/*"},
-                                                                          {"POST", "/v1/feedback"},
-                                                                          {"POST", "/v1/async/chat/completions"},
-                                                                          {"POST", "/v1/async/completions"},
-                                                                          {"POST", "/v1/async/tasks"},
-                                                                          {"GET", "/v1/jobs"},
-                                                                          {"GET", "/v1/jobs/*"},
-                                                                          {"DELETE", "/v1/jobs/*"},
-                                                                          {"POST", "/v1/files"},
-                                                                          {"GET", "/v1/files"},
-                                                                          {"GET", "/v1/files/*"},
-                                                                          {"DELETE", "/v1/files/*"},
-                                                                          {"POST", "/v1/batches"},
-                                                                          {"GET", "/v1/batches"},
-                                                                          {"GET", "/v1/batches/*"},
-                                                                          {"POST", "/v1/batches/*"},
-                                                                          {"POST", "/v1/load_lora_adapter"},
-                                                                          {"POST", "/v1/unload_lora_adapter"}};
-  bool known = false, method_ok = false;
-  for (const auto& [m, p] : routes)
-    if (p == path ||
-        (p.back() == '*' && path.size() > p.size() - 1 && path.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0)) {
-      known = true;
-      method_ok = method_ok || m == req.method || (m == "GET" && req.method == "HEAD");  // HEAD: GET without a body
-    }
   // A browser's preflight: answered (with no key) when CORS is on and the origin allowed.
-  if (known && req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
+  if (!found.not_found() && req.method == "OPTIONS" && !cors_headers(req.origin).empty()) {
     Reply r = error_reply(204, "");
     r.body.clear();
     r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
@@ -358,10 +274,11 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
     r.headers.emplace_back("Access-Control-Max-Age", std::to_string(config_.cors_max_age));
     return r;
   }
-  // The probes, and the web UI's files (they hold no data: the pages ask for a key themselves).
-  if (known && method_ok && (probe || web_ui_path(path))) return std::nullopt;
+  // The probes (open to all), and the web UI's files (they hold no data: the pages ask for a
+  // key themselves): no key, no rate limit.
+  if (found.route && (access == Access::kProbe || access == Access::kWebUi)) return std::nullopt;
   const std::string key = bearer_key(req.authorization);
-  const bool open_route = path == "/metrics" && !config_.metrics_require_key;
+  const bool open_route = access == Access::kMetrics && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
     if (!accepts_key(key))
       return error_reply(401,
@@ -369,9 +286,9 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
                          "", "authentication_error");
   }
   // After the key: without one, which routes exist is not told.
-  if (!known) return error_reply(404, "no route " + req.method + " " + path);
-  if (!method_ok) return error_reply(405, "method " + req.method + " is not allowed on " + path);
-  if (path != "/metrics")
+  if (found.not_found()) return error_reply(404, "no route " + req.method + " " + path);
+  if (found.method_not_allowed()) return error_reply(405, "method " + req.method + " is not allowed on " + path);
+  if (access != Access::kMetrics)
     if (auto wait = rate_limiter_.take(config_.api_keys.empty() ? "address " + req.client_address : "key " + key)) {
       Reply r =
           error_reply(429,
@@ -384,32 +301,56 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   return std::nullopt;
 }
 
-// An admitted request (see admit) to its route.
+// An admitted request (see admit) to the handler of its route's endpoint.
 Reply ApiService::route(const HttpRequest& req) {
   const std::string path = path_of(req.target);
-  if (path == "/health") return health();
-  if (path == "/ready") return readiness();
-  if (web_ui_path(path)) return web_page(path);
-  if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
+  const RouteLookup found = find_route(req.method, path);
+  if (found.not_found()) return error_reply(404, "no route " + req.method + " " + path);  // admit refuses these
+  if (found.method_not_allowed()) return error_reply(405, "method " + req.method + " is not allowed on " + path);
+  const Access access = found.route->access;
+  // The probes and the web UI answer while the model loads.
+  if (access != Access::kProbe && access != Access::kWebUi && !ready())
+    return error_reply(503, "the model is loading", "", "service_unavailable");
   const std::string key = bearer_key(req.authorization);
-  if (path == "/metrics") return metrics_text();
-  if (path == "/v1/models") return models();
-  if (path.rfind("/v1/models/", 0) == 0) return model(path.substr(std::string("/v1/models/").size()));
-  if (path == "/tokenize") return tokenize(req.body);
-  if (path == "/detokenize") return detokenize(req.body);
-  if (path == "/v1/tasks") return run_task(req.body, key);
-  if (path == "/v1/embeddings") return embeddings(req.body);
-  if (path == "/v1/responses") return create_response(req);
-  if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req.method, path.substr(14), key);
-  if (path == "/v1/feedback") return feedback(req.body);
-  if (path.rfind("/v1/async/", 0) == 0) return submit_job("/v1/" + path.substr(10), req.body, key);
-  if (path == "/v1/jobs") return jobs(req.target, key);
-  if (path.rfind("/v1/jobs/", 0) == 0) return job(req.method, path.substr(9), key);
-  if (path == "/v1/files" || path.rfind("/v1/files/", 0) == 0) return files_route(req, key);
-  if (path == "/v1/load_lora_adapter") return load_lora_adapter(req.body);
-  if (path == "/v1/unload_lora_adapter") return unload_lora_adapter(req.body);
-  if (path == "/v1/batches" || path.rfind("/v1/batches/", 0) == 0) return batches_route(req, key);
-  return generate(req, path == "/v1/chat/completions");
+  const auto param = [&](std::string_view name) { return std::string(found.params[name]); };
+  switch (found.route->endpoint) {
+    case Endpoint::kChatCompletions: return generate(req, GenerationKind::kChat);
+    case Endpoint::kCompletions: return generate(req, GenerationKind::kCompletion);
+    case Endpoint::kEmbeddings: return embeddings(req.body);
+    case Endpoint::kCreateResponse: return create_response(req);
+    case Endpoint::kGetResponse:
+    case Endpoint::kDeleteResponse: return stored_response(req.method, param("id"), key);
+    case Endpoint::kModels: return models();
+    case Endpoint::kModel: return model(param("model"));
+    case Endpoint::kTokenize: return tokenize(req.body);
+    case Endpoint::kDetokenize: return detokenize(req.body);
+    case Endpoint::kTasks: return run_task(req.body, key);
+    case Endpoint::kFeedback: return feedback(req.body);
+    case Endpoint::kAsyncChatCompletions: return submit_job(Endpoint::kChatCompletions, req.body, key);
+    case Endpoint::kAsyncCompletions: return submit_job(Endpoint::kCompletions, req.body, key);
+    case Endpoint::kAsyncTasks: return submit_job(Endpoint::kTasks, req.body, key);
+    case Endpoint::kListJobs: return jobs(req.target, key);
+    case Endpoint::kGetJob:
+    case Endpoint::kCancelJob: return job(req.method, param("id"), key);
+    case Endpoint::kUploadFile:
+    case Endpoint::kListFiles:
+    case Endpoint::kGetFile:
+    case Endpoint::kDeleteFile:
+    case Endpoint::kFileContent: return files_route(req, key);
+    case Endpoint::kCreateBatch:
+    case Endpoint::kListBatches:
+    case Endpoint::kGetBatch:
+    case Endpoint::kCancelBatch: return batches_route(req, key);
+    case Endpoint::kLoadLoraAdapter: return load_lora_adapter(req.body);
+    case Endpoint::kUnloadLoraAdapter: return unload_lora_adapter(req.body);
+    case Endpoint::kMetrics: return metrics_text();
+    case Endpoint::kHealth: return health();
+    case Endpoint::kReady: return readiness();
+    case Endpoint::kWebIndex:
+    case Endpoint::kDashboard:
+    case Endpoint::kWebAsset: return web_page(path);
+  }
+  return error_reply(404, "no route " + req.method + " " + path);  // not reached: every endpoint has a case
 }
 
 std::vector<std::pair<std::string, std::string>> ApiService::cors_headers(const std::string& origin) const {
@@ -494,7 +435,7 @@ Reply ApiService::metrics_text() {
 
 // POST /v1/feedback {"response_id", "thumbs"?, "score"?, "comment"?}
 Reply ApiService::feedback(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   if (!feedback_.record(j))
     return error_reply(404, "no response '" + j["response_id"].get<std::string>() + "' to give feedback on",
                        "response_id");
@@ -506,7 +447,7 @@ Reply ApiService::feedback(const std::string& body) {
 // POST /v1/tasks {"input", "session"?, "max_steps"?, "seed"?, "force_action"?}: runs on its own
 // thread (a task waits on several generations and tools) and replies when it is done.
 Reply ApiService::run_task(const std::string& body, const std::string& api_key) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   if (!j.contains("input") || !j["input"].is_string() || j["input"].get<std::string>().empty())
     bad("input", "'input' must be a non-empty string");
   auto request = std::make_shared<TaskRequest>();
@@ -540,7 +481,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   ServerMetrics* metrics = &metrics_;
   {
     std::lock_guard<std::mutex> lock(tasks_mutex_);
-    if (tasks_running_ >= config_.max_queued)  // each task holds a thread: bound them like the queue
+    if (tasks_running_ >= config_.runtime.max_queued)  // each task holds a thread: bound them like the queue
       return busy_reply("too many tasks running");
     ++tasks_running_;
   }
@@ -596,15 +537,16 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
     return chunk;
   };
   // A full engine queue is a 429 that says when to come back, as busy_reply does.
-  r.decided_headers = [failure]() -> std::vector<std::pair<std::string, std::string>> {
-    if (failure->first == 429) return {{"Retry-After", "1"}};
-    return {};
+  r.decided = [failure]() {
+    Reply::Decided d;
+    if (failure->first == 429) d.headers = {{"Retry-After", "1"}};
+    return d;
   };
   return r;
 }
 
 Reply ApiService::tokenize(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   if (!j.contains("content") || !j["content"].is_string()) bad("content", "'content' must be a string");
   const bool add_special = bool_param(j, "add_special", true);
   const bool with_pieces = bool_param(j, "with_pieces", false);
@@ -625,7 +567,7 @@ Reply ApiService::tokenize(const std::string& body) {
 }
 
 Reply ApiService::detokenize(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
   Target target;
   if (auto other = resolve(j, target)) return *other;
@@ -642,7 +584,7 @@ Reply ApiService::detokenize(const std::string& body) {
 }
 
 Reply ApiService::embeddings(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   Target target;
   if (auto other = resolve(j, target)) return *other;
   const ModelService& m = *target.model;

@@ -27,6 +27,7 @@
 #include "server/response_cache.h"
 #include "server/response_writer.h"
 #include "server/responses_api.h"
+#include "server/route_table.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -94,12 +95,13 @@ class ApiService {
   void cancel_in_flight();
 
   Reply handle(const HttpRequest& request);
-  // The checks that need no body (draining, route and method, API key, rate limit), made when
-  // the headers have arrived: a refusal is answered before any body is read. A request that
-  // passed them goes to handle_admitted; handle does both.
+  // The checks that need no body (draining, route and method, API key, rate limit: as the
+  // route table, route_table.h, says of the request's route), made when the headers have
+  // arrived: a refusal is answered before any body is read. A request that passed them goes to
+  // handle_admitted (which calls the handler of the route's Endpoint); handle does both.
   std::optional<Reply> admit(const HttpRequest& head);
   // The most body bytes this request may send: max_body_bytes, or jobs.max_file_bytes (and
-  // room for the form around it) for an upload to /v1/files.
+  // room for the form around it) for a route whose body is an upload (POST /v1/files).
   int64_t body_limit(const HttpRequest& head) const;
   // The CORS headers every response to a request from `origin` carries (none when CORS is off
   // or the origin is not allowed).
@@ -110,24 +112,25 @@ class ApiService {
 
  private:
   Reply route(const HttpRequest& request);
-  Reply generate(const HttpRequest& request, bool chat);
+  // A chat or completions request: from HTTP (its body parsed once), or typed already (a job).
+  Reply generate(const HttpRequest& request, GenerationKind kind);
+  Reply generate(const GenerationCall& call);
   struct PreparedGeneration {
     ModelService* model = nullptr;
     GenerationRequest request;
     ResponseShape shape;
+    ReplyFormat format;  // how the reply is read (tools)
     GenerationParams params;
     std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
   };
   // `lora`: the adapter the request names, when it names one.
-  PreparedGeneration prepare_generation(const json& body, bool chat, const std::string& api_key, ModelService& model,
-                                        const Target* lora = nullptr);
+  PreparedGeneration prepare_generation(const GenerationCall& call, ModelService& model, const Target* lora = nullptr);
   // One model answers (the response cache first, when `use_cache`); `route` labels its metrics.
-  Reply generate_on(PreparedGeneration p, const json& body, const std::string& route, bool use_cache);
-  Reply cascade(const Route& route, const json& body, bool chat, const std::string& api_key);
+  Reply generate_on(PreparedGeneration p, const std::string& route, bool use_cache);
+  Reply cascade(const Route& route, const GenerationCall& call);
   // A rules or split route's model for this request (rules render the prompt with the
   // route's default model first, kept in `prepared` for when that model answers).
-  RouteChoice choose(const Route& route, const json& body, bool chat, const HttpRequest& request,
-                     std::optional<PreparedGeneration>& prepared);
+  RouteChoice choose(const Route& route, const GenerationCall& call, std::optional<PreparedGeneration>& prepared);
   Reply submit_generation(PreparedGeneration prepared, std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
   // A cached generation's events, through `consume` as if the engine sent them.
   Reply replay(const CachedGeneration& cached, const PreparedGeneration& prepared,
@@ -136,6 +139,7 @@ class ApiService {
   // The body's `model`: a served model (the first one when absent), a route, or a 404 reply
   // naming what is served. `routes_ok`: whether a route may answer here.
   std::optional<Reply> resolve(const json& body, Target& target, bool routes_ok = false);
+  std::optional<Reply> resolve(const std::string& model, Target& target, bool routes_ok = false);
   ModelService& model_named(const std::string& name);
   // The model a LoRA adapter of this name is loaded over, or null.
   ModelService* adapter_base(const std::string& name);
@@ -153,10 +157,12 @@ class ApiService {
   Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
   Reply detokenize(const std::string& body);
   Reply feedback(const std::string& body);
-  Reply submit_job(const std::string& endpoint, const std::string& body, const std::string& api_key);
+  // `endpoint`: the synchronous route the job runs (chat completions, completions or tasks).
+  Reply submit_job(Endpoint endpoint, const std::string& body, const std::string& api_key);
   Reply job(const std::string& method, const std::string& id, const std::string& api_key);
   Reply jobs(const std::string& target, const std::string& api_key);
   std::pair<int, std::string> run_job(const Job& job, const std::string& api_key, JobRun& run);
+  Reply job_reply(const Job& job, const std::string& api_key);
   Reply files_route(const HttpRequest& request, const std::string& api_key);
   Reply upload_file(const HttpRequest& request, const std::string& api_key);
   Reply batches_route(const HttpRequest& request, const std::string& api_key);

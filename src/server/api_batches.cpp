@@ -21,7 +21,8 @@ Reply jobs_off() {
 }  // namespace
 
 int64_t ApiService::body_limit(const HttpRequest& head) const {
-  const bool upload = head.method == "POST" && path_of(head.target) == "/v1/files" && !config_.jobs.data_dir.empty();
+  const HttpRoute* route = find_route(head.method, path_of(head.target)).route;
+  const bool upload = route && route->body == BodyLimit::kUpload && !config_.jobs.data_dir.empty();
   return upload ? std::max(config_.max_body_bytes, config_.jobs.max_file_bytes + (64 << 10)) : config_.max_body_bytes;
 }
 
@@ -103,7 +104,7 @@ Reply ApiService::batches_route(const HttpRequest& req, const std::string& key) 
 
 // POST /v1/batches: {input_file_id, endpoint, completion_window: "24h", metadata}.
 Reply ApiService::create_batch(const std::string& body, const std::string& key) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   for (const char* field : {"input_file_id", "endpoint", "completion_window"})
     if (!j.contains(field) || !j[field].is_string()) bad(field, std::string("'") + field + "' must be a string");
   const std::string endpoint = j["endpoint"];

@@ -17,28 +17,25 @@ namespace autoglm {
 namespace {
 
 // What a route's rules and arms look at (the prompt's length is added once it is rendered).
-RouteFacts route_facts(const json& body, bool chat, const HttpRequest& req) {
+RouteFacts route_facts(const GenerationCall& call) {
   RouteFacts f;
-  if (chat && body.contains("messages") && body["messages"].is_array())
-    for (size_t i = 0; i < body["messages"].size(); ++i) {
-      const json& m = body["messages"][i];
-      if (m.is_object() && m.value("role", "") == "user" && m.contains("content"))
-        f.last_user_message = content_text(m["content"], "messages[" + std::to_string(i) + "].content");
-    }
-  if (!chat && body.contains("prompt") && body["prompt"].is_string()) f.last_user_message = body["prompt"];
-  f.has_tools = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
-  f.has_response_format = body.contains("response_format") && !body["response_format"].is_null();
-  f.headers = req.headers;
-  f.api_key = bearer_key(req.authorization);
-  if (body.contains("user") && body["user"].is_string()) f.user = body["user"];
+  if (call.is_chat()) {
+    for (const json& m : call.chat.conversation.messages)
+      if (m.value("role", "") == "user" && m["content"].is_string()) f.last_user_message = m["content"];
+  } else {
+    f.last_user_message = call.completion.prompt;
+  }
+  f.has_tools = call.is_chat() && call.chat.tools_offered;
+  f.has_response_format = call.params().response_format;
+  f.headers = call.headers;
+  f.api_key = call.api_key;
+  f.user = call.params().user;
   return f;
 }
 
 void add_route_headers(Reply& r, const std::string& model, const std::string& route, const std::string& reason) {
-  r.headers.emplace_back("X-AutoGLM-Model", model);
-  if (route.empty()) return;
-  r.headers.emplace_back("X-AutoGLM-Route", route);
-  r.headers.emplace_back("X-AutoGLM-Route-Reason", reason);
+  r.answered_by = {model, route, reason};
+  for (auto& h : answered_by_headers(r.answered_by)) r.headers.push_back(std::move(h));
 }
 
 double uniform_draw() {
@@ -71,7 +68,7 @@ uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& r
 // its conversation are stored (store: true) for GET and for previous_response_id, whose
 // conversation comes first in the prompt (and so finds its KV in the prefix cache).
 Reply ApiService::create_response(const HttpRequest& req) {
-  const json j = parse_body(req.body, config_.limits);
+  const json j = parse_body(req.body, config_.runtime.limits);
   const std::string api_key = bearer_key(req.authorization);
   Target target;
   if (auto other = resolve(j, target, true)) return *other;
@@ -90,16 +87,18 @@ Reply ApiService::create_response(const HttpRequest& req) {
   const bool store = j.value("store", true);
   json conversation;
   try {
-    const json chat_body = responses_to_chat(j, previous, conversation);
+    GenerationCall call =
+        parse_generation_call(GenerationKind::kChat, responses_to_chat(j, previous, conversation), config_);
+    call.api_key = api_key;
+    call.headers = req.headers;
     std::optional<PreparedGeneration> prepared;
     std::string route_name;
     RouteChoice choice{target.model->name, "", ""};
     if (target.route) {
       route_name = target.route->name;
-      choice = choose(*target.route, chat_body, true, req, prepared);
+      choice = choose(*target.route, call, prepared);
     }
-    PreparedGeneration p =
-        prepared ? std::move(*prepared) : prepare_generation(chat_body, true, api_key, model_named(choice.model));
+    PreparedGeneration p = prepared ? std::move(*prepared) : prepare_generation(call, model_named(choice.model));
     const std::string id = random_id("resp_");
     RequestMetrics& series = metrics_.requests(p.model->name, route_name);
     feedback_.remember(id, &series, p.model->name, route_name);
@@ -121,12 +120,12 @@ Reply ApiService::create_response(const HttpRequest& req) {
   }
 }
 
-RouteChoice ApiService::choose(const Route& route, const json& body, bool chat, const HttpRequest& req,
+RouteChoice ApiService::choose(const Route& route, const GenerationCall& call,
                                std::optional<PreparedGeneration>& prepared) {
-  RouteFacts facts = route_facts(body, chat, req);
+  RouteFacts facts = route_facts(call);
   RouteChoice choice;
   if (route.kind == RouteKind::kRules) {
-    prepared = prepare_generation(body, chat, facts.api_key, model_named(route.default_model));
+    prepared = prepare_generation(call, model_named(route.default_model));
     facts.prompt_tokens = int64_t(prepared->request.prompt.size());
     choice = choose_by_rules(route, facts);
     if (choice.model != route.default_model) prepared.reset();
@@ -137,31 +136,36 @@ RouteChoice ApiService::choose(const Route& route, const json& body, bool chat, 
   return choice;
 }
 
-Reply ApiService::generate(const HttpRequest& req, bool chat) {
-  const json j = parse_body(req.body, config_.limits);
+// A chat or completions request from HTTP: its body parsed once, then as any other call.
+Reply ApiService::generate(const HttpRequest& req, GenerationKind kind) {
+  GenerationCall call = parse_generation_call(kind, parse_body(req.body, config_.runtime.limits), config_);
+  call.api_key = bearer_key(req.authorization);
+  call.no_cache = req.cache_control.find("no-cache") != std::string::npos ||
+                  req.cache_control.find("no-store") != std::string::npos;
+  call.headers = req.headers;
+  return generate(call);
+}
+
+Reply ApiService::generate(const GenerationCall& call) {
   Target target;
-  if (auto other = resolve(j, target, true)) return *other;
-  const std::string api_key = bearer_key(req.authorization);
-  const bool no_cache = req.cache_control.find("no-cache") != std::string::npos ||
-                        req.cache_control.find("no-store") != std::string::npos;
-  const bool use_cache = response_cache_ && !no_cache && bool_param(j, "cache", true);
+  if (auto other = resolve(call.params().model, target, true)) return *other;
+  const bool use_cache = response_cache_ && !call.no_cache && call.params().cache;
   if (!target.route) {
-    Reply r = generate_on(prepare_generation(j, chat, api_key, *target.model, &target), j, "", use_cache);
+    Reply r = generate_on(prepare_generation(call, *target.model, &target), "", use_cache);
     add_route_headers(r, target.lora.empty() ? target.model->name : target.lora, "", "");
     return r;
   }
   const Route& route = *target.route;
-  if (route.kind == RouteKind::kCascade) return cascade(route, j, chat, api_key);
+  if (route.kind == RouteKind::kCascade) return cascade(route, call);
   std::optional<PreparedGeneration> prepared;
-  const RouteChoice choice = choose(route, j, chat, req, prepared);
-  Reply r =
-      generate_on(prepared ? std::move(*prepared) : prepare_generation(j, chat, api_key, model_named(choice.model)), j,
-                  route.name, use_cache);
+  const RouteChoice choice = choose(route, call, prepared);
+  Reply r = generate_on(prepared ? std::move(*prepared) : prepare_generation(call, model_named(choice.model)),
+                        route.name, use_cache);
   add_route_headers(r, choice.model, route.name, choice.reason);
   return r;
 }
 
-Reply ApiService::generate_on(PreparedGeneration p, const json& j, const std::string& route, bool use_cache) {
+Reply ApiService::generate_on(PreparedGeneration p, const std::string& route, bool use_cache) {
   ModelService& m = *p.model;
   // An adapter's requests are counted (and cached) as its own: the name it was asked by.
   const std::string& served = p.shape.model;
@@ -176,7 +180,7 @@ Reply ApiService::generate_on(PreparedGeneration p, const json& j, const std::st
       cache_scope += std::to_string(a->id);
     }
   const std::optional<std::string> key =
-      use_cache ? response_cache_key(cache_scope, p.shape.chat, p.request.prompt, j, p.request) : std::nullopt;
+      use_cache ? response_cache_key(cache_scope, p.shape.chat, p.request, p.shape.choices, p.format) : std::nullopt;
   if (!key) return submit_generation(std::move(p), consume);
   if (auto hit = response_cache_->find(*key)) {
     Reply r = replay(*hit, p, consume);
@@ -197,9 +201,9 @@ Reply ApiService::generate_on(PreparedGeneration p, const json& j, const std::st
 
 // A cascade: the light model's first tokens decide whether it answers or the heavy one does
 // (see CascadeStream); both prompts are rendered up front, each with its model's template.
-Reply ApiService::cascade(const Route& route, const json& j, bool chat, const std::string& api_key) {
-  PreparedGeneration light = prepare_generation(j, chat, api_key, model_named(route.cascade.light));
-  PreparedGeneration heavy = prepare_generation(j, chat, api_key, model_named(route.cascade.heavy));
+Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
+  PreparedGeneration light = prepare_generation(call, model_named(route.cascade.light));
+  PreparedGeneration heavy = prepare_generation(call, model_named(route.cascade.heavy));
   if (light.params.n > 1) bad("n", "a cascade route answers with one choice ('n' must be 1)");
   heavy.shape.id = light.shape.id;  // one response, whichever model gives it
   const int32_t wanted_logprobs = light.request.top_logprobs;
@@ -240,12 +244,12 @@ Reply ApiService::cascade(const Route& route, const json& j, bool chat, const st
   r.consume = [decision, light_writer, heavy_writer, tracked](const StreamEvent& ev, size_t index) {
     return (*decision && (*decision)->escalated ? heavy_writer : light_writer)->consume(ev, index);
   };
-  r.decided_headers = [decision, light_name, heavy_name, route_name = route.name]() {
-    Reply headers;
+  r.decided = [decision, light_name, heavy_name, route_name = route.name]() {
     const bool escalated = *decision && (*decision)->escalated;
-    add_route_headers(headers, escalated ? heavy_name : light_name, route_name,
-                      *decision ? "cascade: " + (*decision)->reason : "cascade");
-    return headers.headers;
+    Reply::Decided d;
+    d.answered_by = AnsweredBy{escalated ? heavy_name : light_name, route_name,
+                               *decision ? "cascade: " + (*decision)->reason : "cascade"};
+    return d;
   };
   return r;
 }
@@ -264,41 +268,41 @@ Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneratio
   return r;
 }
 
-// A chat or completions body as the engine request and the response's shape (throws
-// ParamError naming the field).
-ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, bool chat, const std::string& api_key,
-                                                              ModelService& m, const Target* lora) {
+// A typed chat or completions request rendered for a model: the engine request and the
+// response's shape (throws ParamError naming the field).
+ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCall& call, ModelService& m,
+                                                              const Target* lora) {
   PreparedGeneration p;
   p.model = &m;
   ResponseShape& shape = p.shape;
   GenerationParams& params = p.params;
   std::vector<int32_t> prompt;
-  ReplyFormat format;
+  ReplyFormat& format = p.format;
+  const bool chat = call.is_chat();
   const char* prompt_param = chat ? "messages" : "prompt";
   p.prompt_param = prompt_param;
-  const TokenCap cap = prompt_cap(m.engine->config().n_ctx, config_.limits);
+  const TokenCap cap = prompt_cap(m.engine->config().n_ctx, config_.runtime.limits);
   if (chat) {
-    ChatRequest request = parse_chat_request(j, config_);
-    request.conversation.cap = cap;
+    PromptRequest conversation = call.chat.conversation;
+    conversation.cap = cap;
     std::string error_param;
-    auto built = m.prompts->build(request.conversation, &error_param);
+    auto built = m.prompts->build(conversation, &error_param);
     if (!built) bad(error_param, built.status().message());
     prompt = std::move(built->ids);
-    params = std::move(request.params);
+    params = call.chat.params;
     if (built->forced_call) params.grammar = built->forced_call;
-    if (request.conversation.tool_choice != ToolChoice::kNone) {
+    if (conversation.tool_choice != ToolChoice::kNone) {
       format.tools = true;
-      format.tool_names = tool_function_names(request.conversation.tools);
+      format.tool_names = tool_function_names(conversation.tools);
       format.family = m.prompts->family();
-      format.parallel_tool_calls = request.parallel_tool_calls;
+      format.parallel_tool_calls = call.chat.parallel_tool_calls;
       shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
     }
   } else {
-    CompletionRequest request = parse_completion_request(j, config_);
-    auto encoded = m.prompts->encode_text(request.prompt, cap);
+    auto encoded = m.prompts->encode_text(call.completion.prompt, cap);
     if (!encoded) bad(prompt_param, encoded.status().message());
     prompt = std::move(encoded).value();
-    params = std::move(request.params);
+    params = call.completion.params;
   }
   shape.chat = chat;
   shape.stream = params.stream;
@@ -311,7 +315,7 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
 
   GenerationRequest& g = p.request;
   g = engine_request(params, std::move(prompt), m.model->generation_defaults(), m.engine->config().n_ctx);
-  g.cache_salt = cache_salt(api_key, params.cache_salt);
+  g.cache_salt = cache_salt(call.api_key, params.cache_salt);
   g.make_shaper = reply_shaper_factory(format);
   if (lora && lora->lora_set) {
     g.lora = lora->lora_set;
@@ -325,7 +329,7 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const json& j, boo
       bad(where, "token id " + std::to_string(token) + " is outside the vocabulary (" +
                      std::to_string(m.tokenizer->n_vocab()) + " tokens)");
     }
-  if (auto over = check_request_limits(g, config_.limits))
+  if (auto over = check_request_limits(g, config_.runtime.limits))
     bad(over->param == "prompt" ? prompt_param : over->param, over->message);
   return p;
 }

@@ -39,9 +39,9 @@ Reply store_error_reply(const std::string& what, const Status& status) {
 
 // POST /v1/async/...: the synchronous route's body plus `metadata` (an object of at most 16
 // string values, as OpenAI's); checked now as far as it can be without running it.
-Reply ApiService::submit_job(const std::string& endpoint, const std::string& body, const std::string& api_key) {
+Reply ApiService::submit_job(Endpoint endpoint, const std::string& body, const std::string& api_key) {
   if (!jobs_) return error_reply(404, "async jobs are off: set jobs.data_dir in the configuration");
-  json j = parse_body(body, config_.limits);
+  json j = parse_body(body, config_.runtime.limits);
   std::string callback_url;
   if (j.contains("callback_url") && !j["callback_url"].is_null()) {
     if (!j["callback_url"].is_string()) bad("callback_url", "'callback_url' must be a string");
@@ -51,15 +51,20 @@ Reply ApiService::submit_job(const std::string& endpoint, const std::string& bod
   const std::string metadata = metadata_text(j);
   j.erase("metadata");
   if (j.value("stream", false)) bad("stream", "an async job is not streamed: its result is stored whole");
-  if (endpoint == "/v1/tasks") {
+  if (endpoint == Endpoint::kTasks) {
     if (!j.contains("input") || !j["input"].is_string() || j["input"].get<std::string>().empty())
       bad("input", "'input' must be a non-empty string");
   } else {
     Target target;
     if (auto other = resolve(j, target, true)) return *other;
-    if (!target.route) prepare_generation(j, endpoint == "/v1/chat/completions", api_key, *target.model, &target);
+    if (!target.route) {
+      GenerationCall call = parse_generation_call(
+          endpoint == Endpoint::kChatCompletions ? GenerationKind::kChat : GenerationKind::kCompletion, j, config_);
+      call.api_key = api_key;
+      prepare_generation(call, *target.model, &target);
+    }
   }
-  auto job = jobs_->submit(endpoint, j.dump(), api_key, metadata, callback_url);
+  auto job = jobs_->submit(std::string(endpoint_path(endpoint)), j.dump(), api_key, metadata, callback_url);
   if (!job && job.status().code() == StatusCode::kInvalidArgument) bad("callback_url", job.status().message());
   if (!job) return store_error_reply("the job could not be stored", job.status());
   return json_reply(202, job_json(*job, jobs_->callback(job->id)));
@@ -90,20 +95,28 @@ Reply ApiService::jobs(const std::string& target, const std::string& api_key) {
                     page_json(*page, q.limit, [&](const Job& job) { return job_json(job, jobs_->callback(job.id)); }));
 }
 
+// A job's reply from its route's handler: its stored body parsed as that route's request (a
+// generation at the jobs' priority unless it names one), never a request made up as HTTP.
+Reply ApiService::job_reply(const Job& job, const std::string& api_key) {
+  const std::optional<Endpoint> endpoint = endpoint_from_path("POST", job.endpoint);
+  if (endpoint == Endpoint::kTasks) return run_task(job.body, api_key);
+  if (endpoint != Endpoint::kChatCompletions && endpoint != Endpoint::kCompletions)
+    return error_reply(404, "a job cannot run on " + job.endpoint + " (chat/completions, completions or tasks)");
+  json body = parse_body(job.body, config_.runtime.limits);
+  if (!body.contains("priority")) body["priority"] = config_.jobs.priority;
+  const GenerationKind kind =
+      endpoint == Endpoint::kChatCompletions ? GenerationKind::kChat : GenerationKind::kCompletion;
+  GenerationCall call = parse_generation_call(kind, body, config_);
+  call.api_key = api_key;
+  return generate(call);
+}
+
 // A job through its synchronous route, as a non-streamed request at the jobs' priority; waits
 // for the whole reply. `run` is armed to cancel the generation.
 std::pair<int, std::string> ApiService::run_job(const Job& job, const std::string& api_key, JobRun& run) {
-  json body = json::parse(job.body, nullptr, false);
-  if (job.endpoint != "/v1/tasks" && body.is_object() && !body.contains("priority"))
-    body["priority"] = config_.jobs.priority;
-  HttpRequest req;
-  req.method = "POST";
-  req.target = job.endpoint;
-  req.body = body.dump();
-  if (!api_key.empty()) req.authorization = "Bearer " + api_key;
   const auto interrupted = [&] { return stopping_ || draining_; };
   if (interrupted()) return {kJobInterrupted, ""};
-  Reply reply = handle_admitted(req);
+  Reply reply = guarded_reply([&] { return job_reply(job, api_key); });
   if (!reply.stream) return {interrupted() ? kJobInterrupted : reply.status, reply.body};
   // The notifier may still run (on an engine thread) after this returns: it holds what it uses.
   struct Signal {

@@ -59,7 +59,7 @@ Reply text_reply(const std::string& text) {
 // POST /v1/load_lora_adapter {"lora_name", "lora_path", "model"?: its base (the first model),
 // "scale"?: 1}: read now; a file that does not fit the base is a 400 naming the tensor.
 Reply ApiService::load_lora_adapter(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   const std::string name = string_field(j, "lora_name", true), path = string_field(j, "lora_path", true);
   const std::string base = string_field(j, "model", false);
   float scale = 1.0f;
@@ -83,7 +83,7 @@ Reply ApiService::load_lora_adapter(const std::string& body) {
 
 // POST /v1/unload_lora_adapter {"lora_name"}: requests running with it finish with it.
 Reply ApiService::unload_lora_adapter(const std::string& body) {
-  const json j = parse_body(body, config_.limits);
+  const json j = parse_body(body, config_.runtime.limits);
   const std::string name = string_field(j, "lora_name", true);
   ModelService* model = adapter_base(name);
   if (!model) return error_reply(404, "no LoRA adapter '" + name + "'", "lora_name");
@@ -100,7 +100,7 @@ void ApiService::lora_metrics(std::string& out) {
   for (const auto& m : models_) {
     const LoraActivity a = m->engine->stats().lora_activity();
     out += "autoglm_lora_requests_info{" + metric_label("model", m->name) + "," +
-           metric_label("max_lora", std::to_string(m->config->max_loras)) + "," +
+           metric_label("max_lora", std::to_string(m->config->runtime.max_loras)) + "," +
            metric_label("running_lora_adapters", a.running) + "," + metric_label("waiting_lora_adapters", a.waiting) +
            "} " + std::to_string(a.changed_at) + "\n";
   }

@@ -56,8 +56,9 @@ json job_json(const Job& job, const std::optional<CallbackState>& callback) {
                             {"at", a.at},
                             {"http_status", a.http_status == 0 ? json(nullptr) : json(a.http_status)},
                             {"error", a.error.empty() ? json(nullptr) : json(a.error)}});
-    j["callback"] = {
-        {"url", job.callback_url}, {"state", callback ? callback->state : "waiting"}, {"attempts", attempts}};
+    j["callback"] = {{"url", job.callback_url},
+                     {"state", callback ? callback_status_name(callback->state) : "waiting"},
+                     {"attempts", attempts}};
   }
   return j;
 }
@@ -389,7 +390,7 @@ void AsyncJobs::deliver(const std::string& id) {
     if (Status st = store_->schedule_callbacks(unix_seconds()); !st.is_ok()) return callback_later(id, st);
     state = store_->callback(id);
   }
-  if (!job || !state || state->state != "pending") return;
+  if (!job || !state || state->state != CallbackStatus::kPending) return;
   const std::string body = job_json(*job, std::nullopt).dump(-1, ' ', false, json::error_handler_t::replace);
   std::vector<std::pair<std::string, std::string>> headers = {
       {"X-AutoGLM-Job", id}, {"X-AutoGLM-Attempt", std::to_string(state->attempts + 1)}};
@@ -403,7 +404,9 @@ void AsyncJobs::deliver(const std::string& id) {
     outcome.error = url.status().message();  // the allowlist changed since the job was accepted
   CallbackAttempt attempt{state->attempts + 1, unix_seconds(), outcome.http_status, outcome.error};
   const bool last = attempt.attempt >= config_.callback_attempts;
-  const std::string next_state = outcome.delivered() ? "delivered" : last ? "failed" : "pending";
+  const CallbackStatus next_state = outcome.delivered() ? CallbackStatus::kDelivered
+                                    : last              ? CallbackStatus::kFailed
+                                                        : CallbackStatus::kPending;
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
   const double next_at = attempt.at + config_.callback_backoff_s * std::pow(2.0, attempt.attempt - 1) * jitter;
@@ -413,7 +416,7 @@ void AsyncJobs::deliver(const std::string& id) {
     if (!outcome.delivered()) callback_later(id, st);
     return;
   }
-  if (next_state != "pending") return;
+  if (next_state != CallbackStatus::kPending) return;
   std::lock_guard<std::mutex> lock(mutex_);
   callbacks_due_.emplace(next_at, id);
 }

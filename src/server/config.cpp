@@ -2,16 +2,13 @@
 
 #include <algorithm>
 
-#include "core/device.h"
+#include "core/dtype.h"
 #include "core/read_file.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include "server/config_reader.h"
 #include "server/routing_config.h"
-
-#include "engine/speculative.h"
-#include "model/kv_cache.h"
 
 #include <fstream>
 #include <functional>
@@ -196,20 +193,22 @@ Status read_tool_access(const ConfigReader& r, const YAML::Node& node, ServerCon
   return Status::ok();
 }
 
-Status read_kv_cache(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+Status read_kv_cache(const ConfigReader& r, const YAML::Node& node, RuntimeOptions& c) {
   if (!node.IsMap()) return r.error(node, "kv_cache", "must be a mapping (memory_mib, fraction, block_size, dtype)");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
     if (key == "memory_mib") {
-      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.memory_mib", c.kv_cache_mib, 1.0, 1048576.0));
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.memory_mib", c.kv_memory_mib, 1.0, 1048576.0));
     } else if (key == "fraction") {
-      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.fraction", c.kv_cache_fraction, 0.0, 0.95));
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.fraction", c.kv_memory_fraction, 0.0, 0.95));
     } else if (key == "block_size") {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, "kv_cache.block_size", c.kv_block_size, 1, 1024));
     } else if (key == "dtype") {
-      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "kv_cache.dtype", c.kv_dtype));
-      if (!kv_type_from_name(c.kv_dtype))
-        return r.error(kv.second, "kv_cache.dtype", "'" + c.kv_dtype + "' is not one of f32, f16, q8_0");
+      std::string name;
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "kv_cache.dtype", name));
+      auto type = kv_type_from_name(name);
+      if (!type) return r.error(kv.second, "kv_cache.dtype", "'" + name + "' is not one of f32, f16, q8_0");
+      c.kv_type = *type;
     } else {
       return r.error(kv.first, "kv_cache." + key, "is not a known key (memory_mib, fraction, block_size, dtype)");
     }
@@ -249,7 +248,7 @@ Status read_api_keys(const ConfigReader& r, const YAML::Node& node, ServerConfig
 }
 
 // scheduler: {max_step_ms: auto | 0 | milliseconds}
-Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+Status read_scheduler(const ConfigReader& r, const YAML::Node& node, RuntimeOptions& c) {
   if (!node.IsMap()) return r.error(node, "scheduler", "must be a mapping (max_step_ms)");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
@@ -265,15 +264,16 @@ Status read_scheduler(const ConfigReader& r, const YAML::Node& node, ServerConfi
 
 // speculative: {method: none | draft | ngram | early-exit | mtp, draft: MODEL, draft_quantize: TYPE,
 //               draft_max: 8, draft_min: 0, draft_p_min: 0, exit_layer: 0}
-Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
+Status read_speculative(const ConfigReader& r, const YAML::Node& node, RuntimeOptions& c) {
   constexpr const char* kKeys = "method, draft, draft_quantize, draft_max, draft_min, draft_p_min, exit_layer";
   if (!node.IsMap()) return r.error(node, "speculative", std::string("must be a mapping (") + kKeys + ")");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar(), at = "speculative." + key;
     if (key == "method") {
-      if (!kv.second.IsScalar() || !spec_method_from_name(kv.second.Scalar()))
-        return r.error(kv.second, at, "must be none, draft, ngram, early-exit or mtp");
-      c.speculative = kv.second.Scalar();
+      if (!kv.second.IsScalar()) return r.error(kv.second, at, "must be none, draft, ngram, early-exit or mtp");
+      auto method = spec_method_from_name(kv.second.Scalar());
+      if (!method) return r.error(kv.second, at, "must be none, draft, ngram, early-exit or mtp");
+      c.speculative = *method;
     } else if (key == "draft") {
       AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, at, c.draft_model));
     } else if (key == "draft_quantize") {
@@ -287,7 +287,7 @@ Status read_speculative(const ConfigReader& r, const YAML::Node& node, ServerCon
     } else if (key == "draft_min") {
       AUTOGLM_RETURN_IF_ERROR(r.ranged<int32_t>(kv.second, at, c.draft_min, 0, 64));
     } else if (key == "draft_p_min") {
-      AUTOGLM_RETURN_IF_ERROR(r.ranged<double>(kv.second, at, c.draft_p_min, 0, 1));
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<float>(kv.second, at, c.draft_p_min, 0, 1));
     } else {
       return r.error(kv.first, at, std::string("is not a known key (") + kKeys + ")");
     }
@@ -478,45 +478,49 @@ std::string replace_first(std::string text, const std::string& what, const std::
 using KeyTable = std::map<std::string, std::function<Status(const YAML::Node&)>>;
 
 // device: cpu | cuda | cuda:N (whether the GPU exists is checked when the model loads).
-Status read_device(const ConfigReader& r, const YAML::Node& node, ServerConfig& c) {
-  AUTOGLM_RETURN_IF_ERROR(r.scalar(node, "device", c.device));
-  if (!parse_device(c.device)) return r.error(node, "device", "must be cpu, cuda or cuda:N, not '" + c.device + "'");
+Status read_device(const ConfigReader& r, const YAML::Node& node, Device& device) {
+  std::string name;
+  AUTOGLM_RETURN_IF_ERROR(r.scalar(node, "device", name));
+  auto parsed = parse_device(name);
+  if (!parsed) return r.error(node, "device", "must be cpu, cuda or cuda:N, not '" + name + "'");
+  device = *parsed;
   return Status::ok();
 }
 
 // The top-level keys, each read into `c`.
 KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
+  RuntimeOptions& o = c.runtime;
   return {
       {"model", [&](const YAML::Node& n) { return r.scalar(n, "model", c.model); }},
       {"lora_adapters", [&](const YAML::Node& n) { return read_lora_adapters(r, n, c); }},
-      {"max_loras", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_loras", c.max_loras, 1, 4096); }},
-      {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", c.architecture); }},
-      {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", c.quantize); }},
-      {"mmap", [&](const YAML::Node& n) { return r.scalar(n, "mmap", c.mmap); }},
-      {"mlock", [&](const YAML::Node& n) { return r.scalar(n, "mlock", c.mlock); }},
-      {"device", [&](const YAML::Node& n) { return read_device(r, n, c); }},
-      {"cpu_moe", [&](const YAML::Node& n) { return r.scalar(n, "cpu_moe", c.cpu_moe); }},
-      {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", c.n_cpu_moe, 0, 1 << 20); }},
-      {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", c.chat_template); }},
+      {"max_loras", [&](const YAML::Node& n) { return r.ranged<int>(n, "max_loras", o.max_loras, 1, 4096); }},
+      {"engine", [&](const YAML::Node& n) { return r.scalar(n, "engine", o.architecture); }},
+      {"quantize", [&](const YAML::Node& n) { return r.scalar(n, "quantize", o.quantize); }},
+      {"mmap", [&](const YAML::Node& n) { return r.scalar(n, "mmap", o.use_mmap); }},
+      {"mlock", [&](const YAML::Node& n) { return r.scalar(n, "mlock", o.use_mlock); }},
+      {"device", [&](const YAML::Node& n) { return read_device(r, n, o.device); }},
+      {"cpu_moe", [&](const YAML::Node& n) { return r.scalar(n, "cpu_moe", o.cpu_moe); }},
+      {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", o.n_cpu_moe, 0, 1 << 20); }},
+      {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", o.chat_template); }},
       {"context_window",
-       [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", c.context_window, 16, 1 << 20); }},
+       [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", o.context_window, 16, 1 << 20); }},
       {"host", [&](const YAML::Node& n) { return r.scalar(n, "host", c.host); }},
       {"port", [&](const YAML::Node& n) { return r.ranged(n, "port", c.port, 0, 65535); }},
-      {"threads", [&](const YAML::Node& n) { return r.ranged(n, "threads", c.threads, 0, 1024); }},
-      {"kv_cache", [&](const YAML::Node& n) { return read_kv_cache(r, n, c); }},
-      {"prefix_cache", [&](const YAML::Node& n) { return r.scalar(n, "prefix_cache", c.prefix_cache); }},
+      {"threads", [&](const YAML::Node& n) { return r.ranged(n, "threads", o.threads, 0, 1024); }},
+      {"kv_cache", [&](const YAML::Node& n) { return read_kv_cache(r, n, o); }},
+      {"prefix_cache", [&](const YAML::Node& n) { return r.scalar(n, "prefix_cache", o.prefix_cache); }},
       {"prefix_cache_per_key",
        [&](const YAML::Node& n) { return r.scalar(n, "prefix_cache_per_key", c.prefix_cache_per_key); }},
-      {"profile", [&](const YAML::Node& n) { return r.scalar(n, "profile", c.profile); }},
+      {"profile", [&](const YAML::Node& n) { return r.scalar(n, "profile", o.profile); }},
       {"max_batch_tokens",
-       [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_batch_tokens", c.max_batch_tokens, 1, 1 << 20); }},
-      {"max_running", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_running", c.max_running, 1, 4096); }},
-      {"max_queued", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_queued", c.max_queued, 1, 1 << 20); }},
+       [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_batch_tokens", o.max_batch_tokens, 1, 1 << 20); }},
+      {"max_running", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_running", o.max_running, 1, 4096); }},
+      {"max_queued", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_queued", o.max_queued, 1, 1 << 20); }},
       {"max_body_bytes",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "max_body_bytes", c.max_body_bytes, 1024, 1ll << 30); }},
       {"priorities", [&](const YAML::Node& n) { return read_priorities(r, n, c); }},
-      {"scheduler", [&](const YAML::Node& n) { return read_scheduler(r, n, c); }},
-      {"speculative", [&](const YAML::Node& n) { return read_speculative(r, n, c); }},
+      {"scheduler", [&](const YAML::Node& n) { return read_scheduler(r, n, o); }},
+      {"speculative", [&](const YAML::Node& n) { return read_speculative(r, n, o); }},
       {"api_keys", [&](const YAML::Node& n) { return read_api_keys(r, n, c); }},
       {"max_body_bytes_in_flight",
        [&](const YAML::Node& n) {
@@ -541,12 +545,14 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"access_log", [&](const YAML::Node& n) { return r.scalar(n, "access_log", c.access_log); }},
       {"embeddings_pooling",
        [&](const YAML::Node& n) {
-         AUTOGLM_RETURN_IF_ERROR(r.scalar(n, "embeddings_pooling", c.embeddings_pooling));
-         if (c.embeddings_pooling != "auto" && c.embeddings_pooling != "last" && c.embeddings_pooling != "mean")
-           return r.error(n, "embeddings_pooling", "must be auto, last or mean");
+         std::string name;
+         AUTOGLM_RETURN_IF_ERROR(r.scalar(n, "embeddings_pooling", name));
+         auto pooling = pooling_from_name(name);
+         if (!pooling) return r.error(n, "embeddings_pooling", "must be auto, last or mean");
+         c.embeddings_pooling = *pooling;
          return Status::ok();
        }},
-      {"limits", [&](const YAML::Node& n) { return read_limits(r, n, c.limits); }},
+      {"limits", [&](const YAML::Node& n) { return read_limits(r, n, o.limits); }},
       {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
       {"response_cache", [&](const YAML::Node& n) { return read_response_cache(r, n, c.response_cache); }},
       {"metrics_require_key",
@@ -724,6 +730,12 @@ Result<ServerConfig> load_server_config(const std::string& path, const ConfigOve
   YAML::Emitter merged;
   merged << root;
   return parse_server_config(merged.c_str(), (path.empty() ? std::string("defaults") : path) + " with overrides");
+}
+
+RuntimeOptions server_runtime_defaults() {
+  RuntimeOptions o;
+  o.max_step_ms = -1;  // auto
+  return o;
 }
 
 int64_t body_budget_share(const ServerConfig& c) {

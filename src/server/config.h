@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "server/routing.h"
 
 #include "autoglm/limits.h"
+#include "autoglm/runtime.h"
 #include "autoglm/status.h"
 #include "tasks/task_pipeline.h"
 #include "tasks/tools.h"
@@ -39,53 +41,37 @@ struct LoraAdapterConfig {
   float scale = 1.0f;
 };
 
+// The server's runtime defaults: the library's, with the scheduler's step target on auto.
+RuntimeOptions server_runtime_defaults();
+
 struct ServerConfig {
   std::string model;                             // GGUF file or Hugging Face folder
   std::vector<LoraAdapterConfig> lora_adapters;  // over `model`
-  int64_t max_loras = 8;       // adapters loaded at once; the least recently used idle one goes past it
-  std::string quantize;        // weight type to re-encode the matrices to at load; empty: keep
-  bool mmap = true;            // false: read the model file into private memory (--no-mmap)
-  bool mlock = false;          // lock the weights in RAM (--mlock)
-  std::string device = "cpu";  // where the model runs: cpu, cuda or cuda:N
-  bool cpu_moe = false;        // a GPU: the routed experts of every MoE layer in host memory (--cpu-moe)
-  int64_t n_cpu_moe = 0;       // ... or of layers [0, n) (--n-cpu-moe N)
-  std::string architecture;    // overrides general.architecture when set
-  std::string chat_template;   // built-in template name or a Jinja file; empty: the model's own
-  int64_t context_window = 4096;
+  // How each model is loaded and served, one spelling per setting; the YAML keys (docs/API.md,
+  // config/default.yaml) map onto it: quantize, mmap (use_mmap), mlock (use_mlock), device, cpu_moe,
+  // n_cpu_moe, engine (architecture), chat_template, context_window, threads, max_loras,
+  // kv_cache.{memory_mib (kv_memory_mib), fraction (kv_memory_fraction), block_size (kv_block_size),
+  // dtype (kv_type)}, prefix_cache, profile, max_batch_tokens, max_running, max_queued,
+  // scheduler.max_step_ms (-1 auto: the server's default, flat inter-token latency under load;
+  // 0 off: a token budget; else ms), speculative.{method (speculative), draft (draft_model),
+  // draft_quantize, draft_max, draft_min, draft_p_min, exit_layer}, limits (what one request
+  // may cost).
+  RuntimeOptions runtime = server_runtime_defaults();
   std::string host = "127.0.0.1";
   int port = 8080;
-  int threads = 0;               // 0: physical cores
-  double kv_cache_mib = 1024;    // memory budget of the KV pool
-  double kv_cache_fraction = 0;  // of available memory, instead of kv_cache_mib when > 0
-  int64_t kv_block_size = 16;
-  std::string kv_dtype = "f16";
-  bool prefix_cache = true;
   bool prefix_cache_per_key = true;  // each API key its own cached prefixes (false: shared by all keys)
-  bool profile = false;              // per-op forward time in /metrics
-  int64_t max_batch_tokens = 128;
-  int64_t max_running = 16;
-  int64_t max_queued = 256;
-  // scheduler.max_step_ms: -1 auto (3x the decodes' predicted time; the server's default: flat
-  // inter-token latency under load), 0 off (a token budget), else ms.
-  double max_step_ms = -1;
-  // speculative: {method: none | draft | ngram | early-exit | mtp, draft, draft_quantize, draft_max,
-  // draft_min, draft_p_min, exit_layer}
-  std::string speculative = "none";
-  std::string draft_model, draft_quantize;
-  int32_t draft_max = 8, draft_min = 0, exit_layer = 0;
-  double draft_p_min = 0;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_body_bytes_in_flight = int64_t(512) << 20;  // bodies being read or prepared, all connections
   // Of max_body_bytes_in_flight, what one client (API key, or address) may hold; 0: a quarter.
   int64_t max_body_bytes_in_flight_per_client = 0;
-  double body_timeout_s = 10;               // the longest wait for a body's next bytes (its whole body: 60 s)
-  double stream_write_timeout_s = 60;       // a stream's write pending this long: its client stopped reading
-  double shutdown_grace_s = 30;             // SIGTERM/SIGINT: how long requests in flight may finish
-  int64_t max_connections = 4096;           // open connections; more are closed at once
-  std::string embeddings_pooling = "auto";  // /v1/embeddings: auto (the model's), last or mean
-  std::string access_log = "-";             // one line per request: "-" stderr, a file, "" off
-  double rate_limit_per_second = 0;         // requests per client (API key, or address); 0: off
-  double rate_limit_burst = 20;             // requests a client may send at once
+  double body_timeout_s = 10;                 // the longest wait for a body's next bytes (its whole body: 60 s)
+  double stream_write_timeout_s = 60;         // a stream's write pending this long: its client stopped reading
+  double shutdown_grace_s = 30;               // SIGTERM/SIGINT: how long requests in flight may finish
+  int64_t max_connections = 4096;             // open connections; more are closed at once
+  std::optional<Pooling> embeddings_pooling;  // /v1/embeddings: nullopt auto (the model's), last or mean
+  std::string access_log = "-";               // one line per request: "-" stderr, a file, "" off
+  double rate_limit_per_second = 0;           // requests per client (API key, or address); 0: off
+  double rate_limit_burst = 20;               // requests a client may send at once
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
   bool metrics_require_key = false;
@@ -98,7 +84,6 @@ struct ServerConfig {
   std::vector<std::string> http_allowlist;                      // hosts http tools may reach; empty: loopback
   std::map<std::string, std::vector<std::string>> tool_access;  // API key -> tools it may run; absent: all
   TaskOptions task;
-  RequestLimits limits;  // `limits:` what one request may cost
   // response_cache: {enabled, max_entries, max_bytes, ttl_s}: deterministic requests answered again from memory.
   ResponseCacheConfig response_cache;
   // models: several models, each with its own engine and KV pool (empty: the single `model`).

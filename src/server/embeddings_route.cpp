@@ -116,10 +116,8 @@ Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
   return r;
 }
 
-Result<Pooling> resolve_pooling(const std::string& setting, const std::string& model_path) {
-  if (setting == "last") return Pooling::kLast;
-  if (setting == "mean") return Pooling::kMean;
-  if (setting != "auto") return invalid_argument("embeddings_pooling: '" + setting + "' is not auto, last or mean");
+Pooling resolve_pooling(std::optional<Pooling> setting, const std::string& model_path) {
+  if (setting) return *setting;
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(model_path, ec)) {  // sentence-transformers' pooling module

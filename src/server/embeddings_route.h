@@ -4,6 +4,7 @@
 // truncation). Vectors come from the engine (engine/embeddings.h), pooled as the model says.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "autoglm/engine.h"
@@ -24,9 +25,9 @@ struct EmbeddingsContext {
 
 Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx);
 
-// `setting`: "last", "mean", or "auto": the model's own choice (a GGUF's
+// `setting`: last, mean, or nullopt (auto): the model's own choice (a GGUF's
 // `<arch>.pooling_type`, a folder's 1_Pooling/config.json), else last-token pooling.
-Result<Pooling> resolve_pooling(const std::string& setting, const std::string& model_path);
+Pooling resolve_pooling(std::optional<Pooling> setting, const std::string& model_path);
 
 // RFC 4648 base64 of the bytes (padded).
 std::string base64_encode(const void* data, size_t n);

@@ -219,7 +219,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [k, v] : api_.cors_headers(origin_)) res->set(k, v);
     res->keep_alive(keep_alive);
     access_.status = reply.status;
-    note_answering_model(reply.headers);
+    note_answering_model(reply.answered_by);
     access_.prompt_tokens = reply.prompt_tokens;
     access_.completion_tokens = reply.completion_tokens;
     access_log_.write(access_);  // now: once the client has the reply, the server may be stopping
@@ -242,7 +242,8 @@ class Session : public std::enable_shared_from_this<Session> {
     handle_ = reply.stream;
     consume_ = std::move(reply.consume);
     generation_headers_ = std::move(reply.headers);
-    decided_headers_ = std::move(reply.decided_headers);
+    answered_by_ = std::move(reply.answered_by);
+    decided_ = std::move(reply.decided);
     streaming_ = reply.streaming;
     input_end_cancels_ = reply.input_end_cancels;
     stream_.expires_never();
@@ -250,7 +251,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (streaming_) {
       api_.metrics().count_status(200);
       access_.status = 200;
-      if (!decided_headers_) write_stream_head();  // else with the first event
+      if (!decided_) write_stream_head();  // else with the first event
     }
     watch_for_disconnect();
     std::weak_ptr<Session> weak = shared_from_this();
@@ -271,21 +272,28 @@ class Session : public std::enable_shared_from_this<Session> {
         "HTTP/1.1 200 OK\r\nServer: open-autoglm\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
     if (!keep_alive_) pending_ += "Connection: close\r\n";
-    if (decided_headers_)
-      for (auto& h : decided_headers_()) generation_headers_.push_back(std::move(h));
+    if (decided_) take_decided(generation_headers_, answered_by_);
     for (const auto& [k, v] : generation_headers_) pending_ += k + ": " + v + "\r\n";
     for (const auto& [k, v] : api_.cors_headers(origin_)) pending_ += k + ": " + v + "\r\n";
     pending_ += "\r\n";
-    note_answering_model(generation_headers_);
+    note_answering_model(answered_by_);
     flush();
   }
 
-  // The access log names the model that answered a generation and its route.
-  void note_answering_model(const std::vector<std::pair<std::string, std::string>>& headers) {
-    for (const auto& [k, v] : headers) {
-      if (k == "X-AutoGLM-Model") access_.model = v;
-      if (k == "X-AutoGLM-Route") access_.route = v;
+  // What the first event decided: its headers after the reply's own, and who answered.
+  void take_decided(std::vector<std::pair<std::string, std::string>>& headers, AnsweredBy& answered) {
+    Reply::Decided d = decided_();
+    if (d.answered_by) {
+      answered = *d.answered_by;
+      for (auto& h : answered_by_headers(answered)) headers.push_back(std::move(h));
     }
+    for (auto& h : d.headers) headers.push_back(std::move(h));
+  }
+
+  // The access log names the model that answered a generation and its route.
+  void note_answering_model(const AnsweredBy& answered) {
+    access_.model = answered.model;
+    access_.route = answered.route;
   }
 
   // A client that goes away cancels its request: the read ends with an error. A half-close
@@ -343,8 +351,8 @@ class Session : public std::enable_shared_from_this<Session> {
         r.status = chunk.status;
         r.body = std::move(chunk.bytes);
         r.headers = std::move(generation_headers_);
-        if (decided_headers_)
-          for (auto& h : decided_headers_()) r.headers.push_back(std::move(h));
+        r.answered_by = answered_by_;
+        if (decided_) take_decided(r.headers, r.answered_by);
         r.prompt_tokens = chunk.prompt_tokens;
         r.completion_tokens = chunk.completion_tokens;
         handle_->set_notify(nullptr);
@@ -410,7 +418,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (handle_) handle_->set_notify(nullptr);
     handle_.reset();
     consume_ = nullptr;
-    decided_headers_ = nullptr;
+    decided_ = nullptr;
     streaming_ = complete_ = false;
     if (!probing_) return read_request();
     resume_after_probe_ = true;
@@ -446,7 +454,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   std::shared_ptr<ChoiceStreams> handle_;
   std::function<ReplyChunk(const StreamEvent&, size_t)> consume_;
-  std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers_;
+  AnsweredBy answered_by_;                   // the generation's, once known
+  std::function<Reply::Decided()> decided_;  // known with the first event (a cascade's model)
   bool head_sent_ = false;  // a stream's head (it waits for the first event when headers are decided then)
   bool streaming_ = false;
   bool input_end_cancels_ = false;  // Reply::input_end_cancels of the request being answered

@@ -44,6 +44,20 @@ std::optional<JobStatus> job_status_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+constexpr const char* kCallbackNames[] = {"pending", "delivered", "failed"};
+}  // namespace
+
+const char* callback_status_name(CallbackStatus s) {
+  return kCallbackNames[int(s)];
+}
+
+std::optional<CallbackStatus> callback_status_from_name(const std::string& name) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kCallbackNames[i]) return CallbackStatus(i);
+  return std::nullopt;
+}
+
 bool job_finished(JobStatus s) {
   return s == JobStatus::kCompleted || s == JobStatus::kFailed || s == JobStatus::kCancelled;
 }
@@ -150,7 +164,8 @@ std::optional<CallbackState> JobStore::callback(const std::string& job_id) {
   auto rows = db_->query("SELECT state, attempts, next_at FROM callbacks WHERE job_id = ?", {job_id});
   if (!rows || rows->empty()) return std::nullopt;
   CallbackState c;
-  c.state = sql_text((*rows)[0][0]);
+  // A state this build does not know is not retried.
+  c.state = callback_status_from_name(sql_text((*rows)[0][0])).value_or(CallbackStatus::kFailed);
   c.attempts = int32_t(sql_number((*rows)[0][1]));
   c.next_at = sql_number((*rows)[0][2]);
   auto history = db_->query(
@@ -161,13 +176,13 @@ std::optional<CallbackState> JobStore::callback(const std::string& job_id) {
   return c;
 }
 
-Status JobStore::record_attempt(const std::string& job_id, const CallbackAttempt& a, const std::string& state,
+Status JobStore::record_attempt(const std::string& job_id, const CallbackAttempt& a, CallbackStatus state,
                                 double next_at) {
   AUTOGLM_RETURN_IF_ERROR(
       db_->exec("INSERT INTO callback_attempts (job_id, attempt, at, http_status, error) VALUES (?, ?, ?, ?, ?)",
                 {job_id, int64_t(a.attempt), a.at, int64_t(a.http_status), a.error}));
   return db_->exec("UPDATE callbacks SET state = ?, attempts = ?, next_at = ? WHERE job_id = ?",
-                   {state, int64_t(a.attempt), next_at, job_id});
+                   {std::string(callback_status_name(state)), int64_t(a.attempt), next_at, job_id});
 }
 
 std::map<std::string, int64_t> JobStore::attempt_outcomes() {

@@ -48,8 +48,13 @@ struct CallbackAttempt {
   std::string error;    // "" : delivered
 };
 
+// Where a finished job's callback stands: an attempt due, delivered, or its attempts used up.
+enum class CallbackStatus { kPending, kDelivered, kFailed };
+const char* callback_status_name(CallbackStatus s);  // "pending", "delivered", "failed"
+std::optional<CallbackStatus> callback_status_from_name(const std::string& name);
+
 struct CallbackState {
-  std::string state;  // pending, delivered, failed
+  CallbackStatus state = CallbackStatus::kPending;
   int32_t attempts = 0;
   double next_at = 0;
   std::vector<CallbackAttempt> history;
@@ -91,7 +96,7 @@ class JobStore {
   // The callbacks still to deliver: job id and when.
   Result<std::vector<std::pair<std::string, double>>> pending_callbacks();
   std::optional<CallbackState> callback(const std::string& job_id);
-  Status record_attempt(const std::string& job_id, const CallbackAttempt& attempt, const std::string& state,
+  Status record_attempt(const std::string& job_id, const CallbackAttempt& attempt, CallbackStatus state,
                         double next_at);
   std::map<std::string, int64_t> attempt_outcomes();  // delivered / failed attempts
 

@@ -229,9 +229,12 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.logit_bias = logit_bias_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
   p.speculative = bool_param(j, "speculative", true);
-  p.grammar = grammar_param(j, config.limits);
+  p.grammar = grammar_param(j, config.runtime.limits);
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
+  if (j.contains("user") && j["user"].is_string()) p.user = j["user"];
+  p.cache = bool_param(j, "cache", true);
+  p.response_format = j.contains("response_format") && !j["response_format"].is_null();
   p.timeout_seconds = optional_number(j, "timeout", 0.001, 86400);
   if (j.contains("cache_salt") && !j["cache_salt"].is_null()) {
     if (!j["cache_salt"].is_string()) bad("cache_salt", "'cache_salt' must be a string");
@@ -253,6 +256,7 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   json tools = j.contains("tools") ? j["tools"] : json();
   if (!tools.is_null() && !tools.is_array()) bad("tools", "'tools' must be an array");
   if (tools.is_array()) check_tools(tools);
+  r.tools_offered = tools.is_array() && !tools.empty();
   read_tool_choice(j, tools.is_array() && !tools.empty(), r.conversation);
   r.conversation.tools = r.conversation.tool_choice == ToolChoice::kNone ? json() : tools;
   r.params = common_params(j, config);
@@ -286,6 +290,16 @@ CompletionRequest parse_completion_request(const json& j, const ServerConfig& co
     r.params.logprobs = true;
   }
   return r;
+}
+
+GenerationCall parse_generation_call(GenerationKind kind, const json& body, const ServerConfig& config) {
+  GenerationCall call;
+  call.kind = kind;
+  if (kind == GenerationKind::kChat)
+    call.chat = parse_chat_request(body, config);
+  else
+    call.completion = parse_completion_request(body, config);
+  return call;
 }
 
 GenerationRequest engine_request(const GenerationParams& p, std::vector<int32_t> prompt, const GenerationDefaults& d,

@@ -37,8 +37,11 @@ struct GenerationParams {
   std::optional<double> timeout_seconds;
   bool stream = false, include_usage = false;
   bool logprobs = false;
-  int32_t top_logprobs = -1;  // -1: none
-  std::string cache_salt;     // requests share cached prefixes only with the same salt (vLLM's name)
+  int32_t top_logprobs = -1;     // -1: none
+  std::string cache_salt;        // requests share cached prefixes only with the same salt (vLLM's name)
+  std::string user;              // the end user (OpenAI's `user`): route arms stick to it
+  bool cache = true;             // false: the response cache neither answers nor keeps this request
+  bool response_format = false;  // a response_format was given (route rules look at it)
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
 };
 
@@ -46,6 +49,7 @@ struct ChatRequest {
   GenerationParams params;
   PromptRequest conversation;  // messages (content as text), tools, tool_choice, template kwargs
   bool parallel_tool_calls = true;
+  bool tools_offered = false;  // a non-empty `tools` (offered even under tool_choice none)
 };
 
 struct CompletionRequest {
@@ -58,6 +62,26 @@ ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
 // (throws ParamError naming `param` when it is neither).
 std::string content_text(const json& content, const std::string& param);
 CompletionRequest parse_completion_request(const json& body, const ServerConfig& config);
+
+enum class GenerationKind { kChat, kCompletion };
+
+// A chat or completions request as the generation handlers take it: its body parsed once at
+// the edge (an HTTP request, an async job, a batch line), with what routing and the response
+// cache read besides: the caller's key and headers.
+struct GenerationCall {
+  GenerationKind kind = GenerationKind::kChat;
+  ChatRequest chat;              // of kChat
+  CompletionRequest completion;  // of kCompletion
+  std::string api_key;
+  bool no_cache = false;                                     // Cache-Control: no-cache or no-store
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case: route rules and arms
+  bool is_chat() const { return kind == GenerationKind::kChat; }
+  const GenerationParams& params() const { return is_chat() ? chat.params : completion.params; }
+  GenerationParams& params() { return is_chat() ? chat.params : completion.params; }
+};
+
+// Throws ParamError (a 400 naming the field).
+GenerationCall parse_generation_call(GenerationKind kind, const json& body, const ServerConfig& config);
 
 // The engine's request: what the request leaves unset comes from the model's
 // generation_config.json; max_tokens is clamped to the room the context leaves.

@@ -22,4 +22,24 @@ Reply error_reply(int status, const std::string& message, const std::string& par
   return r;
 }
 
+std::vector<std::pair<std::string, std::string>> answered_by_headers(const AnsweredBy& a) {
+  std::vector<std::pair<std::string, std::string>> h{{"X-AutoGLM-Model", a.model}};
+  if (a.route.empty()) return h;
+  h.emplace_back("X-AutoGLM-Route", a.route);
+  h.emplace_back("X-AutoGLM-Route-Reason", a.reason);
+  return h;
+}
+
+Reply guarded_reply(const std::function<Reply()>& handler) {
+  try {
+    return handler();
+  } catch (const ParamError& e) {
+    return error_reply(400, e.message, e.param);
+  } catch (const std::exception& e) {
+    return error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
+  } catch (...) {
+    return error_reply(500, "internal error", "", "server_error");
+  }
+}
+
 }  // namespace autoglm

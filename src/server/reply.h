@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,13 @@ struct HttpRequest {
   std::function<bool(int64_t bytes)> hold_memory;
 };
 
+// Which model answered a generation, and through which route (empty: asked for by name) and
+// why: the X-AutoGLM-* headers and the access log are both made from it.
+struct AnsweredBy {
+  std::string model, route, reason;
+};
+std::vector<std::pair<std::string, std::string>> answered_by_headers(const AnsweredBy& answered);
+
 struct Reply {
   int status = 200;
   std::string content_type = "application/json";
@@ -42,9 +50,14 @@ struct Reply {
   std::shared_ptr<ChoiceStreams> stream;
   bool streaming = false;
   std::function<ReplyChunk(const StreamEvent&, size_t choice)> consume;
-  // Headers known only once the first event is in (a cascade's model): a stream's head waits
-  // for that event; a whole reply carries them too.
-  std::function<std::vector<std::pair<std::string, std::string>>()> decided_headers;
+  AnsweredBy answered_by;  // a generation's (its headers are among `headers`)
+  // What is known only once the first event is in (a cascade's model, a task's Retry-After): a
+  // stream's head waits for that event, then carries its headers; a whole reply carries them too.
+  struct Decided {
+    std::optional<AnsweredBy> answered_by;
+    std::vector<std::pair<std::string, std::string>> headers;  // besides answered_by's
+  };
+  std::function<Decided()> decided;
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of a finished generation (the access log)
   // The client's end of input (FIN) ends the request too, not only a reset: a task's tools have
   // side effects, and a client that timed out and closed sends a FIN, which a half-close also is.
@@ -58,6 +71,10 @@ Reply store_error_reply(const std::string& what, const Status& status);
 
 // 429 with Retry-After: 1 (a full queue).
 Reply busy_reply(const std::string& message);
+
+// What a handler answers, a thrown ParamError becoming its 400 and any other exception a 500
+// (the one conversion of every route, whether HTTP or a job called it).
+Reply guarded_reply(const std::function<Reply()>& handler);
 
 // {"error": {"message", "type", "param", "code"}} with its status.
 Reply error_reply(int status, const std::string& message, const std::string& param = "",

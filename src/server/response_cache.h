@@ -17,6 +17,7 @@
 
 #include "autoglm/engine.h"
 #include "autoglm/status.h"
+#include "chat/reply_shaper.h"
 #include "engine/request.h"
 #include "server/cached_generation.h"
 
@@ -31,12 +32,13 @@ struct ResponseCacheConfig {
 };
 
 // The key of a request, or nullopt when its output is not determined by it (sampling without a
-// seed). It covers the model, the route (chat or completions), the prompt as rendered, the
-// request's cache scope (with prefix_cache_per_key, each API key's own: no key learns what
-// another asked), and the body's every field but those that do not change the output (stream,
-// stream_options, cache, user).
-std::optional<std::string> response_cache_key(const std::string& model, bool chat, const std::vector<int32_t>& prompt,
-                                              const nlohmann::json& body, const GenerationRequest& request);
+// seed). It covers the model and adapters (`scope`), the route (chat or completions), the
+// engine request as prepared (the prompt as rendered, max_tokens, sampling with the model's
+// defaults filled in, stop strings, the grammar's text, logprobs, the prefix-cache salt: with
+// prefix_cache_per_key each API key's own, so no key learns what another asked), the choices,
+// and how the reply is read (its tool names, family and parallel calls).
+std::optional<std::string> response_cache_key(const std::string& scope, bool chat, const GenerationRequest& request,
+                                              size_t choices, const ReplyFormat& format);
 
 class ResponseCacheFile;
 
