@@ -4,8 +4,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include "server/http_limits.h"
-#include "server/openai_request.h"
+#include "server/api/openai_request.h"
+#include "server/http/http_limits.h"
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ec) break;
     const auto& req = parser.get();
     try {
-      const auto body = autoglm::parse_body(req.body(), config.limits);
+      const auto body = autoglm::parse_body(req.body(), config.runtime.limits);
       if (req.target() == "/v1/chat/completions") autoglm::parse_chat_request(body, config);
       if (req.target() == "/v1/completions") autoglm::parse_completion_request(body, config);
     } catch (const autoglm::ParamError&) {

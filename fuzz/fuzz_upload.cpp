@@ -1,7 +1,7 @@
 // An upload to /v1/files: a multipart body (boundary "B") -> its parts -> each part read as a
 // batch input file. Only errors as values may come out.
-#include "server/batch_input.h"
-#include "server/multipart.h"
+#include "server/api/multipart.h"
+#include "server/jobs/batch_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);

@@ -2,7 +2,8 @@
 # Fails when a file includes a header of a higher layer (or of a sibling on its own layer).
 # The order is the "Layer order:" line of docs/ARCHITECTURE.md, lowest first, e.g.
 #   Layer order: core < formats, kernels < tokenizer < ...
-# A file under src/NAME/ may include src/ headers of NAME itself and of lower layers only;
+# A file under src/NAME/ may include src/ headers of NAME itself and of lower layers only (a
+# sub-folder named in the order, such as server/api, is a layer of its own);
 # public headers (include/autoglm) may include only other public headers.
 # Within one folder, units (foo.h + foo.cpp, with foo.inc, foo.cu, foo.cuh: a path without its
 # extension) must not include each other in a cycle: "x/y.h" included makes a file's unit depend
@@ -25,15 +26,25 @@ for group in "${groups[@]}"; do
   n=$((n + 1))
 done
 failures=0
+# The layer of a path under src/: its folder NAME, or NAME/SUB when the order names that
+# sub-folder (src/server/api/reply.h is in server/api; src/server/api.h in server).
+layer_of() {
+  local first=${1%%/*} rest=${1#*/}
+  layer=$first
+  if [[ $rest == */* ]] && [ -n "${level[$first/${rest%%/*}]+x}" ]; then layer=$first/${rest%%/*}; fi
+}
 while IFS= read -r file; do
   rel=${file#"$root/src/"}
-  own=${rel%%/*}
+  layer_of "$rel"
+  own=$layer
   if [ -z "${level[$own]+x}" ]; then
     echo "$file: folder '$own' is not in the layer order of $doc"
     failures=$((failures + 1))
     continue
   fi
-  while IFS=: read -r line target; do
+  while IFS=: read -r line path; do
+    layer_of "$path"
+    target=$layer
     [ "$target" = "$own" ] && continue
     [ "$target" = "autoglm" ] && continue  # the public API: every layer may use it
     [ -z "${level[$target]+x}" ] && continue  # not one of ours (a system header path)
@@ -41,8 +52,8 @@ while IFS= read -r file; do
       echo "$file:$line: $own (layer ${level[$own]}) includes $target/ (layer ${level[$target]})"
       failures=$((failures + 1))
     fi
-  done < <(grep -noE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' "$file" |
-           sed -E 's/^([0-9]+):.*"([a-z_]+)\//\1:\2/')
+  done < <(grep -noE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/[^"]*"' "$file" |
+           sed -E 's/^([0-9]+):.*"([^"]+)"$/\1:\2/')
 done < <(find "$root/src" -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 while IFS=: read -r file line text; do
   echo "$file:$line: a public header includes a non-public header: $text"

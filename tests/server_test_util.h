@@ -9,7 +9,7 @@
 #include "core/turn_queue.h"
 #include "http_test_util.h"
 #include "server/api.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 #include "test_util.h"
 
 namespace autoglm::test {
@@ -40,6 +40,7 @@ class ServerTest : public ::testing::Test {
   Status try_start(ServerConfig cfg, bool load = true) {
     if (cfg.model.empty()) cfg.model = shared_path("models/stories260K.gguf");
     cfg.runtime.threads = 2;
+    server.reset();  // a restart: the old transport goes before the service it calls
     api = std::make_unique<ApiService>(cfg);
     server = std::make_unique<HttpServer>(*api, 2);
     if (Status st = server->start("127.0.0.1", 0); !st.is_ok()) return st;

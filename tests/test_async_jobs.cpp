@@ -17,8 +17,8 @@
 
 #include "http_test_util.h"
 #include "server/api.h"
-#include "server/hmac.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
+#include "server/jobs/hmac.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

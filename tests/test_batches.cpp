@@ -14,9 +14,9 @@
 
 #include "http_test_util.h"
 #include "server/api.h"
-#include "server/batch_input.h"
-#include "server/http_server.h"
-#include "server/multipart.h"
+#include "server/api/multipart.h"
+#include "server/http/http_server.h"
+#include "server/jobs/batch_input.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <tuple>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "test_util.h"
 
 namespace autoglm {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "server/job_store.h"
+#include "server/jobs/job_store.h"
 
 namespace autoglm {
 namespace {

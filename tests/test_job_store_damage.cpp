@@ -18,9 +18,9 @@
 
 #include "http_test_util.h"
 #include "server/api.h"
-#include "server/async_jobs.h"
-#include "server/batches.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
+#include "server/jobs/async_jobs.h"
+#include "server/jobs/batches.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

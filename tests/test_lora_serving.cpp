@@ -14,8 +14,8 @@
 #include "http_test_util.h"
 #include "lora_test_util.h"
 #include "server/api.h"
-#include "server/config.h"
-#include "server/http_server.h"
+#include "server/config/config.h"
+#include "server/http/http_server.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

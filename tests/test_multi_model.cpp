@@ -13,7 +13,7 @@
 
 #include "http_test_util.h"
 #include "server/api.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
 // refused request is told, clients kept apart, and "off".
 #include <gtest/gtest.h>
 
-#include "server/rate_limiter.h"
+#include "server/http/rate_limiter.h"
 
 namespace autoglm {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/route_table.h"
+#include "server/http/route_table.h"
 
 namespace autoglm {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "core/read_file.h"
-#include "server/config.h"
-#include "server/routing.h"
+#include "server/config/config.h"
+#include "server/routing/routing.h"
 
 namespace autoglm {
 namespace {

@@ -18,9 +18,9 @@
 #include <regex>
 
 #include "http_test_util.h"
-#include "server/access_log.h"
 #include "server/api.h"
-#include "server/http_server.h"
+#include "server/http/access_log.h"
+#include "server/http/http_server.h"
 #include "server_test_util.h"
 #include "test_util.h"
 

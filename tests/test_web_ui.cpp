@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/web_assets.h"
+#include "server/web/web_assets.h"
 #include "server_test_util.h"
 
 namespace autoglm {

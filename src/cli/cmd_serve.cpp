@@ -8,7 +8,7 @@
 
 #include "autoglm/server.h"
 #include "cli/common.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace autoglm::cli {
 namespace {

@@ -1,6 +1,6 @@
 #include "server/api.h"
 
-#include "server/embeddings_route.h"
+#include "server/api/embeddings_route.h"
 
 #include <chrono>
 #include <cmath>
@@ -14,9 +14,9 @@
 #include "core/read_file.h"
 #include "core/thread_pool.h"
 #include "engine/stream.h"
-#include "server/openai_request.h"
-#include "server/route_table.h"
-#include "server/routing_config.h"
+#include "server/api/openai_request.h"
+#include "server/config/routing_config.h"
+#include "server/http/route_table.h"
 #include "tasks/subprocess.h"
 #include "tasks/task_pipeline.h"
 
@@ -237,15 +237,6 @@ Reply ApiService::handle_admitted(const HttpRequest& request) {
     return busy;
   }
   return guarded_reply([&] { return route(request); });
-}
-
-std::string path_of(const std::string& target) {
-  return target.substr(0, target.find('?'));
-}
-
-std::string bearer_key(const std::string& authorization) {
-  const std::string bearer = "Bearer ";
-  return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
 }
 
 bool ApiService::accepts_key(const std::string& key) const {

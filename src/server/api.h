@@ -16,26 +16,23 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/runtime_parts.h"
-#include "server/batches.h"
-#include "server/choice_streams.h"
-#include "server/config.h"
-#include "server/feedback.h"
-#include "server/metrics.h"
-#include "server/openai_request.h"
-#include "server/rate_limiter.h"
-#include "server/reply.h"
-#include "server/response_cache.h"
-#include "server/response_writer.h"
-#include "server/responses_api.h"
-#include "server/route_table.h"
+#include "server/api/choice_streams.h"
+#include "server/api/feedback.h"
+#include "server/api/openai_request.h"
+#include "server/api/reply.h"
+#include "server/api/response_writer.h"
+#include "server/api/responses_api.h"
+#include "server/config/config.h"
+#include "server/http/http_service.h"
+#include "server/http/rate_limiter.h"
+#include "server/http/route_table.h"
+#include "server/jobs/batches.h"
+#include "server/metrics/metrics.h"
+#include "server/routing/response_cache.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 
-// The key of an `Authorization: Bearer KEY` header; empty without one.
-std::string bearer_key(const std::string& authorization);
-// A request target without its query.
-std::string path_of(const std::string& target);
 // A /v1/models entry: id, object, created, owned_by, and its kind ("model", "route", "lora").
 json model_object(const std::string& id, const char* kind);
 
@@ -61,10 +58,10 @@ struct Target {
   std::shared_ptr<const RouteTable> routes;
 };
 
-class ApiService {
+class ApiService : public HttpService {
  public:
   explicit ApiService(ServerConfig config);
-  ~ApiService();
+  ~ApiService() override;
 
   // Opens the runtime (model, tokenizer, template, engine) from the configuration; `base`
   // carries what the configuration does not (repacking, pinning, load progress).
@@ -74,41 +71,41 @@ class ApiService {
   Status reload_routes(const ServerConfig& fresh);
   // After the HTTP server has stopped: waits for the tasks still running, then stops the
   // engine and frees the model. The destructor does the same.
-  void shutdown();
+  void shutdown() override;
   bool ready() const { return ready_.load(); }
   // Shutdown has begun: chat template renders in progress stop at their next step.
-  void begin_stop();
+  void begin_stop() override;
   // Graceful drain: every new request gets 503 with Retry-After (/ready too; /health and
   // /metrics still answer), while those in flight go on. in_flight() counts generations whose
   // reply is not done, and tasks.
-  void begin_drain();
+  void begin_drain() override;
   // Where the HTTP server listens (before load): http tools never target it.
   void set_listening_address(std::string host, int port) { listening_ = ListenAddress{std::move(host), port}; }
-  int64_t in_flight();
+  int64_t in_flight() override;
   // Whether `key` is one of the configured API keys (compared in constant time).
-  bool accepts_key(const std::string& key) const;
+  bool accepts_key(const std::string& key) const override;
   // The thread pool the loaded models' engines share. Each engine step holds one of its turns,
   // so a caller holding a turn keeps every engine from stepping (tests order events by it).
   ThreadPool& thread_pool() { return *default_model().runtime->parts().pool; }
   // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
   // ends the tool commands that tasks are running.
-  void cancel_in_flight();
+  void cancel_in_flight() override;
 
   Reply handle(const HttpRequest& request);
   // The checks that need no body (draining, route and method, API key, rate limit: as the
   // route table, route_table.h, says of the request's route), made when the headers have
   // arrived: a refusal is answered before any body is read. A request that passed them goes to
   // handle_admitted (which calls the handler of the route's Endpoint); handle does both.
-  std::optional<Reply> admit(const HttpRequest& head);
+  std::optional<Reply> admit(const HttpRequest& head) override;
   // The most body bytes this request may send: max_body_bytes, or jobs.max_file_bytes (and
   // room for the form around it) for a route whose body is an upload (POST /v1/files).
-  int64_t body_limit(const HttpRequest& head) const;
+  int64_t body_limit(const HttpRequest& head) const override;
   // The CORS headers every response to a request from `origin` carries (none when CORS is off
   // or the origin is not allowed).
-  std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) const;
-  Reply handle_admitted(const HttpRequest& request);
-  ServerMetrics& metrics() { return metrics_; }
-  const ServerConfig& config() const { return config_; }
+  std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) const override;
+  Reply handle_admitted(const HttpRequest& request) override;
+  ServerMetrics& metrics() override { return metrics_; }
+  const ServerConfig& config() const override { return config_; }
 
  private:
   Reply route(const HttpRequest& request);

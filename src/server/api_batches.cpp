@@ -2,8 +2,8 @@
 // DELETE /v1/files/{id}; POST/GET /v1/batches, GET /v1/batches/{id}, POST
 // /v1/batches/{id}/cancel. Only the key that made a file or batch sees it.
 #include "server/api.h"
-#include "server/list_page.h"
-#include "server/multipart.h"
+#include "server/api/list_page.h"
+#include "server/api/multipart.h"
 
 namespace autoglm {
 namespace {

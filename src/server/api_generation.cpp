@@ -10,8 +10,8 @@
 #include "engine/stream.h"
 #include "runtime/reply_events.h"
 #include "server/api.h"
-#include "server/cascade_stream.h"
-#include "server/openai_request.h"
+#include "server/api/openai_request.h"
+#include "server/routing/cascade_stream.h"
 
 namespace autoglm {
 namespace {

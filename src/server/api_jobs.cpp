@@ -5,8 +5,8 @@
 #include <condition_variable>
 
 #include "server/api.h"
-#include "server/list_page.h"
-#include "server/openai_request.h"
+#include "server/api/list_page.h"
+#include "server/api/openai_request.h"
 
 namespace autoglm {
 std::string metadata_text(const json& body) {

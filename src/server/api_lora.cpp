@@ -2,7 +2,7 @@
 // at run time (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, as vLLM names them); a
 // request names one as its `model`; /v1/models lists them with their base as parent.
 #include "server/api.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace autoglm {
 

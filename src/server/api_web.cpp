@@ -1,6 +1,6 @@
 // The web UI's pages and files (server/web_assets.h), unless web_ui is off.
 #include "server/api.h"
-#include "server/web_assets.h"
+#include "server/web/web_assets.h"
 
 namespace autoglm {
 

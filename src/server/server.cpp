@@ -3,8 +3,8 @@
 #include <mutex>
 
 #include "server/api.h"
-#include "server/config.h"
-#include "server/http_server.h"
+#include "server/config/config.h"
+#include "server/http/http_server.h"
 
 namespace autoglm {
 

@@ -1,0 +1,91 @@
+// The OpenAI request bodies as typed structs. parse_chat_request and
+// parse_completion_request read every field, check it and throw ParamError (a 400 naming
+// the field) at the first that is wrong; nothing after them looks at the JSON again.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoglm/engine.h"
+#include "chat/prompt_builder.h"
+#include "engine/request.h"
+#include "model/hf_checkpoint.h"
+#include "sample/grammar.h"
+#include "server/api/request_params.h"
+#include "server/config/config.h"
+
+namespace autoglm {
+
+// What chat and completions share.
+struct GenerationParams {
+  std::string model;                  // "" when absent
+  int64_t n = 1;                      // choices, each with its own seed (seed + index when seeded)
+  std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; none: the room left
+  std::optional<double> temperature;  // none: the model's default
+  std::optional<double> top_p;
+  std::optional<int64_t> top_k;
+  std::optional<double> repetition_penalty;
+  double min_p = 0, presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool speculative = true;                 // false: this request drafts nothing (where the server speculates)
+  std::shared_ptr<const Grammar> grammar;  // response_format json_object/json_schema, or `grammar`
+  int32_t priority = 0;
+  std::optional<double> timeout_seconds;
+  bool stream = false, include_usage = false;
+  bool logprobs = false;
+  int32_t top_logprobs = -1;     // -1: none
+  std::string cache_salt;        // requests share cached prefixes only with the same salt (vLLM's name)
+  std::string user;              // the end user (OpenAI's `user`): route arms stick to it
+  bool cache = true;             // false: the response cache neither answers nor keeps this request
+  bool response_format = false;  // a response_format was given (route rules look at it)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  PromptRequest conversation;  // messages (content as text), tools, tool_choice, template kwargs
+  bool parallel_tool_calls = true;
+  bool tools_offered = false;  // a non-empty `tools` (offered even under tool_choice none)
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::string prompt;
+};
+
+ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
+// Message content: a string, or an array of {"type": "text", "text": ...} parts, as one text
+// (throws ParamError naming `param` when it is neither).
+std::string content_text(const json& content, const std::string& param);
+CompletionRequest parse_completion_request(const json& body, const ServerConfig& config);
+
+enum class GenerationKind { kChat, kCompletion };
+
+// A chat or completions request as the generation handlers take it: its body parsed once at
+// the edge (an HTTP request, an async job, a batch line), with what routing and the response
+// cache read besides: the caller's key and headers.
+struct GenerationCall {
+  GenerationKind kind = GenerationKind::kChat;
+  ChatRequest chat;              // of kChat
+  CompletionRequest completion;  // of kCompletion
+  std::string api_key;
+  bool no_cache = false;                                     // Cache-Control: no-cache or no-store
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case: route rules and arms
+  bool is_chat() const { return kind == GenerationKind::kChat; }
+  const GenerationParams& params() const { return is_chat() ? chat.params : completion.params; }
+  GenerationParams& params() { return is_chat() ? chat.params : completion.params; }
+};
+
+// Throws ParamError (a 400 naming the field).
+GenerationCall parse_generation_call(GenerationKind kind, const json& body, const ServerConfig& config);
+
+// The engine's request: what the request leaves unset comes from the model's
+// generation_config.json; max_tokens is clamped to the room the context leaves.
+GenerationRequest engine_request(const GenerationParams& params, std::vector<int32_t> prompt,
+                                 const GenerationDefaults& defaults, int64_t n_ctx);
+
+}  // namespace autoglm

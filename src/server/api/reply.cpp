@@ -1,0 +1,54 @@
+// json_reply and store_error_reply are defined beside the jobs routes (api_jobs.cpp).
+#include "server/api/reply.h"
+
+namespace autoglm {
+
+Reply busy_reply(const std::string& message) {
+  Reply r = error_reply(429, message, "", "rate_limit_error");
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+Reply error_reply(int status, const std::string& message, const std::string& param, const std::string& type) {
+  Reply r;
+  r.status = status;
+  json err = {
+      {"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", nullptr}};
+  if (status == 401) err["code"] = "invalid_api_key";
+  if (status == 404) err["code"] = "not_found";
+  if (status == 429) err["code"] = "rate_limit_exceeded";
+  // Messages may quote the client's bytes: never let them break the JSON.
+  r.body = json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+std::vector<std::pair<std::string, std::string>> answered_by_headers(const AnsweredBy& a) {
+  std::vector<std::pair<std::string, std::string>> h{{"X-AutoGLM-Model", a.model}};
+  if (a.route.empty()) return h;
+  h.emplace_back("X-AutoGLM-Route", a.route);
+  h.emplace_back("X-AutoGLM-Route-Reason", a.reason);
+  return h;
+}
+
+Reply guarded_reply(const std::function<Reply()>& handler) {
+  try {
+    return handler();
+  } catch (const ParamError& e) {
+    return error_reply(400, e.message, e.param);
+  } catch (const std::exception& e) {
+    return error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
+  } catch (...) {
+    return error_reply(500, "internal error", "", "server_error");
+  }
+}
+
+std::string path_of(const std::string& target) {
+  return target.substr(0, target.find('?'));
+}
+
+std::string bearer_key(const std::string& authorization) {
+  const std::string bearer = "Bearer ";
+  return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
+}
+
+}  // namespace autoglm
