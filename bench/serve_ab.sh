@@ -23,7 +23,7 @@ for side in old new; do  # each on a free port; ready once it logs "ready:"
   port[$side]=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$side.log" | head -1)
 done
 for c in 1 16; do
-  n=$((c == 1 ? 24 : 96))
+  n=$((c == 1 ? ${N1:-24} : ${N16:-96}))
   for rep in $(seq "$reps"); do
     for side in old new; do
       out=$("$python" "$here/bench_serve.py" --url "http://127.0.0.1:${port[$side]}" -n "$n" -c "$c" \
