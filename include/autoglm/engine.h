@@ -48,6 +48,9 @@ enum class PartKind {
   kToolCallEnd,        // the call is complete
 };
 
+// "text", "reasoning", "tool_call_begin", "tool_call_arguments", "tool_call_end".
+const char* part_kind_name(PartKind kind);
+
 struct OutputPart {
   PartKind kind = PartKind::kText;
   std::string text;

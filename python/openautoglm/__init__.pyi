@@ -52,6 +52,9 @@ class CausalLMOutput(BatchEncoding):
 class GenerationResult(BatchEncoding):
     text: str
     token_ids: list[int]
+    # The text typed: (kind, text, call index), kind one of "text", "reasoning", "tool_call_begin"
+    # (text: the function's name), "tool_call_arguments", "tool_call_end".
+    parts: list[tuple[str, str, int]]
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int

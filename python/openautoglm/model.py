@@ -21,11 +21,29 @@ class CausalLMOutput(BatchEncoding):
 
 
 class GenerationResult(BatchEncoding):
-    """text, token_ids, finish_reason, prompt_tokens, completion_tokens."""
+    """text, token_ids, parts (the text typed: (kind, text, call index)), finish_reason, prompt_tokens,
+    completion_tokens."""
 
 
 def _is_chat(prompt):
     return isinstance(prompt, (list, tuple)) and bool(prompt) and isinstance(prompt[0], dict)
+
+
+def _assistant_message(parts):
+    """The reply as OpenAI's message, from the stream's typed parts (the engine parsed the calls
+    in the model family's format; nothing here reads the text again)."""
+    content, calls = [], []
+    for kind, text, index in parts:
+        if kind == "text":
+            content.append(text)
+        elif kind == "tool_call_begin":
+            calls.append({"id": f"call_{index}", "type": "function", "function": {"name": text, "arguments": ""}})
+        elif kind == "tool_call_arguments":
+            calls[-1]["function"]["arguments"] += text
+    message = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = calls
+    return message
 
 
 class _Run:
@@ -39,6 +57,7 @@ class _Run:
         ev = self.stream.next(timeout)
         if ev is not None:
             ev["text"] = _text(ev["text"])
+            ev["parts"] = [(kind, _text(text), index) for kind, text, index in ev["parts"]]
             if ev["finished"]:
                 self.finished = True
                 if ev["finish_reason"] == "error":
@@ -87,18 +106,19 @@ class CausalLM:
         return fields.get("tokens"), _Run(self._rt.submit(fields))
 
     def _collect(self, run, streamer=None):
-        text, ids, last = [], [], None
+        text, ids, parts, last = [], [], [], None
         try:
             for ev in run.events():
                 text.append(ev["text"])
                 ids.extend(ev["tokens"])
+                parts.extend(ev["parts"])
                 if streamer is not None and ev["text"]:
                     streamer.on_text(ev["text"])
                 last = ev
         finally:
             if streamer is not None:
                 streamer.end()
-        return GenerationResult(text="".join(text), token_ids=ids, finish_reason=last["finish_reason"],
+        return GenerationResult(text="".join(text), token_ids=ids, parts=parts, finish_reason=last["finish_reason"],
                                 prompt_tokens=last.get("prompt_tokens", 0),
                                 completion_tokens=last.get("completion_tokens", len(ids)))
 
@@ -158,16 +178,7 @@ class CausalLM:
         """The assistant's reply: {'role', 'content'} and, when it called tools, 'tool_calls' in
         OpenAI's shape."""
         _, run = self._submit(list(messages), kwargs, tools, template_kwargs)
-        result = self._collect(run)
-        reply = self._rt.parse_reply(json.dumps(list(messages), ensure_ascii=False),
-                                     json.dumps(tools, ensure_ascii=False) if tools else "", result["text"],
-                                     result["finish_reason"] == "length")
-        message = {"role": "assistant", "content": _text(reply["content"])}
-        if reply["tool_calls"]:
-            message["tool_calls"] = [{"id": c["id"], "type": "function",
-                                      "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                     for c in reply["tool_calls"]]
-        return message
+        return _assistant_message(self._collect(run)["parts"])
 
     # --- streaming, asyncio, callbacks -------------------------------------------------------
     def stream(self, prompt, **kwargs):

@@ -39,6 +39,10 @@ py::dict event_dict(const StreamEvent& ev) {
   d["finished"] = ev.finished;
   d["finish_reason"] = ev.finished ? finish_reason_name(ev.finish_reason) : "";
   d["error"] = ev.error;
+  py::list parts;  // the text typed: (kind, text, call index); a chat with tools has its calls here
+  for (const OutputPart& p : ev.parts)
+    parts.append(py::make_tuple(part_kind_name(p.kind), py::bytes(p.text), p.tool_index));
+  d["parts"] = parts;
   if (ev.finished) {
     d["prompt_tokens"] = ev.prompt_tokens;
     d["cached_tokens"] = ev.cached_tokens;

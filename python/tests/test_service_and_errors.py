@@ -143,3 +143,11 @@ def test_chat_returns_tool_calls_in_openai_shape(stories):
     assert fn["function"]["name"] == "get_weather" and json.loads(fn["function"]["arguments"]) == {"city": "Paris"}
     plain = stories.chat([{"role": "user", "content": "Hi"}], tools=tools, grammar='root ::= "Hello there"')
     assert plain == {"role": "assistant", "content": "Hello there"}
+    # chat reads the stream's typed parts (the engine parsed the call); the raw text is still there.
+    _, run = stories._submit([{"role": "user", "content": "Weather in Paris?"}],
+                             {"grammar": grammar, "max_new_tokens": 200}, tools, None)
+    result = stories._collect(run)
+    assert [kind for kind, _, _ in result["parts"]] == ["tool_call_begin", "tool_call_arguments", "tool_call_end"]
+    assert result["parts"][0][1] == "get_weather" and result["parts"][0][2] == 0
+    assert result["finish_reason"] == "tool_calls"
+    assert result["text"] == call

@@ -15,4 +15,15 @@ const char* finish_reason_name(FinishReason reason) {
   return "";
 }
 
+const char* part_kind_name(PartKind kind) {
+  switch (kind) {
+    case PartKind::kText: return "text";
+    case PartKind::kReasoning: return "reasoning";
+    case PartKind::kToolCallBegin: return "tool_call_begin";
+    case PartKind::kToolCallArguments: return "tool_call_arguments";
+    case PartKind::kToolCallEnd: return "tool_call_end";
+  }
+  return "text";
+}
+
 }  // namespace autoglm
