@@ -205,6 +205,28 @@ TEST_F(RuntimeApi, ChatIsRenderedByTheTemplate) {
   EXPECT_NE(r.status().message().find("messages_json"), std::string::npos);
 }
 
+// A whole reply split after the fact (for a program that has the text, not the stream): the
+// same calls the stream's parts give, named call_0, call_1, ...; without tools all is content.
+TEST_F(RuntimeApi, ParseReplySplitsAWholeText) {
+  Conversation c;
+  c.messages = {{"user", "Weather in Paris?"}};
+  c.tools_json = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])";
+  const std::string text =
+      "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  auto reply = rt->parse_reply(c, text);
+  ASSERT_TRUE(reply.is_ok()) << reply.status().message();
+  EXPECT_EQ(reply->content, "Sure.");
+  ASSERT_EQ(reply->tool_calls.size(), 1u);
+  EXPECT_EQ(reply->tool_calls[0].id, "call_0");
+  EXPECT_EQ(reply->tool_calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(reply->tool_calls[0].arguments), nlohmann::json::parse(R"({"city": "Paris"})"));
+  c.tools_json.clear();
+  reply = rt->parse_reply(c, text);
+  ASSERT_TRUE(reply.is_ok()) << reply.status().message();
+  EXPECT_EQ(reply->content, text);
+  EXPECT_TRUE(reply->tool_calls.empty());
+}
+
 TEST_F(RuntimeApi, ConstraintsAreGivenAsText) {
   Request r = greedy("Once upon a time", 8);
   r.constraint = {ConstraintKind::kGbnf, "root ::= \"yes\" | \"no\"", ""};
