@@ -18,8 +18,9 @@ trap cleanup EXIT
 for side in old new; do  # each on a free port; ready once it logs "ready:"
   "${!side}" serve -m "$model" --port 0 -t 2 2>"$work/$side.log" &
   echo $! >"$work/$side.pid"
-  for _ in $(seq 600); do grep -q 'ready:' "$work/$side.log" && break; sleep 0.1; done
-  grep -q 'ready:' "$work/$side.log" || { echo "serve_ab: $side did not become ready:"; cat "$work/$side.log"; exit 1; }
+  # Reads the log as it grows (tail ends with the server) until "ready:", for at most 60 s.
+  timeout 60 grep -q -m1 'ready:' <(tail -n +1 -f --pid="$(cat "$work/$side.pid")" "$work/$side.log") ||
+    { echo "serve_ab: $side did not become ready:"; cat "$work/$side.log"; exit 1; }
   port[$side]=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$side.log" | head -1)
 done
 for c in 1 16; do

@@ -7,7 +7,6 @@
 
 #include "cli/common.h"
 #include "cli/spec_options.h"
-#include "core/read_file.h"
 
 namespace autoglm::cli {
 namespace {
@@ -51,18 +50,6 @@ Result<RuntimeOptions> run_options(const RunArgs& a) {
   return o;
 }
 
-// --grammar or --json-schema as the request's constraint, errors naming the file.
-Status add_constraint(const RunArgs& a, Request& r) {
-  if (a.grammar_file.empty() && a.schema_file.empty()) return Status();
-  if (!a.grammar_file.empty() && !a.schema_file.empty())
-    return invalid_argument("--grammar and --json-schema cannot be combined");
-  const std::string& path = a.grammar_file.empty() ? a.schema_file : a.grammar_file;
-  auto text = read_file(path);
-  if (!text || text->empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
-  r.constraint = {a.schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema, *text, path};
-  return Status();
-}
-
 void print_stats(const StreamEvent& last, double decode_seconds, const RunArgs& a) {
   const double prefill_tps = last.prefill_seconds > 0 ? last.prompt_tokens / last.prefill_seconds : 0.0;
   // The first token comes with the prompt's pass; decoding makes the rest.
@@ -86,7 +73,9 @@ int run(const RunArgs& a) {
   Request r = a.request;
   r.max_tokens = a.n_predict;
   if (a.seed >= 0) r.sampling.seed = uint64_t(a.seed);
-  if (Status s = add_constraint(a, r); !s.is_ok()) return fail(s);
+  auto constraint = output_constraint(a.grammar_file, a.schema_file);
+  if (!constraint) return fail(constraint.status());
+  r.constraint = *constraint;
   r.tokens = (*rt)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);

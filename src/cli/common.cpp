@@ -120,23 +120,29 @@ Result<std::unique_ptr<Runtime>> open_runtime(const std::string& path, RuntimeOp
   return Runtime::open(path, options);
 }
 
-Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
-                                                           const std::string& schema_file) {
-  if (grammar_file.empty() && schema_file.empty()) return std::shared_ptr<const Grammar>();
+Result<OutputConstraint> output_constraint(const std::string& grammar_file, const std::string& schema_file) {
+  if (grammar_file.empty() && schema_file.empty()) return OutputConstraint{};
   if (!grammar_file.empty() && !schema_file.empty())
     return invalid_argument("--grammar and --json-schema cannot be combined");
   const std::string& path = grammar_file.empty() ? schema_file : grammar_file;
   auto text = read_file(path);
   if (!text || text->empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
-  std::string gbnf = *text;
-  if (!schema_file.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(const nlohmann::json schema, parse_json(*text, path));
+  return OutputConstraint{schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema, *text, path};
+}
+
+Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
+                                                           const std::string& schema_file) {
+  AUTOGLM_ASSIGN_OR_RETURN(const OutputConstraint c, output_constraint(grammar_file, schema_file));
+  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
+  std::string gbnf = c.text;
+  if (c.kind == ConstraintKind::kJsonSchema) {
+    AUTOGLM_ASSIGN_OR_RETURN(const nlohmann::json schema, parse_json(c.text, c.source));
     auto converted = json_schema_to_gbnf(schema);
-    if (!converted) return invalid_argument(path + ": " + converted.status().message());
+    if (!converted) return invalid_argument(c.source + ": " + converted.status().message());
     gbnf = *converted;
   }
   auto grammar = Grammar::parse(gbnf);
-  if (!grammar) return invalid_argument(path + ": " + grammar.status().message());
+  if (!grammar) return invalid_argument(c.source + ": " + grammar.status().message());
   return std::shared_ptr<const Grammar>(*grammar);
 }
 
