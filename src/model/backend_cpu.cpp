@@ -83,11 +83,7 @@ void CpuBackend::experts(const ExpertWeights& w, const ModelSpec& spec, float* r
                          float* y) {
   const MoeSpec& m = spec.moe;
   const int64_t T = int64_t(batch_->tokens.size());
-  if (!w.router_bias.empty()) add_bias(router_logits, w.router_bias, T);
-  expert_ids_.resize(size_t(T * m.n_expert_used));
-  expert_weights_.resize(size_t(T * m.n_expert_used));
-  route_experts(m, router_logits, w.selection_bias.empty() ? nullptr : w.selection_bias.data(), T, expert_ids_.data(),
-                expert_weights_.data());
+  route_layer(m, router_logits, w.router_bias, w.selection_bias, T, expert_ids_, expert_weights_);
   run_experts(pool_, w, spec, x, T, expert_ids_.data(), expert_weights_.data(), y, expert_scratch_);
 }
 

@@ -319,13 +319,7 @@ Status CudaBackend::route_on_host(const ExpertWeights& w, const MoeSpec& moe, co
   host_logits_.resize(size_t(T * moe.n_expert));
   AUTOGLM_RETURN_IF_ERROR(
       queue_->download(host_logits_.data(), router_logits, int64_t(host_logits_.size() * sizeof(float))));
-  if (!w.router_bias.empty())
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t e = 0; e < moe.n_expert; ++e) host_logits_[size_t(t * moe.n_expert + e)] += w.router_bias[size_t(e)];
-  expert_ids_.resize(size_t(T * moe.n_expert_used));
-  expert_weights_.resize(size_t(T * moe.n_expert_used));
-  route_experts(moe, host_logits_.data(), w.selection_bias.empty() ? nullptr : w.selection_bias.data(), T,
-                expert_ids_.data(), expert_weights_.data());
+  route_layer(moe, host_logits_.data(), w.router_bias, w.selection_bias, T, expert_ids_, expert_weights_);
   return Status::ok();
 }
 

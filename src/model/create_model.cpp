@@ -497,14 +497,14 @@ Status create_random_lora(const std::string& base_path, int64_t rank, float alph
                           const std::string& path) {
   if (rank < 1 || rank > 1024) return invalid_argument("--rank " + std::to_string(rank) + " is not in [1, 1024]");
   AUTOGLM_ASSIGN_OR_RETURN(auto base, GgufFile::open(base_path));
+  const std::string arch = base->get_string("general.architecture").value_or("llama");
   GgufWriter w;
-  w.set("general.architecture", GgufValue::string(base->get_string("general.architecture").value_or("llama")));
+  w.set("general.architecture", GgufValue::string(arch));
   w.set("general.type", GgufValue::string("adapter"));
   w.set("adapter.type", GgufValue::string("lora"));
   w.set("adapter.lora.alpha", GgufValue::f32(alpha));
   const char* targets[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
   // The NextN (MTP) blocks after the layers the forward pass runs take no adapter.
-  const std::string arch = base->get_string("general.architecture").value_or("llama");
   const int64_t n_run =
       base->get_int(arch + ".block_count").value_or(0) - base->get_int(arch + ".nextn_predict_layers").value_or(0);
   for (const GgufTensorInfo& t : base->tensors()) {

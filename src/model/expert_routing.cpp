@@ -86,4 +86,16 @@ void route_experts(const MoeSpec& moe, const float* logits, const float* selecti
               weights + t * moe.n_expert_used);
 }
 
+void route_layer(const MoeSpec& moe, float* logits, const std::vector<float>& router_bias,
+                 const std::vector<float>& selection_bias, int64_t n_tokens, std::vector<int32_t>& ids,
+                 std::vector<float>& weights) {
+  if (!router_bias.empty())
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t e = 0; e < moe.n_expert; ++e) logits[t * moe.n_expert + e] += router_bias[size_t(e)];
+  ids.resize(size_t(n_tokens * moe.n_expert_used));
+  weights.resize(size_t(n_tokens * moe.n_expert_used));
+  route_experts(moe, logits, selection_bias.empty() ? nullptr : selection_bias.data(), n_tokens, ids.data(),
+                weights.data());
+}
+
 }  // namespace autoglm

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model_spec.h"
 
@@ -14,5 +15,11 @@ namespace autoglm {
 // n_expert_used ids and weights per token, best first (ties: the lower id).
 void route_experts(const MoeSpec& moe, const float* logits, const float* selection_bias, int64_t n_tokens, int32_t* ids,
                    float* weights);
+
+// A layer's routing as every backend runs it: the router bias (empty: none) added to `logits`
+// in place, then route_experts into `ids` and `weights` (sized here).
+void route_layer(const MoeSpec& moe, float* logits, const std::vector<float>& router_bias,
+                 const std::vector<float>& selection_bias, int64_t n_tokens, std::vector<int32_t>& ids,
+                 std::vector<float>& weights);
 
 }  // namespace autoglm
