@@ -2,6 +2,16 @@
 
 namespace autoglm {
 
+ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family, bool parallel_tool_calls) {
+  ReplyFormat f;
+  if (chat.tool_choice == ToolChoice::kNone || chat.tools.empty()) return f;
+  f.tools = true;
+  f.family = family;
+  f.tool_names = tool_function_names(chat.tools);
+  f.parallel_tool_calls = parallel_tool_calls;
+  return f;
+}
+
 ReplyShaper::ReplyShaper(const ReplyFormat& format) : parallel_(format.parallel_tool_calls) {
   if (format.tools) tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
 }

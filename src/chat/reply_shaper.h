@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autoglm/engine.h"
+#include "chat/prompt_builder.h"
 #include "chat/tool_calls.h"
 
 namespace autoglm {
@@ -20,6 +21,9 @@ struct ReplyFormat {
   std::vector<std::string> tool_names;
   bool parallel_tool_calls = true;  // false: calls after the first are dropped
 };
+
+// How a chat's reply is read: with tools offered (tool_choice not none), calls in `family`'s format.
+ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family, bool parallel_tool_calls = true);
 
 class ReplyShaper {
  public:

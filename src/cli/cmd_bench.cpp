@@ -301,7 +301,9 @@ int bench(const BenchArgs& a) {
   std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
   if (!a.schema_file.empty()) {
-    auto grammar = load_output_grammar("", a.schema_file);
+    auto text = output_constraint("", a.schema_file);
+    if (!text) return fail(text.status());
+    auto grammar = constraint_grammar(*text, RequestLimits{});
     if (!grammar) return fail(grammar.status());
     trie = std::make_unique<VocabularyTrie>(*(*rt)->parts().tokenizer);
     constraint.trie = trie.get();

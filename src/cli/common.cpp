@@ -130,22 +130,6 @@ Result<OutputConstraint> output_constraint(const std::string& grammar_file, cons
   return OutputConstraint{schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema, *text, path};
 }
 
-Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
-                                                           const std::string& schema_file) {
-  AUTOGLM_ASSIGN_OR_RETURN(const OutputConstraint c, output_constraint(grammar_file, schema_file));
-  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
-  std::string gbnf = c.text;
-  if (c.kind == ConstraintKind::kJsonSchema) {
-    AUTOGLM_ASSIGN_OR_RETURN(const nlohmann::json schema, parse_json(c.text, c.source));
-    auto converted = json_schema_to_gbnf(schema);
-    if (!converted) return invalid_argument(c.source + ": " + converted.status().message());
-    gbnf = *converted;
-  }
-  auto grammar = Grammar::parse(gbnf);
-  if (!grammar) return invalid_argument(c.source + ": " + grammar.status().message());
-  return std::shared_ptr<const Grammar>(*grammar);
-}
-
 MeanSd mean_and_sd(const std::vector<double>& xs) {
   MeanSd r;
   if (xs.empty()) return r;

@@ -85,9 +85,6 @@ Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
 // --grammar FILE (GBNF) or --json-schema FILE as a request's constraint (kNone when neither is
 // given); errors name the flag or the file, and so do the runtime's (the constraint's source).
 Result<OutputConstraint> output_constraint(const std::string& grammar_file, const std::string& schema_file);
-// The same, parsed here (for the CLI's own generator loops).
-Result<std::shared_ptr<const Grammar>> load_output_grammar(const std::string& grammar_file,
-                                                           const std::string& schema_file);
 
 // Each subcommand registers itself and its callback here.
 void register_run(CLI::App& app);

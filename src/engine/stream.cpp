@@ -13,25 +13,33 @@ struct StreamHandle::State {
   std::deque<StreamEvent> events;
   std::function<void()> notify;
   std::atomic<bool> cancelled{false};
-  EventShaper shaper;  // run by the writer's thread before the event is queued
+  // Run on each event as the reader takes it (events are taken in order, by one reader at a
+  // time), so parsing a reply's calls costs the engine thread nothing.
+  EventShaper shaper;
 };
 
 StreamHandle::StreamHandle(std::unique_ptr<State> state) : state_(std::move(state)) {}
 StreamHandle::~StreamHandle() = default;
 
 bool StreamHandle::next(StreamEvent& event, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  if (!state_->ready.wait_for(lock, timeout, [this] { return !state_->events.empty(); })) return false;
-  event = std::move(state_->events.front());
-  state_->events.pop_front();
+  {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    if (!state_->ready.wait_for(lock, timeout, [this] { return !state_->events.empty(); })) return false;
+    event = std::move(state_->events.front());
+    state_->events.pop_front();
+  }
+  if (state_->shaper) state_->shaper(event);
   return true;
 }
 
 bool StreamHandle::try_next(StreamEvent& event) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->events.empty()) return false;
-  event = std::move(state_->events.front());
-  state_->events.pop_front();
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->events.empty()) return false;
+    event = std::move(state_->events.front());
+    state_->events.pop_front();
+  }
+  if (state_->shaper) state_->shaper(event);
   return true;
 }
 
@@ -66,7 +74,6 @@ std::shared_ptr<StreamHandle> StreamWriter::replay(const std::vector<StreamEvent
 
 void StreamWriter::push(StreamHandle& handle, StreamEvent event) {
   StreamHandle::State& s = *handle.state_;
-  if (s.shaper) s.shaper(event);
   std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -11,15 +11,15 @@
 
 namespace autoglm {
 
-// Turns an event's text into its typed parts before the reader sees it. One per stream: it
-// may hold state (a tool call half parsed).
+// Turns an event's text into its typed parts as the reader takes it. One per stream: it may
+// hold state (a tool call half parsed).
 using EventShaper = std::function<void(StreamEvent&)>;
 
 // Every event's text as one kText part (the shaper of a request without a reply format).
 void plain_text_parts(StreamEvent& event);
 
 struct StreamWriter {
-  // A new stream; `shaper`, when set, runs on each pushed event (none: events go out as pushed).
+  // A new stream; `shaper`, when set, runs on each event as it is taken (none: events go out as pushed).
   static std::shared_ptr<StreamHandle> open(EventShaper shaper = {});
   // A stream that already holds these events (a cached reply).
   static std::shared_ptr<StreamHandle> replay(const std::vector<StreamEvent>& events);

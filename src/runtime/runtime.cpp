@@ -120,16 +120,6 @@ Result<ordered_json> parse_json_field(const std::string& text, const char* field
   return j;
 }
 
-// How a chat's reply is read: with tools, calls in the template family's format.
-ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family) {
-  ReplyFormat f;
-  if (chat.tool_choice == ToolChoice::kNone || chat.tools.empty()) return f;
-  f.tools = true;
-  f.family = family;
-  f.tool_names = tool_function_names(chat.tools);
-  return f;
-}
-
 Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimits& limits) {
   PromptRequest r;
   r.add_generation_prompt = chat.add_generation_prompt;
@@ -150,21 +140,6 @@ Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimi
     if (!r.template_kwargs.is_object()) return invalid_argument("template_kwargs_json: must be an object");
   }
   return r;
-}
-
-Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c, const RequestLimits& limits) {
-  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
-  const std::string source = c.source.empty() ? "constraint" : c.source;
-  std::string gbnf = c.text;
-  if (c.kind == ConstraintKind::kJsonSchema) {
-    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, source.c_str(), limits));
-    auto converted = json_schema_to_gbnf(nlohmann::json(schema));
-    if (!converted) return invalid_argument(source + ": " + converted.status().message());
-    gbnf = *converted;
-  }
-  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
-  if (!grammar) return invalid_argument(source + ": " + grammar.status().message());
-  return std::shared_ptr<const Grammar>(*grammar);
 }
 
 }  // namespace
@@ -331,6 +306,21 @@ Result<std::unique_ptr<Runtime>> Runtime::open_tokenizer(const std::string& path
   AUTOGLM_ASSIGN_OR_RETURN(p.tokenizer, load_hf_tokenizer(path));
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   return rt;
+}
+
+Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c, const RequestLimits& limits) {
+  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
+  const std::string source = c.source.empty() ? "constraint" : c.source;
+  std::string gbnf = c.text;
+  if (c.kind == ConstraintKind::kJsonSchema) {
+    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, source.c_str(), limits));
+    auto converted = json_schema_to_gbnf(nlohmann::json(schema));
+    if (!converted) return invalid_argument(source + ": " + converted.status().message());
+    gbnf = *converted;
+  }
+  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
+  if (!grammar) return invalid_argument(source + ": " + grammar.status().message());
+  return std::shared_ptr<const Grammar>(*grammar);
 }
 
 Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {

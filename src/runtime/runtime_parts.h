@@ -34,6 +34,10 @@ struct Runtime::Parts {
   std::unique_ptr<LoraRegistry> loras;          // the named adapters
 };
 
+// A request's constraint (JSON Schema or GBNF text) as a grammar; errors name its source.
+Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& constraint,
+                                                          const RequestLimits& limits);
+
 // The adapters a request runs with: the options' stacked with the named one ("": none).
 Result<std::shared_ptr<const LoraSet>> lora_for(Runtime::Parts& parts, const std::string& name);
 

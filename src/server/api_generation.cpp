@@ -291,13 +291,8 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCa
     prompt = std::move(built->ids);
     params = call.chat.params;
     if (built->forced_call) params.grammar = built->forced_call;
-    if (conversation.tool_choice != ToolChoice::kNone) {
-      format.tools = true;
-      format.tool_names = tool_function_names(conversation.tools);
-      format.family = m.prompts->family();
-      format.parallel_tool_calls = call.chat.parallel_tool_calls;
-      shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
-    }
+    format = reply_format(conversation, m.prompts->family(), call.chat.parallel_tool_calls);
+    if (format.tools) shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
   } else {
     auto encoded = m.prompts->encode_text(call.completion.prompt, cap);
     if (!encoded) bad(prompt_param, encoded.status().message());

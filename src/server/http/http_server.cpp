@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/thread_priority.h"
 #include "server/http/http_limits.h"
+#include "server/http/route_table.h"
 
 namespace autoglm {
 
@@ -47,8 +48,8 @@ std::optional<Reply> read_error_reply(beast::error_code ec, int64_t max_body_byt
 }
 
 bool is_probe(const HttpRequest& r) {
-  const std::string path = path_of(r.target);
-  return (r.method == "GET" || r.method == "HEAD") && (path == "/health" || path == "/ready");
+  const RouteLookup found = find_route(r.method, path_of(r.target));
+  return found.route && found.route->access == Access::kProbe;
 }
 
 class Session : public std::enable_shared_from_this<Session> {
