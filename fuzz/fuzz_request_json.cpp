@@ -1,5 +1,7 @@
-// A JSON body -> the typed chat and completion requests -> the engine request and its
-// limits check. Only ParamError (a 400 naming the field) may come out.
+// A JSON body -> the typed chat and completion calls -> the runtime's Request, and the limits
+// check of what it asks (as Runtime::prepare runs it). Only ParamError (a 400 naming the
+// field) may come out.
+#include "engine/request.h"
 #include "engine/request_limits.h"
 #include "server/api/openai_request.h"
 
@@ -12,18 +14,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const autoglm::ParamError&) {
     return 0;
   }
-  const autoglm::GenerationDefaults defaults;
-  const auto check = [&](const autoglm::GenerationParams& params) {
-    const auto g = autoglm::engine_request(params, {1, 2, 3}, defaults, 4096);
+  const autoglm::SamplingDefaults defaults;
+  const auto check = [&](const autoglm::GenerationCall& call) {
+    const autoglm::Request r = autoglm::runtime_request(call, defaults);
+    autoglm::GenerationRequest g;
+    g.prompt = {1, 2, 3};
+    g.max_tokens = r.max_tokens < 0 ? 4093 : r.max_tokens;
+    g.sampling = r.sampling;
+    g.stop = r.stop;
+    g.top_logprobs = r.top_logprobs;
     autoglm::check_request_limits(g, config.runtime.limits);
   };
-  try {
-    check(autoglm::parse_chat_request(body, config).params);
-  } catch (const autoglm::ParamError&) {
-  }
-  try {
-    check(autoglm::parse_completion_request(body, config).params);
-  } catch (const autoglm::ParamError&) {
-  }
+  for (auto kind : {autoglm::GenerationKind::kChat, autoglm::GenerationKind::kCompletion}) try {
+      check(autoglm::parse_generation_call(kind, body, config));
+    } catch (const autoglm::ParamError&) {
+    }
   return 0;
 }

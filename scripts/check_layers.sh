@@ -4,7 +4,8 @@
 #   Layer order: core < formats, kernels < tokenizer < ...
 # A file under src/NAME/ may include src/ headers of NAME itself and of lower layers only (a
 # sub-folder named in the order, such as server/api, is a layer of its own);
-# public headers (include/autoglm) may include only other public headers.
+# public headers (include/autoglm) may include only other public headers; src/cli (bench aside)
+# only public, cli/ and core/ headers; src/server only public, server/, core/ and tasks/ ones.
 # Within one folder, units (foo.h + foo.cpp, with foo.inc, foo.cu, foo.cuh: a path without its
 # extension) must not include each other in a cycle: "x/y.h" included makes a file's unit depend
 # on unit x/y.
@@ -65,6 +66,20 @@ while IFS=: read -r file line text; do
   failures=$((failures + 1))
 done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' -r "$root/python/src" 2>/dev/null |
          grep -v '"autoglm/' || true)
+# The CLI and the server are clients of the public API: their files include public (autoglm/),
+# their own (cli/, server/), core/ and (the server) tasks/ headers only; bench (cmd_bench*,
+# bench_*), which measures the model and kernels below the API, is the exception.
+while IFS=: read -r file line text; do
+  case "$(basename "$file")" in cmd_bench* | bench_*) continue ;; esac
+  echo "$file:$line: the CLI includes a header below the public API: $text"
+  failures=$((failures + 1))
+done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' -r "$root/src/cli" 2>/dev/null |
+         grep -vE '"(autoglm|cli|core)/' || true)
+while IFS=: read -r file line text; do
+  echo "$file:$line: the server includes a header below the public API: $text"
+  failures=$((failures + 1))
+done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' -r "$root/src/server" 2>/dev/null |
+         grep -vE '"(autoglm|server|core|tasks)/' || true)
 # Unit cycles: one depth-first walk over the units' graph (units and their edges in sorted
 # order); every edge back to a unit on the walk's path is reported as the cycle it closes.
 cycles=$(cd "$root/src" &&

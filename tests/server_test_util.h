@@ -6,7 +6,6 @@
 #include <memory>
 #include <string>
 
-#include "core/turn_queue.h"
 #include "http_test_util.h"
 #include "server/api.h"
 #include "server/http/http_server.h"
@@ -20,11 +19,10 @@ namespace autoglm::test {
 // the test needs no generation to progress.)
 class EngineHold {
  public:
-  explicit EngineHold(ApiService& api) : seat_(api.thread_pool().turns()), turn_(seat_.take()) {}
+  explicit EngineHold(ApiService& api) : hold_(api.default_runtime().hold_steps()) {}
 
  private:
-  TurnQueue::Seat seat_;
-  TurnQueue::Turn turn_;
+  std::shared_ptr<void> hold_;
 };
 
 class ServerTest : public ::testing::Test {

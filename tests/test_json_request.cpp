@@ -2,7 +2,7 @@
 // the limit, numbers past a double, bad UTF-8.
 #include <gtest/gtest.h>
 
-#include "formats/json_request.h"
+#include "core/json_request.h"
 
 namespace autoglm {
 namespace {

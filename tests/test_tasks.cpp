@@ -16,8 +16,7 @@
 #include <functional>
 #include <thread>
 
-#include "engine/engine.h"
-#include "model/model.h"
+#include "autoglm/runtime.h"
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
 #include "tasks/calculator.h"
@@ -543,10 +542,13 @@ class Pipeline : public ::testing::Test {
  protected:
   void SetUp() override {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-    model = std::move(Model::load(test::shared_path("models/stories260K.gguf"))).value();
-    tok = std::move(model->load_tokenizer()).value();
-    tmpl = std::move(ChatTemplate::builtin("chatml")).value();
-    engine = std::make_unique<Engine>(*model, *tok, pool, EngineConfig{});
+    RuntimeOptions options;
+    options.threads = 2;
+    options.chat_template = "chatml";
+    options.kv_memory_mib = 64;
+    auto opened = Runtime::open(test::shared_path("models/stories260K.gguf"), options);
+    ASSERT_TRUE(opened) << opened.status().message();
+    runtime = std::move(opened).value();
     ToolConfig echo = command_tool("echo", {"/bin/echo", "{message}"});
     echo.triggers = {"^echo\\b", "repeat after me"};
     ToolConfig slow = command_tool("slow", {"/bin/sleep", "5"}, 200);
@@ -555,7 +557,7 @@ class Pipeline : public ::testing::Test {
     loud.triggers = {"^shout"};
     tools = registry({echo, slow, loud});
     ASSERT_TRUE(tools);
-    pipeline = std::make_unique<TaskPipeline>(*engine, *tok, *tmpl, tools, TaskOptions{});
+    pipeline = std::make_unique<TaskPipeline>(*runtime, tools, TaskOptions{});
   }
 
   json run(TaskRequest r) {
@@ -564,11 +566,7 @@ class Pipeline : public ::testing::Test {
     return result ? *result : json();
   }
 
-  ThreadPool pool{2};
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-  std::optional<ChatTemplate> tmpl;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Runtime> runtime;
   std::shared_ptr<ToolRegistry> tools;
   std::unique_ptr<TaskPipeline> pipeline;
 };
@@ -611,7 +609,7 @@ TEST_F(Pipeline, ClarifyThenTheFollowUpCompletes) {
   ASSERT_EQ(done["steps"].size(), 1u);
   EXPECT_EQ(done["steps"][0]["tool"], "echo");
   // The follow-up's prompt extends the first turn's: its KV came from the prefix cache.
-  EXPECT_GT(engine->stats().prefix_hit_tokens.load(), 0);
+  EXPECT_GT(runtime->stats().prefix_hit_tokens, 0);
   TaskRequest unknown;
   unknown.input = "x";
   unknown.session = "no-such-session";
@@ -653,7 +651,7 @@ TEST_F(Pipeline, CancelledTaskRunsNoFurtherStep) {
   mark.parameters_json = R"({"type": "object", "additionalProperties": false})";
   auto marks = registry({mark});
   ASSERT_TRUE(marks);
-  TaskPipeline tasks(*engine, *tok, *tmpl, marks, TaskOptions{});
+  TaskPipeline tasks(*runtime, marks, TaskOptions{});
   const auto steps_run = [&] {
     std::ifstream in(log);
     int n = 0;

@@ -94,6 +94,13 @@ class StreamHandle {
   void cancel();
   bool cancelled() const;
 
+  // Streams the caller fills instead of an engine. `recorded`: one that already holds these
+  // events (a cached reply replayed). `relay`: an empty one and the function that appends to
+  // it, in order, the last event with `finished` set (events relayed from other streams).
+  static std::shared_ptr<StreamHandle> recorded(const std::vector<StreamEvent>& events);
+  using Append = std::function<void(StreamEvent)>;
+  static std::pair<std::shared_ptr<StreamHandle>, Append> relay();
+
   struct State;  // the queue the library writes (src/engine/stream.h)
 
  private:

@@ -11,6 +11,7 @@
 //   while ((*handle)->next(ev)) { std::cout << ev.text; if (ev.finished) break; }
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -95,6 +96,9 @@ struct RuntimeOptions {
   bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
   RequestLimits limits;
   LogSink log;  // where the library's log lines go (null: keep the current sink)
+  // Once this is true, chat template renders in progress stop at their next step and fail (a
+  // server shutting down); it must outlive the runtime. Null: never.
+  const std::atomic<bool>* cancel_renders = nullptr;
   // Progress of long load steps (quantizing, repacking): step name, done, total.
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };
@@ -111,15 +115,33 @@ struct Conversation {
   std::string tools_json;            // the OpenAI tools array as JSON text ("" for none)
   std::string template_kwargs_json;  // extra template variables, e.g. {"enable_thinking": false}
   bool add_generation_prompt = true;
+  // With tools: whether they are shown and a call forced (kNamed: to `tool_name`); the reply
+  // is read for calls in the model family's format (parts kToolCall*). Without: ignored.
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;
+  bool parallel_tool_calls = true;  // false: calls after the first are dropped
 };
 
-enum class ConstraintKind { kNone, kJsonSchema, kGbnf };
+enum class ConstraintKind {
+  kNone,
+  kJsonSchema,  // `text` is a JSON Schema
+  kJsonObject,  // any JSON object (`text` unused)
+  kGbnf,        // `text` is a GBNF grammar
+};
+
+class Grammar;  // a compiled constraint (opaque)
 
 struct OutputConstraint {
   ConstraintKind kind = ConstraintKind::kNone;
   std::string text;    // the JSON Schema or the GBNF grammar
-  std::string source;  // what its errors name (a file; "" for "constraint")
+  std::string source;  // what its errors name (a file, a request field; "" for "constraint")
+  // Set by compile_constraint; submit compiles a constraint that lacks it (once per submit).
+  std::shared_ptr<const Grammar> compiled = nullptr;
 };
+
+// Checks a constraint and compiles it once (a request carrying it compiled is not compiled
+// again). An error's field() is the constraint's source and its message the reason.
+Status compile_constraint(OutputConstraint& constraint, const RequestLimits& limits = {});
 
 struct Request {
   // The prompt: exactly one of token ids, plain text (BOS added) or a chat.
@@ -127,7 +149,7 @@ struct Request {
   std::string text;
   std::optional<Conversation> chat;
 
-  int32_t max_tokens = 256;
+  int32_t max_tokens = 256;  // < 0: as many as the context leaves room for
   SamplingParams sampling;
   std::vector<std::string> stop;
   OutputConstraint constraint;
@@ -137,6 +159,34 @@ struct Request {
   bool ignore_eos = false;                           // generate past end-of-generation tokens
   bool speculative = true;                           // false: no drafts for this request
   std::string lora;                                  // a named adapter (Runtime::load_lora); "" none
+  // Requests share cached prompt prefixes only with the same salt (vLLM's cache_salt; a
+  // server gives each API key its own, so no key can probe another's prompts). "": shared.
+  std::string cache_salt;
+};
+
+// A request made ready for one runtime (Runtime::prepare): its prompt rendered to token ids,
+// its constraint compiled (or a forced tool call's grammar made), max_tokens fitted to the
+// context, its adapters held and its limits checked. Look at it (the prompt's length, its
+// output key) before submitting; submit it once per choice.
+class PreparedRequest {
+ public:
+  const std::vector<int32_t>& prompt() const;
+  int32_t max_tokens() const;
+  // Its reply is read for tool calls (a chat with tools offered).
+  bool reads_tool_calls() const;
+  // The same output every time: greedy, or sampled with a seed.
+  bool deterministic() const;
+  // Everything that decides its output, as bytes (the prompt, sampling, stop strings, the
+  // constraint's text, logprobs, how the reply is read, the adapters as loaded, the cache
+  // salt): two prepared requests with equal keys generate the same. A response cache's key.
+  std::string output_key() const;
+
+  struct State;  // src/runtime/prepared_request.h
+
+ private:
+  explicit PreparedRequest(std::shared_ptr<const State> state);
+  friend class Runtime;
+  std::shared_ptr<const State> state_;
 };
 
 struct LoraInfo {
@@ -147,9 +197,38 @@ struct LoraInfo {
   int64_t bytes = 0;      // of its matrices, when resident
 };
 
+// The engine's counters and gauges at one moment (what a server's /metrics and /health show).
 struct RuntimeStats {
   int64_t prompt_tokens = 0, generated_tokens = 0, prefix_hit_tokens = 0, preemptions = 0, steps = 0;
   int64_t running = 0, waiting = 0, kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
+  // Liveness: the engine thread is in its loop, and how long its current step has run (0
+  // between steps).
+  bool loop_alive = false;
+  double step_running_seconds = 0;
+  double step_target_seconds = 0;  // the step time target in use (0: planning by tokens only)
+  // Prefill chunks the scheduler chose, counted by upper bound 8, 16, ..., 512, more; their sum.
+  std::vector<int64_t> prefill_chunks;
+  int64_t prefill_chunk_tokens = 0;
+  // Speculative decoding: tokens drafted and accepted, verifying passes, and finished requests
+  // that drafted by acceptance rate (tenths: [0, 0.1), ..., [0.9, 1]) with the rates' sum.
+  int64_t spec_drafted = 0, spec_accepted = 0, spec_passes = 0;
+  std::vector<int64_t> spec_acceptance;
+  double spec_acceptance_sum = 0;
+  std::vector<int64_t> finished;  // finished requests by FinishReason (indexed by its value)
+  // The adapters of running and waiting requests, and when that last changed (Unix seconds).
+  std::string lora_running, lora_waiting;
+  double lora_changed_at = 0;
+  // With options.profile: forward time by op ({op key, seconds}) and the tokens it covers.
+  std::vector<std::pair<std::string, double>> op_seconds;
+  int64_t profiled_tokens = 0;
+};
+
+// What the model's generation_config.json sets (unset: the caller's own default).
+struct SamplingDefaults {
+  std::optional<double> temperature, top_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  bool greedy = false;  // do_sample: false
 };
 
 struct ModelInfo {
@@ -160,6 +239,10 @@ struct ModelInfo {
   int64_t n_params = 0, n_vocab = 0, n_ctx_train = 0, n_ctx = 0;
   int32_t n_layer = 0, n_embd = 0;
   bool has_chat_template = false;
+  SamplingDefaults sampling_defaults;
+  // How the model pools embeddings: a GGUF's `<arch>.pooling_type`, a folder's
+  // 1_Pooling/config.json (sentence-transformers), else the last token.
+  Pooling pooling = Pooling::kLast;
 };
 
 struct SpecialTokens {
@@ -192,11 +275,23 @@ class Runtime {
   // Queues a request; errors name the field (a prompt over the context, a bad constraint,
   // bad sampling values) or say the queue is full (kResourceExhausted).
   Result<std::shared_ptr<StreamHandle>> submit(const Request& request);
+  // The request made ready: submit's errors but a full queue, each with field() naming the
+  // request field at fault ("messages", "tools", "tool_choice", "prompt", "max_tokens", ...).
+  Result<PreparedRequest> prepare(const Request& request);
+  // Queues a prepared request (of this runtime). `choice` > 0: another choice of it, seeded
+  // with seed + choice when it has a seed.
+  Result<std::shared_ptr<StreamHandle>> submit(const PreparedRequest& request, int32_t choice = 0);
   // submit, then the whole text (blocking); an error event becomes the error.
   Result<std::string> generate_text(const Request& request);
   RuntimeStats stats() const;
+  // Keeps every engine on this runtime's threads (those opened beside it too) between steps
+  // until the returned hold is dropped; blocks until the step in progress ends. For a caller
+  // that must see the engines still (a test ordering events by what they have done).
+  std::shared_ptr<void> hold_steps();
 
   std::vector<int32_t> encode(const std::string& text, bool add_special = true, bool parse_special = false) const;
+  // Text as a completion prompt (Request::text): BOS added unless the text starts with it.
+  std::vector<int32_t> prompt_tokens(const std::string& text) const;
   // `special`: control tokens (BOS, <|im_end|>, ...) written as their text; otherwise left out.
   std::string decode(const std::vector<int32_t>& ids, bool special = false) const;
   std::string token_piece(int32_t id) const;
@@ -215,6 +310,12 @@ class Runtime {
   // under the options' adapters and, when named, a loaded one.
   Result<std::vector<float>> logits(const std::vector<int32_t>& tokens, bool all_positions = true,
                                     const std::string& lora = "");
+  // One unit-length vector per input (token ids), pooled over its positions, computed on the
+  // engine thread between generation steps. `dimensions` > 0: the first that many components,
+  // normalised again (Matryoshka truncation). Errors: an input empty, past the context, or a
+  // bad token id (naming input[i]).
+  Result<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                Pooling pooling = Pooling::kLast, size_t dimensions = 0);
 
   // Named LoRA adapters over this model: a request names one in Request::lora. load_lora
   // reads it at once (errors name the file and tensor; a name in use is an error);
@@ -233,10 +334,9 @@ class Runtime {
   std::string draft_op_profile_table() const;
 
   struct Parts;  // the assembled internals (src/runtime/runtime_parts.h)
-  Parts& parts() { return *parts_; }
-  const Parts& parts() const { return *parts_; }
 
  private:
+  friend Parts& runtime_parts(Runtime& runtime);  // for bench's kernel paths only
   Runtime();
   std::unique_ptr<Parts> parts_;
 };

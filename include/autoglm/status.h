@@ -26,16 +26,22 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // `field`: the request field at fault ("messages", "tool_choice", "response_format", ...),
+  // for callers (an HTTP API) that report it apart from the message.
+  Status(StatusCode code, std::string message, std::string field)
+      : code_(code), message_(std::move(message)), field_(std::move(field)) {}
   static Status ok() { return {}; }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   explicit operator bool() const { return is_ok(); }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  const std::string& field() const { return field_; }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string field_;
 };
 
 inline Status invalid_argument(std::string m) {

@@ -6,6 +6,14 @@
 
 namespace autoglm {
 
+// Whether a chat's tools are offered and a call is forced (OpenAI's tool_choice).
+enum class ToolChoice {
+  kNone,      // tools are not shown to the model
+  kAuto,      // shown; the model may call one
+  kRequired,  // a call to one of them is forced
+  kNamed,     // a call to the named one is forced
+};
+
 struct ToolCall {
   std::string id;  // "call_..."
   std::string name;

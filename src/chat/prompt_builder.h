@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoglm/status.h"
+#include "autoglm/tool_call.h"
 #include "chat/chat_template.h"
 #include "chat/marker_guard.h"
 #include "chat/tool_calls.h"
@@ -19,13 +20,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
-
-enum class ToolChoice {
-  kNone,      // tools are not shown to the model
-  kAuto,      // shown; the model may call one
-  kRequired,  // a call to one of them is forced
-  kNamed,     // a call to `tool_name` is forced
-};
 
 // The most tokens a prompt may have, and what an error says of that bound ("over the limit of
 // 120 (limit prompt_tokens)"). A prompt known to pass it is refused before it is all encoded.

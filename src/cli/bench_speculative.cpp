@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "cli/common.h"
+#include "cli/bench_common.h"
 #include "engine/generator.h"
 
 namespace autoglm::cli {
@@ -75,6 +75,28 @@ Status bench_speculation(const Model& model, const Tokenizer& tokenizer, ThreadP
   print_time_breakdown(stats, spec_seconds, plain_step_ms);
   std::fflush(stdout);
   return Status::ok();
+}
+
+Result<Speculation> prepare_speculation(const SpecOptions& o, const std::string& target_path, const Model& target,
+                                        const Vocab& target_vocab, ThreadPool& pool) {
+  Speculation s;
+  s.config.draft_max = o.draft_max;
+  s.config.draft_min = o.draft_min;
+  s.config.p_min = o.p_min;
+  s.config.exit_layer = o.exit_layer;
+  AUTOGLM_ASSIGN_OR_RETURN(s.config.method, spec_method_from_name(o.method));
+  AUTOGLM_RETURN_IF_ERROR(validate_spec_config(s.config, target.spec().n_layer));
+  if (s.config.method == SpecMethod::kMtp)  // before any work that would come to nothing
+    AUTOGLM_RETURN_IF_ERROR(
+        check_mtp_layers(target_path, target.spec().n_nextn, int64_t(target.weights().nextn.size())));
+  if (s.config.method != SpecMethod::kDraft) {
+    if (!o.draft.empty() || !o.draft_quantize.empty())
+      return invalid_argument("--draft/--draft-quantize: only with --spec draft");
+    return s;
+  }
+  const DraftSource source{o.draft, o.draft_quantize, &pool, target.layer_weight_type()};
+  AUTOGLM_ASSIGN_OR_RETURN(s.draft, load_draft_model(source, target_path, target_vocab));
+  return s;
 }
 
 }  // namespace autoglm::cli

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "cli/bench_common.h"
 #include "cli/bench_speculative.h"
-#include "cli/common.h"
 #include "core/byte_size.h"
 #include "engine/constrained.h"
 #include "kernels/cpu/bandwidth.h"
@@ -287,16 +287,17 @@ int bench(const BenchArgs& a) {
   options.lora = *lora;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
-  const Model& m = *(*rt)->parts().model;
+  const Model& m = *runtime_parts(**rt).model;
   std::vector<std::shared_ptr<const LoraSet>> loras;
-  if (const auto& stacked = (*rt)->parts().default_lora; stacked && a.lora_spread)
+  if (const auto& stacked = runtime_parts(**rt).default_lora; stacked && a.lora_spread)
     for (const auto& adapter : *stacked) loras.push_back(std::make_shared<const LoraSet>(LoraSet{adapter}));
   else if (stacked)
     loras.push_back(stacked);
   auto kv_type = resolve_kv_type(a.kv_type, m.spec());
   if (!kv_type) return fail(kv_type.status());
   const double step_bytes = double(streamed_weight_bytes(m));
-  auto speculation = prepare_speculation(a.spec, a.model, m, (*rt)->parts().tokenizer->vocab(), *(*rt)->parts().pool);
+  auto speculation =
+      prepare_speculation(a.spec, a.model, m, runtime_parts(**rt).tokenizer->vocab(), *runtime_parts(**rt).pool);
   if (!speculation) return fail(speculation.status());
   std::unique_ptr<VocabularyTrie> trie;
   Constraint constraint;
@@ -305,7 +306,7 @@ int bench(const BenchArgs& a) {
     if (!text) return fail(text.status());
     auto grammar = constraint_grammar(*text, RequestLimits{});
     if (!grammar) return fail(grammar.status());
-    trie = std::make_unique<VocabularyTrie>(*(*rt)->parts().tokenizer);
+    trie = std::make_unique<VocabularyTrie>(*runtime_parts(**rt).tokenizer);
     constraint.trie = trie.get();
     constraint.grammar = *grammar;
   }
@@ -357,7 +358,7 @@ int bench(const BenchArgs& a) {
       runner.profile().set_enabled(false);
     }
     if (speculation->config.method != SpecMethod::kNone && a.n_gen > 0)
-      if (auto s = bench_speculation(m, *(*rt)->parts().tokenizer, pool, *speculation, a.n_gen, a.reps, *kv_type);
+      if (auto s = bench_speculation(m, *runtime_parts(**rt).tokenizer, pool, *speculation, a.n_gen, a.reps, *kv_type);
           !s.is_ok())
         return fail(s);
   }

@@ -1,9 +1,9 @@
 // autoglm convert: a Hugging Face folder to a GGUF file.
 #include <cstdio>
 
+#include "autoglm/model_tools.h"
 #include "cli/common.h"
 #include "cli/progress.h"
-#include "model/convert.h"
 
 namespace autoglm::cli {
 namespace {
@@ -14,18 +14,21 @@ struct ConvertArgs {
 };
 
 int convert(const ConvertArgs& a) {
-  const auto type = dtype_from_name(a.type);
+  const auto type = weight_type_name(a.type);
   if (!type) return fail(invalid_argument("--type '" + a.type + "' is not a weight type (f16, q8_0, q4_k, ...)"));
-  ThreadPool pool(a.threads > 0 ? a.threads : physical_core_count());
   std::unique_ptr<ProgressBar> bar;
-  auto report = convert_hf_folder(a.in, a.out, *type, pool, [&](int64_t, int64_t total) {
+  ConvertModelOptions options;
+  options.type = a.type;
+  options.threads = a.threads;
+  options.progress = [&](int64_t, int64_t total) {
     if (!bar) bar = std::make_unique<ProgressBar>("converting", total);
     bar->advance();
-  });
+  };
+  auto report = convert_hf_model(a.in, a.out, options);
   bar.reset();
   if (!report) return fail(report.status());
   std::printf("wrote %s: %lld tensors, matrices as %s, %.1f MiB\n", a.out.c_str(), (long long)report->tensors,
-              std::string(dtype_name(*type)).c_str(), double(report->bytes_out) / 1048576.0);
+              type->c_str(), double(report->bytes_out) / 1048576.0);
   return 0;
 }
 

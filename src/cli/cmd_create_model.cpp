@@ -1,20 +1,20 @@
 // autoglm create-model: write a deterministic random-weight model.
 #include <cstdio>
 
+#include "autoglm/model_tools.h"
 #include "cli/common.h"
-#include "model/create_model.h"
 
 namespace autoglm::cli {
 
 void register_create_model(CLI::App& app) {
   auto* cmd = app.add_subcommand("create-model", "Write a deterministic random-weight GGUF model (no download needed)");
-  auto o = std::make_shared<CreateModelOptions>();
+  auto o = std::make_shared<RandomModelOptions>();
   auto type = std::make_shared<std::string>("f16");
   auto out = std::make_shared<std::string>();
   cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3 | qwen3moe | glm4moe | gpt-oss | deepseek2")
-      ->check(CLI::IsMember(create_model_archs()));
+      ->check(CLI::IsMember(random_model_archs()));
   cmd->add_option("--preset", o->preset, "Dense: tiny | 150m | 1b; mixture of experts: tiny | 30b-a3b")
-      ->check(CLI::IsMember(create_model_presets()));
+      ->check(CLI::IsMember(random_model_presets()));
   cmd->add_option("--type", *type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k");
   cmd->add_option("--seed", o->seed, "Seed of the weights");
   cmd->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the preset's)");
@@ -29,24 +29,24 @@ void register_create_model(CLI::App& app) {
   cmd->add_option("--alpha", *alpha, "The adapter's alpha (with --lora-for)");
   cmd->callback([o, type, out, lora_for, rank, alpha] {
     if (!lora_for->empty()) {
-      if (Status st = create_random_lora(*lora_for, *rank, *alpha, o->seed, *out); !st)
+      if (Status st = write_random_lora(*lora_for, *rank, *alpha, o->seed, *out); !st)
         exit_code() = fail(st);
       else
         std::printf("wrote %s: a rank-%lld LoRA adapter for %s\n", out->c_str(), (long long)*rank, lora_for->c_str());
       return;
     }
-    const auto t = dtype_from_name(*type);
+    const auto t = weight_type_name(*type);
     if (!t) {
       exit_code() = fail(invalid_argument("--type '" + *type + "' is not a weight type"));
       return;
     }
-    o->type = *t;
-    if (Status st = create_random_model(*o, *out); !st) {
+    o->type = *type;
+    if (Status st = write_random_model(*o, *out); !st) {
       exit_code() = fail(st);
       return;
     }
     std::printf("wrote %s: %s %s, %s weights, seed %llu\n", out->c_str(), o->arch.c_str(), o->preset.c_str(),
-                std::string(dtype_name(*t)).c_str(), (unsigned long long)o->seed);
+                t->c_str(), (unsigned long long)o->seed);
   });
 }
 

@@ -1,8 +1,8 @@
 // autoglm export-lora: a GGUF model with LoRA adapters merged into its weights.
 #include <cstdio>
 
+#include "autoglm/model_tools.h"
 #include "cli/common.h"
-#include "model/lora_merge.h"
 
 namespace autoglm::cli {
 namespace {
@@ -14,25 +14,12 @@ struct ExportArgs {
 
 int export_lora(const ExportArgs& a) {
   if (a.lora.empty()) return fail(invalid_argument("--lora: give at least one adapter to merge"));
-  std::optional<DType> type;
-  if (!a.type.empty()) {
-    type = dtype_from_name(a.type);
-    if (!type) return fail(invalid_argument("--type '" + a.type + "' is not a weight type (f32, f16, q8_0, ...)"));
-  }
-  ModelLoadOptions load;
-  load.repack = false;  // the file's own bytes are what is copied
-  auto base = Model::load(a.model, load);
-  if (!base) return fail(base.status());
-  auto options = lora_options(a.lora);
-  if (!options) return fail(options.status());
-  LoraSet adapters;
-  for (const LoraOption& o : *options) {
-    auto adapter = load_lora(o.path, **base, o.scale);
-    if (!adapter) return fail(adapter.status());
-    adapters.push_back(std::move(adapter).value());
-  }
-  if (Status st = write_merged_model(**base, adapters, type, a.out); !st.is_ok()) return fail(st);
-  std::printf("wrote %s: %s with %zu adapter(s) merged\n", a.out.c_str(), a.model.c_str(), adapters.size());
+  if (!a.type.empty() && !weight_type_name(a.type))
+    return fail(invalid_argument("--type '" + a.type + "' is not a weight type (f32, f16, q8_0, ...)"));
+  auto adapters = lora_options(a.lora);
+  if (!adapters) return fail(adapters.status());
+  if (Status st = merge_lora_model(a.model, *adapters, a.type, a.out); !st.is_ok()) return fail(st);
+  std::printf("wrote %s: %s with %zu adapter(s) merged\n", a.out.c_str(), a.model.c_str(), adapters->size());
   return 0;
 }
 

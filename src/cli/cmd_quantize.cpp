@@ -1,9 +1,9 @@
 // autoglm quantize: re-encode a GGUF model's matrices in another weight type.
 #include <cstdio>
 
+#include "autoglm/model_tools.h"
 #include "cli/common.h"
 #include "cli/progress.h"
-#include "model/quantize_model.h"
 
 namespace autoglm::cli {
 namespace {
@@ -13,14 +13,15 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-Result<DType> weight_type(const std::string& name, const char* what) {
-  const auto t = dtype_from_name(name);
+// The canonical name ("Q4_K") of the type called `name`; an error names the argument.
+Result<std::string> weight_type(const std::string& name, const char* what) {
+  auto t = weight_type_name(name);
   if (!t) return invalid_argument(std::string(what) + " '" + name + "' is not a weight type");
-  return *t;
+  return t;
 }
 
 int quantize(const QuantizeArgs& a) {
-  QuantizeOptions o;
+  QuantizeModelOptions o;
   auto type = weight_type(a.type, "TYPE");
   if (!type) return fail(type.status());
   o.type = *type;
@@ -31,22 +32,22 @@ int quantize(const QuantizeArgs& a) {
     if (!keep) return fail(keep.status());
     o.keep_type = *keep;
   }
-  ThreadPool pool(a.threads > 0 ? a.threads : physical_core_count());
+  o.threads = a.threads;
   std::unique_ptr<ProgressBar> bar;
-  auto report = quantize_gguf(a.in, a.out, o, pool, [&](int64_t done, int64_t total) {
+  o.progress = [&](int64_t done, int64_t total) {
     if (!bar) bar = std::make_unique<ProgressBar>("quantizing", total);
     bar->advance();
     (void)done;
-  });
+  };
+  auto report = quantize_model(a.in, a.out, o);
   bar.reset();
   if (!report) return fail(report.status());
   std::printf(
       "wrote %s: %lld matrices as %s (%lld kept at %s for embeddings/output, %lld in a fallback type), "
       "%lld tensors copied; %.1f MiB -> %.1f MiB\n",
-      a.out.c_str(), (long long)report->tensors_quantized, std::string(dtype_name(o.type)).c_str(),
-      (long long)(o.keep_type ? 2 : 0), o.keep_type ? std::string(dtype_name(*o.keep_type)).c_str() : "-",
-      (long long)report->tensors_fallback, (long long)report->tensors_copied, double(report->bytes_in) / 1048576.0,
-      double(report->bytes_out) / 1048576.0);
+      a.out.c_str(), (long long)report->tensors_quantized, o.type.c_str(), (long long)(o.keep_type ? 2 : 0),
+      o.keep_type ? o.keep_type->c_str() : "-", (long long)report->tensors_fallback, (long long)report->tensors_copied,
+      double(report->bytes_in) / 1048576.0, double(report->bytes_out) / 1048576.0);
   return 0;
 }
 

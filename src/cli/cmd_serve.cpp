@@ -8,7 +8,6 @@
 
 #include "autoglm/server.h"
 #include "cli/common.h"
-#include "server/config/config.h"
 
 namespace autoglm::cli {
 namespace {
@@ -42,6 +41,8 @@ std::string yaml_string(const std::string& s) {
 }
 
 // The flags given, as configuration keys over the file's.
+using ConfigOverrides = decltype(ServerOptions::overrides);  // (dotted key, YAML value) pairs
+
 ConfigOverrides flag_overrides(const ServeArgs& a) {
   ConfigOverrides o;
   auto text = [&](const char* key, const std::string& v) {

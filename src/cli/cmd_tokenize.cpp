@@ -1,6 +1,7 @@
 // autoglm tokenize: show how a text is split into tokens.
 #include <cstdio>
 
+#include "autoglm/model_tools.h"
 #include "cli/common.h"
 
 namespace autoglm::cli {
@@ -12,19 +13,16 @@ struct TokenizeArgs {
 };
 
 int tokenize(const TokenizeArgs& a) {
-  auto file = GgufFile::open(a.model);  // the vocabulary alone is enough
-  if (!file) return fail(file.status());
-  auto tok = Tokenizer::from_gguf(**file);
-  if (!tok) return fail(tok.status());
-  const auto ids = (*tok)->encode(a.text, !a.no_bos, a.parse_special);
+  auto tokens = tokenize_with_vocabulary(a.model, a.text, !a.no_bos, a.parse_special);
+  if (!tokens) return fail(tokens.status());
   if (a.ids_only) {
     std::printf("[");
-    for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? ", " : "", ids[i]);
+    for (size_t i = 0; i < tokens->size(); ++i) std::printf("%s%d", i ? ", " : "", (*tokens)[i].id);
     std::printf("]\n");
     return 0;
   }
-  for (int32_t id : ids) std::printf("%6d -> '%s'\n", id, (*tok)->token_to_piece(id, true).c_str());
-  std::printf("%zu tokens\n", ids.size());
+  for (const TokenPiece& t : *tokens) std::printf("%6d -> '%s'\n", t.id, t.piece.c_str());
+  std::printf("%zu tokens\n", tokens->size());
   return 0;
 }
 

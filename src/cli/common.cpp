@@ -6,13 +6,10 @@
 #include <map>
 #include <numeric>
 
+#include "autoglm/model_tools.h"
 #include "cli/progress.h"
 #include "core/read_file.h"
 #include "core/thread_pool.h"
-#include "formats/json_file.h"
-#include "kernels/cpu/matmul.h"
-#include "model/lora.h"
-#include "sample/json_schema.h"
 
 namespace autoglm::cli {
 
@@ -32,7 +29,7 @@ bool pin_threads_from_environment() {
 bool apply_process_environment() {
   set_log_sink([](LogLevel, const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   const char* isa = std::getenv("AUTOGLM_CPU_ISA");
-  if (isa && !cpu::select_kernel_isa(isa)) {
+  if (isa && !select_cpu_kernels(isa)) {
     std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
     return false;
   }
@@ -42,21 +39,18 @@ bool apply_process_environment() {
       std::fprintf(stderr, "error: AUTOGLM_BF16_ACTIVATIONS=%s is not one of 1, 0, on, off, auto\n", bf16);
       return false;
     }
-    cpu::set_bf16_activations(*mode);
+    set_cpu_bf16_activations(*mode);
   }
   return true;
 }
 
-std::optional<cpu::Bf16Activations> bf16_activations_mode(const std::string& name) {
-  if (name == "auto") return cpu::Bf16Activations::kAuto;
-  if (name == "on" || name == "1") return cpu::Bf16Activations::kOn;
-  if (name == "off" || name == "0") return cpu::Bf16Activations::kOff;
-  return std::nullopt;
+std::optional<Bf16Mode> bf16_activations_mode(const std::string& name) {
+  return bf16_mode_from_name(name);
 }
 
 void add_bf16_activations_option(CLI::App& cmd) {
   cmd.add_option_function<std::string>(
-         "--bf16-activations", [](const std::string& v) { cpu::set_bf16_activations(*bf16_activations_mode(v)); },
+         "--bf16-activations", [](const std::string& v) { set_cpu_bf16_activations(*bf16_activations_mode(v)); },
          "BF16 weights: round the activations to BF16 (on; the BF16 dot-product instructions run) or keep floats "
          "(off); auto (default): on where the CPU has AVX512-BF16. Overrides AUTOGLM_BF16_ACTIVATIONS")
       ->check(CLI::IsMember({"auto", "on", "off"}));
@@ -90,8 +84,8 @@ void add_cpu_moe_options(CLI::App& cmd, CpuMoeFlags& flags) {
 Result<std::vector<LoraOption>> lora_options(const std::vector<std::string>& args) {
   std::vector<LoraOption> out;
   for (const std::string& arg : args) {
-    AUTOGLM_ASSIGN_OR_RETURN(const auto parsed, parse_lora_arg(arg));
-    out.push_back({parsed.first, parsed.second});
+    AUTOGLM_ASSIGN_OR_RETURN(LoraOption option, parse_lora_option(arg));
+    out.push_back(std::move(option));
   }
   return out;
 }
@@ -111,7 +105,7 @@ RuntimeOptions environment_options() {
 }
 
 Result<std::unique_ptr<Runtime>> open_runtime(const std::string& path, RuntimeOptions options) {
-  if (!options.quantize.empty() && !dtype_from_name(options.quantize))
+  if (!options.quantize.empty() && !weight_type_name(options.quantize))
     return invalid_argument("--quantize '" + options.quantize + "' is not a weight type (q8_0, q4_0, q4_k, ...)");
   const RuntimeOptions env = environment_options();
   options.repack_weights = env.repack_weights;
@@ -127,7 +121,11 @@ Result<OutputConstraint> output_constraint(const std::string& grammar_file, cons
   const std::string& path = grammar_file.empty() ? schema_file : grammar_file;
   auto text = read_file(path);
   if (!text || text->empty()) return invalid_argument(path + ": cannot read it (or it is empty)");
-  return OutputConstraint{schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema, *text, path};
+  OutputConstraint constraint;
+  constraint.kind = schema_file.empty() ? ConstraintKind::kGbnf : ConstraintKind::kJsonSchema;
+  constraint.text = *text;
+  constraint.source = path;
+  return constraint;
 }
 
 MeanSd mean_and_sd(const std::vector<double>& xs) {
@@ -158,13 +156,6 @@ Result<KvType> kv_type_option(const std::string& name) {
   auto type = kv_type_from_name(name);
   if (!type) return Status(type.status().code(), "kv_cache.dtype: " + type.status().message());
   return *type;
-}
-
-Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec) {
-  AUTOGLM_ASSIGN_OR_RETURN(const KvType kv_type, kv_type_from_name(name));
-  const DType type = kv_dtype(kv_type);
-  AUTOGLM_RETURN_IF_ERROR(kv_format(spec, type).status());
-  return type;
 }
 
 void add_threads_option(CLI::App& cmd, int& threads) {

@@ -8,13 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "autoglm/cpu_kernels.h"
 #include "autoglm/runtime.h"
 #include "autoglm/status.h"
-#include "kernels/cpu/matmul.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
-#include "sample/grammar.h"
-#include "tokenizer/tokenizer.h"
 
 namespace autoglm::cli {
 
@@ -58,8 +54,8 @@ RuntimeOptions environment_options();
 // (after printing why) when the ISA is unknown or not runnable here, or the BF16 mode unknown.
 bool apply_process_environment();
 // auto | on | off (and 1 | 0, the environment's spelling); nullopt for anything else.
-std::optional<cpu::Bf16Activations> bf16_activations_mode(const std::string& name);
-// Adds --bf16-activations auto|on|off (cpu::set_bf16_activations, at parse time).
+std::optional<Bf16Mode> bf16_activations_mode(const std::string& name);
+// Adds --bf16-activations auto|on|off (set_cpu_bf16_activations, at parse time).
 void add_bf16_activations_option(CLI::App& cmd);
 
 // Mean and sample standard deviation (0 for fewer than two values) of a benchmark's repetitions.
@@ -79,8 +75,6 @@ void add_kv_type_option(CLI::App& cmd, std::string& kv_type);
 void add_device_option(CLI::App& cmd, std::string& device);
 // --kv-type as the runtime's option; an error as the runtime's ("kv_cache.dtype: KV cache type ...").
 Result<KvType> kv_type_option(const std::string& name);
-// The KV type named on the command line, checked against the model.
-Result<DType> resolve_kv_type(const std::string& name, const ModelSpec& spec);
 
 // --grammar FILE (GBNF) or --json-schema FILE as a request's constraint (kNone when neither is
 // given); errors name the flag or the file, and so do the runtime's (the constraint's source).

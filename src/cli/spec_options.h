@@ -3,12 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <memory>
+#include <cstdint>
 #include <string>
 
 #include "autoglm/runtime.h"
-#include "engine/speculative.h"
-#include "model/model.h"
 
 namespace autoglm::cli {
 
@@ -16,21 +14,15 @@ struct SpecOptions {
   std::string method = "none";
   std::string draft;           // a draft model file or folder
   std::string draft_quantize;  // the draft's weights re-encoded at load (alone: the target's own)
-  SpecConfig config;
+  int32_t draft_max = 8;       // most tokens drafted per target pass
+  int32_t draft_min = 0;       // fewer drafted than this: a plain decode step instead
+  float p_min = 0.0f;          // drafting stops where the drafter's confidence falls below this
+  int32_t exit_layer = 0;      // early exit: the layers that draft (0: a quarter of the model)
   // As the runtime's options (speculative, draft_model, draft_max, ...): the runtime loads the draft.
   // An unknown method is an error ("speculative: spec: 'x' is not a speculation method ...").
   Status apply_to(RuntimeOptions& options) const;
 };
 
 void add_spec_options(CLI::App& cmd, SpecOptions& options);
-
-// The options checked, and the draft model loaded where the method needs one.
-struct Speculation {
-  SpecConfig config;
-  std::unique_ptr<Model> draft;
-};
-// `pool`: the threads --draft-quantize auto measures on.
-Result<Speculation> prepare_speculation(const SpecOptions& options, const std::string& target_path, const Model& target,
-                                        const Vocab& target_vocab, ThreadPool& pool);
 
 }  // namespace autoglm::cli

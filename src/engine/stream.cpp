@@ -60,6 +60,18 @@ void plain_text_parts(StreamEvent& event) {
   if (!event.text.empty()) event.parts.push_back({PartKind::kText, event.text, 0});
 }
 
+std::shared_ptr<StreamHandle> StreamHandle::recorded(const std::vector<StreamEvent>& events) {
+  return StreamWriter::replay(events);
+}
+
+std::pair<std::shared_ptr<StreamHandle>, StreamHandle::Append> StreamHandle::relay() {
+  std::shared_ptr<StreamHandle> handle = StreamWriter::open();
+  Append append = [weak = std::weak_ptr<StreamHandle>(handle)](StreamEvent event) {
+    if (auto h = weak.lock()) StreamWriter::push(*h, std::move(event));  // no reader left: dropped
+  };
+  return {std::move(handle), std::move(append)};
+}
+
 std::shared_ptr<StreamHandle> StreamWriter::open(EventShaper shaper) {
   auto state = std::make_unique<StreamHandle::State>();
   state->shaper = std::move(shaper);

@@ -5,14 +5,16 @@
 
 #include "core/byte_size.h"
 #include "core/cpu_features.h"
+#include "core/json_request.h"
 #include "core/log.h"
 #include "core/read_file.h"
 #include "engine/generator.h"
 #include "engine/speculative.h"
-#include "formats/json_request.h"
+#include "formats/gguf.h"
 #include "kernels/cuda/cuda_api.h"
 #include "model/kv_cache.h"
 #include "runtime/model_description.h"
+#include "runtime/prepared_request.h"
 #include "runtime/reply_events.h"
 #include "runtime/runtime_parts.h"
 #include "sample/json_schema.h"
@@ -110,36 +112,27 @@ Status load_draft(Runtime::Parts& p) {
 Status prepare_prompts(Runtime::Parts& p) {
   AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
   p.chat_template->set_limits(p.options.limits.template_steps, size_t(p.options.limits.template_output_bytes));
+  if (p.options.cancel_renders) p.chat_template->set_cancel_flag(p.options.cancel_renders);
   p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(p.options.limits));
   return dry_render(p);
 }
 
-Result<ordered_json> parse_json_field(const std::string& text, const char* field, const RequestLimits& limits) {
-  auto j = parse_json_request(text, limits.json_depth, limits.json_object_keys);
-  if (!j) return invalid_argument(std::string(field) + ": " + j.status().message());
-  return j;
-}
-
-Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimits& limits) {
-  PromptRequest r;
-  r.add_generation_prompt = chat.add_generation_prompt;
-  if (!chat.messages_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.messages, parse_json_field(chat.messages_json, "messages_json", limits));
-    if (!r.messages.is_array()) return invalid_argument("messages_json: must be an array of messages");
-  } else {
-    for (const ChatMessage& m : chat.messages) r.messages.push_back({{"role", m.role}, {"content", m.content}});
+// The model's own pooling: a sentence-transformers folder's, a GGUF's pooling_type, else last.
+Pooling model_pooling(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(model_path, ec)) {  // sentence-transformers' pooling module
+    auto text = read_file(model_path + "/1_Pooling/config.json");
+    if (!text) return Pooling::kLast;
+    const auto config = nlohmann::json::parse(*text, nullptr, false);
+    if (config.is_object() && config.value("pooling_mode_mean_tokens", false)) return Pooling::kMean;
+    return Pooling::kLast;
   }
-  if (!chat.tools_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.tools, parse_json_field(chat.tools_json, "tools_json", limits));
-    if (!r.tools.is_array()) return invalid_argument("tools_json: must be an array of tools");
-    r.tool_choice = ToolChoice::kAuto;
-  }
-  if (!chat.template_kwargs_json.empty()) {
-    AUTOGLM_ASSIGN_OR_RETURN(r.template_kwargs,
-                             parse_json_field(chat.template_kwargs_json, "template_kwargs_json", limits));
-    if (!r.template_kwargs.is_object()) return invalid_argument("template_kwargs_json: must be an object");
-  }
-  return r;
+  auto gguf = GgufFile::open(model_path);
+  if (!gguf) return Pooling::kLast;
+  const auto arch = (*gguf)->get_string("general.architecture");
+  const auto type = arch ? (*gguf)->get_int(*arch + ".pooling_type") : std::nullopt;
+  return type && *type == 1 ? Pooling::kMean : Pooling::kLast;  // llama.cpp: 1 mean, 3 last
 }
 
 }  // namespace
@@ -250,9 +243,10 @@ void log_device_memory(const Runtime::Parts& p) {
 Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const std::string& model_path,
                                            const RuntimeOptions& options) {
   if (options.log) set_log_sink(options.log);
-  Runtime::Parts& p = rt->parts();
+  Runtime::Parts& p = runtime_parts(*rt);
   p.model_path = model_path;
   p.options = options;
+  p.pooling = model_pooling(model_path);
   AUTOGLM_ASSIGN_OR_RETURN(const ModelLoadOptions load, load_options(options));
   AUTOGLM_ASSIGN_OR_RETURN(p.model, Model::load(model_path, load));
   AUTOGLM_ASSIGN_OR_RETURN(p.tokenizer, p.model->load_tokenizer());
@@ -306,80 +300,6 @@ Result<std::unique_ptr<Runtime>> Runtime::open_tokenizer(const std::string& path
   AUTOGLM_ASSIGN_OR_RETURN(p.tokenizer, load_hf_tokenizer(path));
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
   return rt;
-}
-
-Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& c, const RequestLimits& limits) {
-  if (c.kind == ConstraintKind::kNone) return std::shared_ptr<const Grammar>();
-  const std::string source = c.source.empty() ? "constraint" : c.source;
-  std::string gbnf = c.text;
-  if (c.kind == ConstraintKind::kJsonSchema) {
-    AUTOGLM_ASSIGN_OR_RETURN(const ordered_json schema, parse_json_field(c.text, source.c_str(), limits));
-    auto converted = json_schema_to_gbnf(nlohmann::json(schema));
-    if (!converted) return invalid_argument(source + ": " + converted.status().message());
-    gbnf = *converted;
-  }
-  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
-  if (!grammar) return invalid_argument(source + ": " + grammar.status().message());
-  return std::shared_ptr<const Grammar>(*grammar);
-}
-
-Result<std::shared_ptr<StreamHandle>> Runtime::submit(const Request& request) {
-  Parts& p = *parts_;
-  if (!p.engine) return unsupported("the runtime was opened with start_engine = false: no engine");
-  const int sources = int(!request.tokens.empty()) + int(!request.text.empty()) + int(request.chat.has_value());
-  if (sources != 1) return invalid_argument("request: give exactly one of tokens, text and chat");
-  GenerationRequest g;
-  if (request.chat) {
-    AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(*request.chat, p.options.limits));
-    AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, p.prompts->build(conversation));
-    g.prompt = std::move(prompt.ids);
-    g.make_shaper = reply_shaper_factory(reply_format(conversation, p.prompts->family()));
-  } else if (!request.text.empty()) {
-    g.prompt = p.prompts->encode_text(request.text);
-  } else {
-    g.prompt = request.tokens;
-  }
-  g.max_tokens = request.max_tokens;
-  g.sampling = request.sampling;
-  g.stop = request.stop;
-  AUTOGLM_ASSIGN_OR_RETURN(g.grammar, constraint_grammar(request.constraint, p.options.limits));
-  g.priority = request.priority;
-  if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
-  g.top_logprobs = request.top_logprobs;
-  g.ignore_eos = request.ignore_eos;
-  g.speculative = request.speculative;
-  AUTOGLM_ASSIGN_OR_RETURN(g.lora, lora_for(p, request.lora));
-  g.lora_name = request.lora;
-  return p.engine->submit(std::move(g));
-}
-
-Result<std::string> Runtime::generate_text(const Request& request) {
-  AUTOGLM_ASSIGN_OR_RETURN(auto handle, submit(request));
-  std::string text;
-  StreamEvent ev;
-  while (handle->next(ev)) {
-    text += ev.text;
-    if (!ev.finished) continue;
-    if (ev.finish_reason == FinishReason::kError) return Status(StatusCode::kInternal, ev.error);
-    return text;
-  }
-  return Status(StatusCode::kInternal, "the engine did not finish the request");
-}
-
-RuntimeStats Runtime::stats() const {
-  RuntimeStats s;
-  if (!parts_->engine) return s;
-  const EngineStats& e = parts_->engine->stats();
-  s.prompt_tokens = e.prompt_tokens;
-  s.generated_tokens = e.generated_tokens;
-  s.prefix_hit_tokens = e.prefix_hit_tokens;
-  s.preemptions = e.preemptions;
-  s.steps = e.steps;
-  s.running = e.running;
-  s.waiting = e.waiting;
-  s.kv_blocks_used = e.kv_blocks_used;
-  s.kv_blocks_total = e.kv_blocks_total;
-  return s;
 }
 
 std::vector<int32_t> Runtime::encode(const std::string& text, bool add_special, bool parse_special) const {
@@ -501,6 +421,10 @@ std::string Runtime::draft_op_profile_table() const {
   return draft ? draft->table() : "";
 }
 
+Runtime::Parts& runtime_parts(Runtime& runtime) {
+  return *runtime.parts_;
+}
+
 ModelInfo Runtime::info() const {
   ModelInfo i;
   i.path = parts_->model_path;
@@ -518,6 +442,9 @@ ModelInfo Runtime::info() const {
   i.device = device_name(parts_->model->device());
   if (const PlacedWeights* placed = parts_->model->placed_weights()) i.device_weight_bytes = placed->bytes();
   if (parts_->engine) i.kv_bytes = kv_pool_bytes(s, parts_->engine_config);
+  const GenerationDefaults& d = parts_->model->generation_defaults();
+  i.sampling_defaults = {d.temperature, d.top_p, d.repetition_penalty, d.top_k, d.greedy};
+  i.pooling = parts_->pooling;
   return i;
 }
 

@@ -32,7 +32,11 @@ struct Runtime::Parts {
   std::unique_ptr<Engine> engine;               // null with start_engine = false
   std::shared_ptr<const LoraSet> default_lora;  // options.lora, for every request (null: none)
   std::unique_ptr<LoraRegistry> loras;          // the named adapters
+  Pooling pooling = Pooling::kLast;             // the model's own for embeddings
 };
+
+// A runtime's internals, for bench's kernel micro-paths (nothing else above the runtime).
+Runtime::Parts& runtime_parts(Runtime& runtime);
 
 // A request's constraint (JSON Schema or GBNF text) as a grammar; errors name its source.
 Result<std::shared_ptr<const Grammar>> constraint_grammar(const OutputConstraint& constraint,

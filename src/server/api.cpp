@@ -12,8 +12,6 @@
 #include "core/last_resort.h"
 #include "core/random_id.h"
 #include "core/read_file.h"
-#include "core/thread_pool.h"
-#include "engine/stream.h"
 #include "server/api/openai_request.h"
 #include "server/config/routing_config.h"
 #include "server/http/route_table.h"
@@ -97,6 +95,7 @@ Status ApiService::load(const RuntimeOptions& base) {
     options.pin_threads = base.pin_threads;
     options.progress = base.progress;
     options.threads = config_.runtime.threads;
+    options.cancel_renders = &stopping_;
     auto opened = models_.empty() ? Runtime::open(m.config->model, options)
                                   : Runtime::open_beside(*models_.front()->runtime, m.config->model, options);
     if (!opened) {
@@ -104,13 +103,8 @@ Status ApiService::load(const RuntimeOptions& base) {
       return Status(opened.status().code(), "models: '" + m.name + "': " + opened.status().message());
     }
     s->runtime = std::move(opened).value();
-    Runtime::Parts& parts = s->runtime->parts();
-    parts.chat_template->set_cancel_flag(&stopping_);
-    s->model = parts.model.get();
-    s->tokenizer = parts.tokenizer.get();
-    s->engine = parts.engine.get();
-    s->prompts = parts.prompts.get();
-    s->pooling = resolve_pooling(config_.embeddings_pooling, m.config->model);
+    s->info = s->runtime->info();
+    s->pooling = config_.embeddings_pooling.value_or(s->info.pooling);
     models_.push_back(std::move(s));
     for (const LoraAdapterConfig& a : m.config->lora_adapters) {
       const std::string where = (served.size() == 1 ? "" : "models: '" + m.name + "': ") + "lora_adapters." + a.name;
@@ -122,8 +116,7 @@ Status ApiService::load(const RuntimeOptions& base) {
   }
   ModelService& first = default_model();
   AUTOGLM_ASSIGN_OR_RETURN(tools_, ToolRegistry::build(config_.tools, config_.http_allowlist, listening_));
-  tasks_ = std::make_shared<TaskPipeline>(*first.engine, *first.tokenizer, *first.runtime->parts().chat_template,
-                                          tools_, config_.task);
+  tasks_ = std::make_shared<TaskPipeline>(*first.runtime, tools_, config_.task);
   AUTOGLM_RETURN_IF_ERROR(reload_routes(config_));
   if (!config_.jobs.data_dir.empty()) {
     AUTOGLM_ASSIGN_OR_RETURN(jobs_, AsyncJobs::start(config_.jobs, config_.api_keys,
@@ -195,13 +188,9 @@ std::optional<Reply> ApiService::resolve(const std::string& name, Target& target
       target.model = m.get();
       return std::nullopt;
     }
-  if (ModelService* base = adapter_base(name)) {
-    auto set = lora_for(base->runtime->parts(), name);
-    if (!set && set.status().code() == StatusCode::kResourceExhausted) return busy_reply(set.status().message());
-    if (!set) return error_reply(404, set.status().message(), "model");
+  if (ModelService* base = adapter_base(name)) {  // held once the request is prepared
     target.model = base;
     target.lora = name;
-    target.lora_set = std::move(set).value();
     return std::nullopt;
   }
   target.routes = routes();
@@ -414,8 +403,7 @@ Reply ApiService::metrics_text() {
   std::vector<EngineView> engines;
   for (const auto& m : models_) {
     const ModelInfo info = m->runtime->info();
-    engines.push_back(
-        {m->name, &m->engine->stats(), &m->engine->op_profile(), info.device, info.device_weight_bytes, info.kv_bytes});
+    engines.push_back({m->name, m->runtime->stats(), info.device, info.device_weight_bytes, info.kv_bytes});
   }
   r.body = metrics_.render(engines, &tools_->stats());
   if (response_cache_) r.body += response_cache_->render_metrics();
@@ -462,7 +450,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
       api_key.empty() ? "anonymous" : "key ..." + api_key.substr(api_key.size() - std::min<size_t>(4, api_key.size()));
   if (auto it = config_.tool_access.find(api_key); it != config_.tool_access.end())
     request->allowed_tools = &it->second;  // config_ outlives the task: the service waits for tasks
-  auto handle = StreamWriter::open();
+  auto [handle, append] = StreamHandle::relay();
   // The reply's handle is cancelled when the client goes (or a drain ends it): the task stops.
   request->cancelled = [weak = std::weak_ptr<StreamHandle>(handle)] {
     const auto h = weak.lock();
@@ -479,7 +467,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
   // A failure the request caused (an input too long for the context) is a 4xx naming the
   // field; the thread sets it before the handle publishes the event.
   auto failure = std::make_shared<std::pair<int, std::string>>(500, "");
-  std::thread([this, tasks, request, handle, metrics, failure]() mutable {
+  std::thread([this, tasks, request, handle, append, metrics, failure]() mutable {
     StreamEvent ev;
     ev.finished = true;
     const auto fail = [&](const std::string& message) {
@@ -502,7 +490,7 @@ Reply ApiService::run_task(const std::string& body, const std::string& api_key) 
           ev.text = result->dump(-1, ' ', false, json::error_handler_t::replace);
         },
         [&](const std::string& what) { fail("internal error: " + what); });
-    StreamWriter::push(*handle, std::move(ev));
+    append(std::move(ev));
     // Nothing of the service may be touched after the count reaches 0 (its destructor may run
     // at once): the pipeline, the request and the handle are released first.
     tasks.reset();
@@ -543,12 +531,12 @@ Reply ApiService::tokenize(const std::string& body) {
   const bool with_pieces = bool_param(j, "with_pieces", false);
   Target target;
   if (auto other = resolve(j, target)) return *other;
-  const Tokenizer& tokenizer = *target.model->tokenizer;
+  const Runtime& tokenizer = *target.model->runtime;
   const auto ids = tokenizer.encode(check_utf8(j["content"], "content"), add_special, true);
   json tokens = json::array();
   for (int32_t id : ids) {
     if (with_pieces)
-      tokens.push_back({{"id", id}, {"piece", tokenizer.token_to_piece(id, true)}});
+      tokens.push_back({{"id", id}, {"piece", tokenizer.token_piece(id)}});
     else
       tokens.push_back(id);
   }
@@ -562,10 +550,10 @@ Reply ApiService::detokenize(const std::string& body) {
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
   Target target;
   if (auto other = resolve(j, target)) return *other;
-  const Tokenizer& tokenizer = *target.model->tokenizer;
+  const Runtime& tokenizer = *target.model->runtime;
   std::vector<int32_t> ids;
   for (const auto& t : j["tokens"]) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.n_vocab())
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.vocab_size())
       bad("tokens", "'tokens' holds an id outside the vocabulary");
     ids.push_back(int32_t(t.get<int64_t>()));
   }
@@ -578,8 +566,8 @@ Reply ApiService::embeddings(const std::string& body) {
   const json j = parse_body(body, config_.runtime.limits);
   Target target;
   if (auto other = resolve(j, target)) return *other;
-  const ModelService& m = *target.model;
-  return embeddings_reply(j, {*m.engine, *m.prompts, m.model->spec().n_embd, m.pooling, m.name});
+  ModelService& m = *target.model;
+  return embeddings_reply(j, {*m.runtime, m.info.n_embd, m.pooling, m.name});
 }
 
 // GET or DELETE /v1/responses/{id}: only the key that created it sees it.

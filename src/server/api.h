@@ -11,11 +11,6 @@
 #include <vector>
 
 #include "autoglm/runtime.h"
-#include "chat/chat_template.h"
-#include "chat/prompt_builder.h"
-#include "engine/engine.h"
-#include "model/model.h"
-#include "runtime/runtime_parts.h"
 #include "server/api/choice_streams.h"
 #include "server/api/feedback.h"
 #include "server/api/openai_request.h"
@@ -29,22 +24,18 @@
 #include "server/jobs/batches.h"
 #include "server/metrics/metrics.h"
 #include "server/routing/response_cache.h"
-#include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 
 // A /v1/models entry: id, object, created, owned_by, and its kind ("model", "route", "lora").
 json model_object(const std::string& id, const char* kind);
 
-// One served model once loaded: the runtime's parts and how the API names it.
+// One served model once loaded: its runtime and how the API names it.
 struct ModelService {
   std::string name;
   std::shared_ptr<const ServerConfig> config;  // the server's, with the model's own keys on top
   std::unique_ptr<Runtime> runtime;
-  const Model* model = nullptr;  // the runtime's, for short
-  const Tokenizer* tokenizer = nullptr;
-  Engine* engine = nullptr;
-  const PromptBuilder* prompts = nullptr;
+  ModelInfo info;                    // the runtime's, read once loaded
   Pooling pooling = Pooling::kLast;  // of /v1/embeddings
 };
 
@@ -52,8 +43,7 @@ struct ModelService {
 // which a reload may replace while the request goes on).
 struct Target {
   ModelService* model = nullptr;
-  std::string lora;                         // a LoRA adapter over `model` ("" none)
-  std::shared_ptr<const LoraSet> lora_set;  // held while the request runs
+  std::string lora;  // a LoRA adapter over `model` ("" none)
   const Route* route = nullptr;
   std::shared_ptr<const RouteTable> routes;
 };
@@ -84,9 +74,8 @@ class ApiService : public HttpService {
   int64_t in_flight() override;
   // Whether `key` is one of the configured API keys (compared in constant time).
   bool accepts_key(const std::string& key) const override;
-  // The thread pool the loaded models' engines share. Each engine step holds one of its turns,
-  // so a caller holding a turn keeps every engine from stepping (tests order events by it).
-  ThreadPool& thread_pool() { return *default_model().runtime->parts().pool; }
+  // The first model's runtime (the others share its threads: tests hold its turns).
+  Runtime& default_runtime() { return *default_model().runtime; }
   // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
   // ends the tool commands that tasks are running.
   void cancel_in_flight() override;
@@ -114,13 +103,17 @@ class ApiService : public HttpService {
   Reply generate(const GenerationCall& call);
   struct PreparedGeneration {
     ModelService* model = nullptr;
-    GenerationRequest request;
+    Request request;                          // for the model's runtime
+    std::optional<PreparedRequest> prepared;  // made ready by it (the prompt rendered)
     ResponseShape shape;
-    ReplyFormat format;  // how the reply is read (tools)
     GenerationParams params;
     std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
   };
-  // `lora`: the adapter the request names, when it names one.
+  // The runtime request and the reply's shape for a model (`lora`: the adapter the request
+  // names, when it names one); prepare_generation also makes it ready (throws ParamError
+  // naming the field, or an EarlyReply).
+  PreparedGeneration describe_generation(const GenerationCall& call, ModelService& model, const Target* lora = nullptr);
+  void make_ready(PreparedGeneration& p);
   PreparedGeneration prepare_generation(const GenerationCall& call, ModelService& model, const Target* lora = nullptr);
   // One model answers (the response cache first, when `use_cache`); `route` labels its metrics.
   Reply generate_on(PreparedGeneration p, const std::string& route, bool use_cache);
@@ -132,7 +125,7 @@ class ApiService : public HttpService {
   // A cached generation's events, through `consume` as if the engine sent them.
   Reply replay(const CachedGeneration& cached, const PreparedGeneration& prepared,
                std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
-  uint64_t cache_salt(const std::string& api_key, const std::string& request_salt) const;
+  std::string cache_salt(const std::string& api_key, const std::string& request_salt) const;
   // The body's `model`: a served model (the first one when absent), a route, or a 404 reply
   // naming what is served. `routes_ok`: whether a route may answer here.
   std::optional<Reply> resolve(const json& body, Target& target, bool routes_ok = false);

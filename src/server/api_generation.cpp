@@ -6,9 +6,6 @@
 #include <random>
 
 #include "core/random_id.h"
-#include "engine/request_limits.h"
-#include "engine/stream.h"
-#include "runtime/reply_events.h"
 #include "server/api.h"
 #include "server/api/openai_request.h"
 #include "server/routing/cascade_stream.h"
@@ -20,7 +17,7 @@ namespace {
 RouteFacts route_facts(const GenerationCall& call) {
   RouteFacts f;
   if (call.is_chat()) {
-    for (const json& m : call.chat.conversation.messages)
+    for (const json& m : call.chat.messages)
       if (m.value("role", "") == "user" && m["content"].is_string()) f.last_user_message = m["content"];
   } else {
     f.last_user_message = call.completion.prompt;
@@ -43,25 +40,17 @@ double uniform_draw() {
   return std::uniform_real_distribution<double>(0, 1)(rng);
 }
 
-// The most tokens a prompt may have: limits.prompt_tokens, or the context window less one
-// generated token. (The same words as check_request_limits and the engine's check.)
-TokenCap prompt_cap(int64_t n_ctx, const RequestLimits& limits) {
-  const int64_t room = n_ctx - 1;
-  if (limits.prompt_tokens > 0 && limits.prompt_tokens <= room)
-    return {size_t(limits.prompt_tokens),
-            "over the limit of " + std::to_string(limits.prompt_tokens) + " (limit prompt_tokens)"};
-  return {size_t(std::max<int64_t>(room, 0)), "which does not fit the context window of " + std::to_string(n_ctx) +
-                                                  " tokens (with room for one generated token)"};
-}
-
 }  // namespace
 
 // The request path: typed request -> prompt -> engine request -> stream handle whose
 // events the response writer turns into the reply.
 // The prefix-cache salt of a request: its API key's unless the cache is shared across keys,
 // and the request's own cache_salt.
-uint64_t ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
-  return prefix_cache_salt(config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "", request_salt);
+std::string ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
+  std::string salt = config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "";
+  if (request_salt.empty()) return salt;
+  salt += '\0';  // keys hold no NUL: no key and salt pair can spell another's
+  return salt + request_salt;
 }
 
 // POST /v1/responses: the chat pipeline with the Responses writer; the finished response and
@@ -126,7 +115,7 @@ RouteChoice ApiService::choose(const Route& route, const GenerationCall& call,
   RouteChoice choice;
   if (route.kind == RouteKind::kRules) {
     prepared = prepare_generation(call, model_named(route.default_model));
-    facts.prompt_tokens = int64_t(prepared->request.prompt.size());
+    facts.prompt_tokens = int64_t(prepared->prepared->prompt().size());
     choice = choose_by_rules(route, facts);
     if (choice.model != route.default_model) prepared.reset();
   } else {
@@ -171,16 +160,10 @@ Reply ApiService::generate_on(PreparedGeneration p, const std::string& route, bo
   const std::string& served = p.shape.model;
   RequestMetrics& series = metrics_.requests(served, route);
   feedback_.remember(p.shape.id, &series, served, route);
-  auto writer = std::make_shared<ResponseWriter>(p.shape, *m.tokenizer, series);
+  auto writer = std::make_shared<ResponseWriter>(p.shape, *m.runtime, series);
   auto consume = [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
-  std::string cache_scope = served;  // an adapter loaded again under the name is another one
-  if (p.request.lora)
-    for (const auto& a : *p.request.lora) {
-      cache_scope += '#';
-      cache_scope += std::to_string(a->id);
-    }
   const std::optional<std::string> key =
-      use_cache ? response_cache_key(cache_scope, p.shape.chat, p.request, p.shape.choices, p.format) : std::nullopt;
+      use_cache ? response_cache_key(served, p.shape.chat, *p.prepared, p.shape.choices) : std::nullopt;
   if (!key) return submit_generation(std::move(p), consume);
   if (auto hit = response_cache_->find(*key)) {
     Reply r = replay(*hit, p, consume);
@@ -202,17 +185,18 @@ Reply ApiService::generate_on(PreparedGeneration p, const std::string& route, bo
 // A cascade: the light model's first tokens decide whether it answers or the heavy one does
 // (see CascadeStream); both prompts are rendered up front, each with its model's template.
 Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
-  PreparedGeneration light = prepare_generation(call, model_named(route.cascade.light));
+  PreparedGeneration light = describe_generation(call, model_named(route.cascade.light));
   PreparedGeneration heavy = prepare_generation(call, model_named(route.cascade.heavy));
   if (light.params.n > 1) bad("n", "a cascade route answers with one choice ('n' must be 1)");
   heavy.shape.id = light.shape.id;  // one response, whichever model gives it
   const int32_t wanted_logprobs = light.request.top_logprobs;
   light.request.top_logprobs = std::max(1, wanted_logprobs);  // the confidence is the top-1 probability
+  make_ready(light);
   RequestMetrics& light_series = metrics_.requests(light.model->name, route.name);
   RequestMetrics& heavy_series = metrics_.requests(heavy.model->name, route.name);
-  auto light_writer = std::make_shared<ResponseWriter>(light.shape, *light.model->tokenizer, light_series);
-  auto heavy_writer = std::make_shared<ResponseWriter>(heavy.shape, *heavy.model->tokenizer, heavy_series);
-  auto light_handle = light.model->engine->submit(light.request);
+  auto light_writer = std::make_shared<ResponseWriter>(light.shape, *light.model->runtime, light_series);
+  auto heavy_writer = std::make_shared<ResponseWriter>(heavy.shape, *heavy.model->runtime, heavy_series);
+  auto light_handle = light.model->runtime->submit(*light.prepared);
   if (!light_handle) {
     if (light_handle.status().code() == StatusCode::kResourceExhausted)
       return busy_reply(light_handle.status().message());
@@ -221,9 +205,9 @@ Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
   auto decision = std::make_shared<std::optional<CascadeDecision>>();  // set on an engine thread, read after
   auto tracked = std::make_shared<std::vector<std::shared_ptr<void>>>();
   tracked->push_back(track(*light_handle));
-  Engine* heavy_engine = heavy.model->engine;
-  auto submit_heavy = [this, heavy_engine, request = heavy.request, tracked]() {
-    auto handle = heavy_engine->submit(request);
+  Runtime* heavy_runtime = heavy.model->runtime.get();
+  auto submit_heavy = [this, heavy_runtime, request = *heavy.prepared, tracked]() {
+    auto handle = heavy_runtime->submit(request);
     if (handle) tracked->push_back(track(*handle));
     return handle;
   };
@@ -257,7 +241,7 @@ Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
 Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneration& p,
                          std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
   std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (const std::vector<StreamEvent>& events : cached.choices) handles.push_back(StreamWriter::replay(events));
+  for (const std::vector<StreamEvent>& events : cached.choices) handles.push_back(StreamHandle::recorded(events));
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(
       handles[0], handles.size(),
@@ -268,64 +252,54 @@ Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneratio
   return r;
 }
 
-// A typed chat or completions request rendered for a model: the engine request and the
-// response's shape (throws ParamError naming the field).
-ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCall& call, ModelService& m,
-                                                              const Target* lora) {
+// A typed chat or completions request for a model: the runtime's request and the response's
+// shape (throws ParamError naming the field).
+ApiService::PreparedGeneration ApiService::describe_generation(const GenerationCall& call, ModelService& m,
+                                                               const Target* lora) {
   PreparedGeneration p;
   p.model = &m;
+  p.params = call.params();
+  p.prompt_param = call.is_chat() ? "messages" : "prompt";
+  p.request = runtime_request(call, m.info.sampling_defaults);
+  p.request.cache_salt = cache_salt(call.api_key, p.params.cache_salt);
   ResponseShape& shape = p.shape;
-  GenerationParams& params = p.params;
-  std::vector<int32_t> prompt;
-  ReplyFormat& format = p.format;
-  const bool chat = call.is_chat();
-  const char* prompt_param = chat ? "messages" : "prompt";
-  p.prompt_param = prompt_param;
-  const TokenCap cap = prompt_cap(m.engine->config().n_ctx, config_.runtime.limits);
-  if (chat) {
-    PromptRequest conversation = call.chat.conversation;
-    conversation.cap = cap;
-    std::string error_param;
-    auto built = m.prompts->build(conversation, &error_param);
-    if (!built) bad(error_param, built.status().message());
-    prompt = std::move(built->ids);
-    params = call.chat.params;
-    if (built->forced_call) params.grammar = built->forced_call;
-    format = reply_format(conversation, m.prompts->family(), call.chat.parallel_tool_calls);
-    if (format.tools) shape.call_id_prefix = "call_" + std::to_string(next_id_.load()) + "_";
-  } else {
-    auto encoded = m.prompts->encode_text(call.completion.prompt, cap);
-    if (!encoded) bad(prompt_param, encoded.status().message());
-    prompt = std::move(encoded).value();
-    params = call.completion.params;
-  }
-  shape.chat = chat;
-  shape.stream = params.stream;
-  shape.include_usage = params.include_usage;
-  shape.logprobs = params.logprobs;
-  shape.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  shape.chat = call.is_chat();
+  shape.stream = p.params.stream;
+  shape.include_usage = p.params.include_usage;
+  shape.logprobs = p.params.logprobs;
+  const std::string number = std::to_string(next_id_++);
+  shape.id = std::string(shape.chat ? "chatcmpl-" : "cmpl-") + number;
+  shape.call_id_prefix = "call_" + number + "_";  // kept when the reply is read for tool calls
   shape.model = m.name;
   shape.created = int64_t(std::time(nullptr));
-  shape.choices = size_t(params.n);
-
-  GenerationRequest& g = p.request;
-  g = engine_request(params, std::move(prompt), m.model->generation_defaults(), m.engine->config().n_ctx);
-  g.cache_salt = cache_salt(call.api_key, params.cache_salt);
-  g.make_shaper = reply_shaper_factory(format);
-  if (lora && lora->lora_set) {
-    g.lora = lora->lora_set;
-    g.lora_name = lora->lora;
-    shape.model = lora->lora;
+  shape.choices = size_t(p.params.n);
+  if (lora && !lora->lora.empty()) {
+    p.request.lora = lora->lora;
+    shape.model = lora->lora;  // counted and cached as the name it was asked by
   }
-  for (const auto& [token, bias] : g.sampling.logit_bias)
-    if (token >= m.tokenizer->n_vocab()) {
-      std::string where = "logit_bias.";
-      where += std::to_string(token);
-      bad(where, "token id " + std::to_string(token) + " is outside the vocabulary (" +
-                     std::to_string(m.tokenizer->n_vocab()) + " tokens)");
+  return p;
+}
+
+// The runtime renders the prompt, compiles what is left and checks the limits: its errors
+// name the field (a 400), an adapter busy or gone is a 429 or a 404 naming the model.
+void ApiService::make_ready(PreparedGeneration& p) {
+  auto prepared = p.model->runtime->prepare(p.request);
+  if (!prepared) {
+    const Status& st = prepared.status();
+    if (st.field() == "lora") {
+      if (st.code() == StatusCode::kResourceExhausted) answer_now(busy_reply(st.message()));
+      answer_now(error_reply(404, st.message(), "model"));
     }
-  if (auto over = check_request_limits(g, config_.runtime.limits))
-    bad(over->param == "prompt" ? prompt_param : over->param, over->message);
+    bad(st.field().empty() ? p.prompt_param : st.field(), st.message());
+  }
+  p.prepared = std::move(prepared).value();
+  if (!p.prepared->reads_tool_calls()) p.shape.call_id_prefix.clear();
+}
+
+ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCall& call, ModelService& m,
+                                                              const Target* lora) {
+  PreparedGeneration p = describe_generation(call, m, lora);
+  make_ready(p);
   return p;
 }
 
@@ -333,18 +307,15 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCa
 // into the reply's bytes.
 Reply ApiService::submit_generation(PreparedGeneration p,
                                     std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
-  GenerationRequest& g = p.request;
   auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  Engine* engine = p.model->engine;
-  ChoiceStreams::Submit submit_choice = [this, engine, g,
+  Runtime* runtime = p.model->runtime.get();
+  ChoiceStreams::Submit submit_choice = [this, runtime, prepared = *p.prepared,
                                          in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
-    GenerationRequest choice = g;
-    if (choice.sampling.seed) choice.sampling.seed = *choice.sampling.seed + index;
-    auto handle = engine->submit(std::move(choice));
+    auto handle = runtime->submit(prepared, int32_t(index));
     if (handle) in_flight->push_back(track(*handle));
     return handle;
   };
-  auto handle = engine->submit(std::move(g));
+  auto handle = runtime->submit(*p.prepared);
   if (!handle) {
     if (handle.status().code() == StatusCode::kResourceExhausted) return busy_reply(handle.status().message());
     bad(p.prompt_param, handle.status().message());

@@ -11,15 +11,11 @@ Reply ApiService::health() {
   if (!ready()) return error_reply(503, "the model is loading", "", "service_unavailable");
   json engines = json::array();
   bool alive = true;
-  const int64_t now_ms = steady_milliseconds();
   for (const auto& m : models_) {
-    const EngineStats& stats = m->engine->stats();
-    const int64_t began = stats.step_began_ms.load();
-    const bool loop_alive = stats.loop_alive.load();
-    alive = alive && loop_alive;
-    engines.push_back({{"model", m->name},
-                       {"alive", loop_alive},
-                       {"step_running_s", began == 0 ? 0.0 : double(now_ms - began) / 1000.0}});
+    const RuntimeStats stats = m->runtime->stats();
+    alive = alive && stats.loop_alive;
+    engines.push_back(
+        {{"model", m->name}, {"alive", stats.loop_alive}, {"step_running_s", stats.step_running_seconds}});
   }
   if (!alive) return error_reply(503, "an engine thread has stopped", "", "service_unavailable");
   Reply r;

@@ -98,11 +98,11 @@ void ApiService::lora_metrics(std::string& out) {
   metric_header(out, "autoglm_lora_requests_info", "gauge",
                 "LoRA adapters of running and waiting requests (labels); the value: when they last changed.");
   for (const auto& m : models_) {
-    const LoraActivity a = m->engine->stats().lora_activity();
+    const RuntimeStats a = m->runtime->stats();
     out += "autoglm_lora_requests_info{" + metric_label("model", m->name) + "," +
            metric_label("max_lora", std::to_string(m->config->runtime.max_loras)) + "," +
-           metric_label("running_lora_adapters", a.running) + "," + metric_label("waiting_lora_adapters", a.waiting) +
-           "} " + std::to_string(a.changed_at) + "\n";
+           metric_label("running_lora_adapters", a.lora_running) + "," +
+           metric_label("waiting_lora_adapters", a.lora_waiting) + "} " + std::to_string(a.lora_changed_at) + "\n";
   }
   metric_header(out, "autoglm_lora_adapters_loaded", "gauge", "LoRA adapters loaded (resident) over each model.");
   for (const auto& m : models_) {

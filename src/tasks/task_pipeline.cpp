@@ -1,7 +1,6 @@
 #include "tasks/task_pipeline.h"
 
 #include "core/random_id.h"
-#include "sample/grammar.h"
 #include "sample/json_schema.h"
 #include "tasks/executors.h"
 
@@ -38,9 +37,8 @@ json& mark_cancelled(json& result) {
 
 }  // namespace
 
-TaskPipeline::TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                           std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
-    : engine_(engine), prompts_(chat_template, tokenizer), tools_(std::move(tools)), options_(options) {}
+TaskPipeline::TaskPipeline(Runtime& runtime, std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
+    : runtime_(runtime), tools_(std::move(tools)), options_(options) {}
 
 const TaskPipeline::Session* TaskPipeline::find_session(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
@@ -89,23 +87,24 @@ json TaskPipeline::decision_schema(const std::vector<const Tool*>& tools, bool m
 
 Result<std::string> TaskPipeline::generate(const ordered_json& messages, const json& tools, const std::string& gbnf,
                                            const TaskRequest& request, int step) {
-  PromptRequest conversation;
-  conversation.messages = messages;
-  conversation.tools = tools.empty() ? ordered_json() : ordered_json(tools);
-  conversation.tool_choice = tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
-  AUTOGLM_ASSIGN_OR_RETURN(Prompt prompt, prompts_.build(conversation));
-  AUTOGLM_ASSIGN_OR_RETURN(auto grammar, Grammar::parse(gbnf));
-  GenerationRequest g;
-  g.prompt = std::move(prompt.ids);
+  Request g;
+  Conversation chat;
+  chat.messages_json = messages.dump();
+  chat.tools_json = tools.empty() ? "" : tools.dump();  // with the tool definitions the template shows
+  g.chat = std::move(chat);
+  g.constraint.kind = ConstraintKind::kGbnf;
+  g.constraint.text = gbnf;
+  g.constraint.source = "task grammar";
   g.max_tokens = options_.max_tokens;
   g.sampling.temperature = options_.temperature;
   g.sampling.top_k = 0;
   g.sampling.top_p = 1;
   g.sampling.min_p = 0;
   if (request.seed) g.sampling.seed = *request.seed + uint64_t(step);
-  g.grammar = std::move(grammar);
-  g.cache_salt = prefix_cache_salt(request.owner, "");  // each key its own cached prefixes
-  AUTOGLM_ASSIGN_OR_RETURN(auto handle, engine_.submit(std::move(g)));
+  g.cache_salt = request.owner;  // each key its own cached prefixes
+  // With tools the runtime splits the reply into typed parts as well; ev.text stays the raw
+  // text, the JSON the grammar made, which is what is read here.
+  AUTOGLM_ASSIGN_OR_RETURN(auto handle, runtime_.submit(g));
   std::string text;
   StreamEvent ev;
   auto deadline = Clock::now() + kGenerationTimeout;  // this long without an event: timed out

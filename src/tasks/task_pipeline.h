@@ -19,12 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.h"
-#include "chat/prompt_builder.h"
-#include "engine/engine.h"
+#include "autoglm/runtime.h"
 #include "tasks/fd_read.h"
 #include "tasks/tools.h"
-#include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 
@@ -51,8 +48,9 @@ struct TaskRequest {
 
 class TaskPipeline {
  public:
-  TaskPipeline(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-               std::shared_ptr<const ToolRegistry> tools, TaskOptions options);
+  // Generates on `runtime` (its chat template renders each step's conversation), which must
+  // outlive the pipeline.
+  TaskPipeline(Runtime& runtime, std::shared_ptr<const ToolRegistry> tools, TaskOptions options);
 
   // The result object; errors only for a request that cannot run (unknown session: not_found).
   Result<nlohmann::json> run(const TaskRequest& request);
@@ -79,8 +77,7 @@ class TaskPipeline {
   const Session* find_session(const std::string& id, const std::string& owner) const;
   void save_session(const std::string& id, Session session);
 
-  Engine& engine_;
-  PromptBuilder prompts_;
+  Runtime& runtime_;
   std::shared_ptr<const ToolRegistry> tools_;
   TaskOptions options_;
   mutable std::mutex mutex_;

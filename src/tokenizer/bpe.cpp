@@ -1,9 +1,9 @@
 #include <algorithm>
 #include <array>
 
+#include "core/utf8.h"
 #include "tokenizer/encoders.h"
 #include "tokenizer/symbol_merge.h"
-#include "tokenizer/utf8.h"
 
 namespace autoglm {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "tokenizer/json_steps.h"
 
+#include "core/utf8.h"
 #include "tokenizer/encoders.h"
-#include "tokenizer/utf8.h"
 
 namespace autoglm {
 namespace {

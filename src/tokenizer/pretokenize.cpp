@@ -6,7 +6,7 @@
 
 #include "tokenizer/json_steps.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace autoglm {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace autoglm {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <string_view>
 
+#include "core/utf8.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/encoders.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenize.h"
-#include "tokenizer/utf8.h"
 
 namespace autoglm {
 namespace {

@@ -3,17 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-
-#include "core/read_file.h"
-#include "engine/embeddings.h"
-#include "formats/gguf.h"
 
 namespace autoglm {
 namespace {
 
 // The inputs as token lists; errors name input or input[i].
-std::vector<std::vector<int32_t>> read_inputs(const json& body, const PromptBuilder& prompts) {
+std::vector<std::vector<int32_t>> read_inputs(const json& body, const Runtime& prompts) {
   if (!body.contains("input")) bad("input", "'input' is required");
   const json& in = body["input"];
   auto tokens_of = [](const json& list, const std::string& where) {
@@ -27,7 +22,7 @@ std::vector<std::vector<int32_t>> read_inputs(const json& body, const PromptBuil
   };
   auto text_of = [&](const json& s, const std::string& where) {
     if (s.get_ref<const std::string&>().empty()) bad(where, "the input is empty");
-    return prompts.encode_text(check_utf8(s.get<std::string>(), where));
+    return prompts.prompt_tokens(check_utf8(s.get<std::string>(), where));
   };
   std::vector<std::vector<int32_t>> inputs;
   if (in.is_string()) {
@@ -72,7 +67,7 @@ std::string base64_encode(const void* data, size_t n) {
 }
 
 Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
-  const std::vector<std::vector<int32_t>> inputs = read_inputs(body, ctx.prompts);
+  const std::vector<std::vector<int32_t>> inputs = read_inputs(body, ctx.runtime);
   const size_t dimensions = size_t(integer_param(body, "dimensions", 1, ctx.n_embd, ctx.n_embd));
   std::string format = "float";
   if (body.contains("encoding_format") && !body["encoding_format"].is_null()) {
@@ -82,7 +77,7 @@ Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
   }
   int64_t tokens = 0;
   for (const auto& ids : inputs) tokens += int64_t(ids.size());
-  auto vectors = ctx.engine.embed({inputs, ctx.pooling}).get();
+  auto vectors = ctx.runtime.embed(inputs, ctx.pooling, dimensions);
   if (!vectors) {
     const std::string& m = vectors.status().message();
     const size_t bracket = m.find(']');
@@ -94,11 +89,7 @@ Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
   }
   json data = json::array();
   for (size_t i = 0; i < vectors->size(); ++i) {
-    std::vector<float>& v = (*vectors)[i];
-    if (dimensions < v.size()) {  // Matryoshka: the first components, unit length again
-      v.resize(dimensions);
-      normalize_l2(v);
-    }
+    const std::vector<float>& v = (*vectors)[i];
     json item = {{"object", "embedding"}, {"index", i}};
     if (format == "base64")
       item["embedding"] = base64_encode(v.data(), v.size() * sizeof(float));  // little-endian hosts only
@@ -114,24 +105,6 @@ Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
                 {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}
                .dump();
   return r;
-}
-
-Pooling resolve_pooling(std::optional<Pooling> setting, const std::string& model_path) {
-  if (setting) return *setting;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(model_path, ec)) {  // sentence-transformers' pooling module
-    auto text = read_file(model_path + "/1_Pooling/config.json");
-    if (!text) return Pooling::kLast;
-    const auto config = nlohmann::json::parse(*text, nullptr, false);
-    if (config.is_object() && config.value("pooling_mode_mean_tokens", false)) return Pooling::kMean;
-    return Pooling::kLast;
-  }
-  auto gguf = GgufFile::open(model_path);
-  if (!gguf) return Pooling::kLast;
-  const auto arch = (*gguf)->get_string("general.architecture");
-  const auto type = arch ? (*gguf)->get_int(*arch + ".pooling_type") : std::nullopt;
-  return type && *type == 1 ? Pooling::kMean : Pooling::kLast;  // llama.cpp: 1 mean, 3 last
 }
 
 }  // namespace autoglm

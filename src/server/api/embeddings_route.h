@@ -1,33 +1,28 @@
 // POST /v1/embeddings (OpenAI's shape): `input` as a string, a list of strings, a list of
 // token ids or a list of such lists; `encoding_format` float or base64 (little-endian
 // float32); `dimensions` keeps the first N components and normalises again (Matryoshka
-// truncation). Vectors come from the engine (engine/embeddings.h), pooled as the model says.
+// truncation). Vectors come from the runtime, pooled as the model says (ModelInfo::pooling) unless the
+// configuration says otherwise.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "autoglm/engine.h"
-#include "chat/prompt_builder.h"
-#include "engine/engine.h"
+#include "autoglm/runtime.h"
 #include "server/api/reply.h"
 #include "server/api/request_params.h"
 
 namespace autoglm {
 
 struct EmbeddingsContext {
-  Engine& engine;
-  const PromptBuilder& prompts;
+  Runtime& runtime;
   int64_t n_embd;
   Pooling pooling;
   std::string model_name;
 };
 
 Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx);
-
-// `setting`: last, mean, or nullopt (auto): the model's own choice (a GGUF's
-// `<arch>.pooling_type`, a folder's 1_Pooling/config.json), else last-token pooling.
-Pooling resolve_pooling(std::optional<Pooling> setting, const std::string& model_path);
 
 // RFC 4648 base64 of the bytes (padded).
 std::string base64_encode(const void* data, size_t n);

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "sample/json_schema.h"
-
 namespace autoglm {
 
 std::string content_text(const json& content, const std::string& param) {
@@ -75,42 +73,47 @@ int32_t priority_param(const json& body, const ServerConfig& cfg) {
   bad("priority", "'priority' must be a class name or an integer");
 }
 
-// The grammar a request asks for: response_format json_object / json_schema, or the
-// `grammar` extension (GBNF text); null for free text.
-std::shared_ptr<const Grammar> grammar_param(const json& body, const RequestLimits& limits) {
+// A part of the body as the runtime takes it (JSON text; the body was checked as UTF-8).
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The constraint a request asks for: response_format json_object / json_schema, or the
+// `grammar` extension (GBNF text); kind kNone for free text. Compiled here, so a bad one is
+// a 400 naming its field before anything runs.
+OutputConstraint constraint_param(const json& body, const RequestLimits& limits) {
   const json rf = body.value("response_format", json());
   const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
-  std::string gbnf;
-  std::string param = "response_format";
+  OutputConstraint c;
+  c.source = "response_format";
   if (!rf.is_null()) {
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
       bad("response_format", "'response_format' must be an object with a 'type'");
     const std::string type = rf["type"];
     if (type == "text") {
-      if (!has_grammar) return nullptr;
+      if (!has_grammar) return c;
     } else if (type == "json_object") {
-      gbnf = json_object_gbnf();
+      c.kind = ConstraintKind::kJsonObject;
     } else if (type == "json_schema") {
       const json spec = rf.value("json_schema", json());
       if (!spec.is_object() || !spec.contains("schema"))
         bad("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
-      auto converted = json_schema_to_gbnf(spec["schema"]);
-      if (!converted) bad("response_format.json_schema.schema", converted.status().message());
-      gbnf = *converted;
+      c.kind = ConstraintKind::kJsonSchema;
+      c.text = spec["schema"].dump(-1, ' ', false, json::error_handler_t::replace);
+      c.source = "response_format.json_schema.schema";
     } else {
       bad("response_format.type", "'response_format.type' must be text, json_object or json_schema");
     }
   }
   if (has_grammar) {
-    if (!gbnf.empty()) bad("grammar", "'grammar' and a JSON response_format cannot be combined");
+    if (c.kind != ConstraintKind::kNone) bad("grammar", "'grammar' and a JSON response_format cannot be combined");
     if (!body["grammar"].is_string()) bad("grammar", "'grammar' must be a string (GBNF)");
-    gbnf = body["grammar"].get<std::string>();
-    param = "grammar";
+    c.kind = ConstraintKind::kGbnf;
+    c.text = body["grammar"].get<std::string>();
+    c.source = "grammar";
   }
-  if (gbnf.empty()) return nullptr;
-  auto grammar = Grammar::parse(gbnf, GrammarLimits::of(limits));
-  if (!grammar) bad(param, grammar.status().message());
-  return *grammar;
+  if (Status st = compile_constraint(c, limits); !st.is_ok()) bad(st.field(), st.message());
+  return c;
 }
 
 // A function tool of the request: {"type": "function", "function": {"name", "parameters"...}}.
@@ -130,7 +133,7 @@ void check_tools(const json& tools) {
 }
 
 // tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
-void read_tool_choice(const json& body, bool have_tools, PromptRequest& out) {
+void read_tool_choice(const json& body, bool have_tools, Conversation& out) {
   const json c = body.value("tool_choice", json());
   if (c.is_null()) {
     out.tool_choice = have_tools ? ToolChoice::kAuto : ToolChoice::kNone;
@@ -229,7 +232,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.logit_bias = logit_bias_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
   p.speculative = bool_param(j, "speculative", true);
-  p.grammar = grammar_param(j, config.runtime.limits);
+  p.constraint = constraint_param(j, config.runtime.limits);
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
   if (j.contains("user") && j["user"].is_string()) p.user = j["user"];
@@ -250,22 +253,22 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
 
 ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   ChatRequest r;
-  r.conversation.messages = chat_messages(j);
+  r.messages = chat_messages(j);
+  Conversation& c = r.conversation;
+  c.messages_json = dump_json(r.messages);
   if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
-    r.conversation.template_kwargs = j["chat_template_kwargs"];
+    c.template_kwargs_json = dump_json(j["chat_template_kwargs"]);
   json tools = j.contains("tools") ? j["tools"] : json();
   if (!tools.is_null() && !tools.is_array()) bad("tools", "'tools' must be an array");
   if (tools.is_array()) check_tools(tools);
   r.tools_offered = tools.is_array() && !tools.empty();
-  read_tool_choice(j, tools.is_array() && !tools.empty(), r.conversation);
-  r.conversation.tools = r.conversation.tool_choice == ToolChoice::kNone ? json() : tools;
+  read_tool_choice(j, r.tools_offered, c);
+  if (c.tool_choice != ToolChoice::kNone) c.tools_json = dump_json(tools);
   r.params = common_params(j, config);
-  const bool forced =
-      r.conversation.tool_choice == ToolChoice::kRequired || r.conversation.tool_choice == ToolChoice::kNamed;
-  if (forced && r.params.grammar)
+  const bool forced = c.tool_choice == ToolChoice::kRequired || c.tool_choice == ToolChoice::kNamed;
+  if (forced && r.params.constraint.kind != ConstraintKind::kNone)
     bad("tool_choice", "a forced tool call cannot be combined with response_format or grammar");
-  if (r.conversation.tool_choice != ToolChoice::kNone)
-    r.parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
+  if (c.tool_choice != ToolChoice::kNone) c.parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
   r.params.logprobs = bool_param(j, "logprobs", false);
   if (r.params.logprobs)
     r.params.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, INT32_MAX, 0));
@@ -302,30 +305,31 @@ GenerationCall parse_generation_call(GenerationKind kind, const json& body, cons
   return call;
 }
 
-GenerationRequest engine_request(const GenerationParams& p, std::vector<int32_t> prompt, const GenerationDefaults& d,
-                                 int64_t n_ctx) {
-  GenerationRequest g;
-  const int64_t room = std::max<int64_t>(1, n_ctx - int64_t(prompt.size()));  // too long: the engine says so
-  g.prompt = std::move(prompt);
-  g.max_tokens = int32_t(std::min<int64_t>(p.max_tokens.value_or(room), room));
-  g.sampling.temperature = float(p.temperature.value_or(d.greedy ? 0.0 : d.temperature.value_or(1.0)));
-  g.sampling.top_p = float(p.top_p.value_or(d.top_p.value_or(1.0)));
-  g.sampling.top_k = int32_t(p.top_k.value_or(d.top_k.value_or(0)));
-  g.sampling.min_p = float(p.min_p);
-  g.sampling.presence_penalty = float(p.presence_penalty);
-  g.sampling.frequency_penalty = float(p.frequency_penalty);
-  g.sampling.repetition_penalty = float(p.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0)));
-  g.sampling.seed = p.seed;
-  g.sampling.logit_bias = p.logit_bias;
-  g.stop = p.stop;
-  g.ignore_eos = p.ignore_eos;
-  g.speculative = p.speculative;
-  g.grammar = p.grammar;
-  g.priority = p.priority;
-  if (p.timeout_seconds)
-    g.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(1000 * *p.timeout_seconds));
-  g.top_logprobs = p.logprobs ? p.top_logprobs : -1;
-  return g;
+Request runtime_request(const GenerationCall& call, const SamplingDefaults& d) {
+  const GenerationParams& p = call.params();
+  Request r;
+  if (call.is_chat())
+    r.chat = call.chat.conversation;
+  else
+    r.text = call.completion.prompt;
+  r.max_tokens = int32_t(std::min<int64_t>(p.max_tokens.value_or(-1), INT32_MAX));
+  r.sampling.temperature = float(p.temperature.value_or(d.greedy ? 0.0 : d.temperature.value_or(1.0)));
+  r.sampling.top_p = float(p.top_p.value_or(d.top_p.value_or(1.0)));
+  r.sampling.top_k = int32_t(p.top_k.value_or(d.top_k.value_or(0)));
+  r.sampling.min_p = float(p.min_p);
+  r.sampling.presence_penalty = float(p.presence_penalty);
+  r.sampling.frequency_penalty = float(p.frequency_penalty);
+  r.sampling.repetition_penalty = float(p.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0)));
+  r.sampling.seed = p.seed;
+  r.sampling.logit_bias = p.logit_bias;
+  r.stop = p.stop;
+  r.ignore_eos = p.ignore_eos;
+  r.speculative = p.speculative;
+  r.constraint = p.constraint;
+  r.priority = p.priority;
+  if (p.timeout_seconds) r.timeout = std::chrono::milliseconds(int64_t(1000 * *p.timeout_seconds));
+  r.top_logprobs = p.logprobs ? p.top_logprobs : -1;
+  return r;
 }
 
 }  // namespace autoglm

@@ -9,10 +9,7 @@
 #include <vector>
 
 #include "autoglm/engine.h"
-#include "chat/prompt_builder.h"
-#include "engine/request.h"
-#include "model/hf_checkpoint.h"
-#include "sample/grammar.h"
+#include "autoglm/runtime.h"
 #include "server/api/request_params.h"
 #include "server/config/config.h"
 
@@ -31,8 +28,8 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
-  bool speculative = true;                 // false: this request drafts nothing (where the server speculates)
-  std::shared_ptr<const Grammar> grammar;  // response_format json_object/json_schema, or `grammar`
+  bool speculative = true;      // false: this request drafts nothing (where the server speculates)
+  OutputConstraint constraint;  // response_format json_object/json_schema, or `grammar` (compiled)
   int32_t priority = 0;
   std::optional<double> timeout_seconds;
   bool stream = false, include_usage = false;
@@ -47,8 +44,10 @@ struct GenerationParams {
 
 struct ChatRequest {
   GenerationParams params;
-  PromptRequest conversation;  // messages (content as text), tools, tool_choice, template kwargs
-  bool parallel_tool_calls = true;
+  json messages;  // content as text, tool_calls' arguments as objects (what route rules read)
+  // The same for the runtime: messages, tools (none under tool_choice none), tool_choice,
+  // parallel_tool_calls and template kwargs.
+  Conversation conversation;
   bool tools_offered = false;  // a non-empty `tools` (offered even under tool_choice none)
 };
 
@@ -83,9 +82,8 @@ struct GenerationCall {
 // Throws ParamError (a 400 naming the field).
 GenerationCall parse_generation_call(GenerationKind kind, const json& body, const ServerConfig& config);
 
-// The engine's request: what the request leaves unset comes from the model's
-// generation_config.json; max_tokens is clamped to the room the context leaves.
-GenerationRequest engine_request(const GenerationParams& params, std::vector<int32_t> prompt,
-                                 const GenerationDefaults& defaults, int64_t n_ctx);
+// The runtime's request: sampling the call leaves unset comes from the model's
+// generation_config.json; no max_tokens: as many as the context leaves room for.
+Request runtime_request(const GenerationCall& call, const SamplingDefaults& defaults);
 
 }  // namespace autoglm

@@ -30,11 +30,17 @@ std::vector<std::pair<std::string, std::string>> answered_by_headers(const Answe
   return h;
 }
 
+void answer_now(Reply reply) {
+  throw EarlyReply{std::move(reply)};
+}
+
 Reply guarded_reply(const std::function<Reply()>& handler) {
   try {
     return handler();
   } catch (const ParamError& e) {
     return error_reply(400, e.message, e.param);
+  } catch (EarlyReply& e) {
+    return std::move(e.reply);
   } catch (const std::exception& e) {
     return error_reply(500, std::string("internal error: ") + e.what(), "", "server_error");
   } catch (...) {

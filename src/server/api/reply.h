@@ -81,6 +81,13 @@ Reply busy_reply(const std::string& message);
 // (the one conversion of every route, whether HTTP or a job called it).
 Reply guarded_reply(const std::function<Reply()>& handler);
 
+// A reply decided deep in a handler (a busy adapter, one gone): thrown by answer_now and
+// answered as it is by guarded_reply, as bad() is answered with a 400.
+struct EarlyReply {
+  Reply reply;
+};
+[[noreturn]] void answer_now(Reply reply);
+
 // {"error": {"message", "type", "param", "code"}} with its status.
 Reply error_reply(int status, const std::string& message, const std::string& param = "",
                   const std::string& type = "invalid_request_error");

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "formats/json_request.h"
-#include "tokenizer/utf8.h"
+#include "core/json_request.h"
+#include "core/utf8.h"
 
 namespace autoglm {
 

@@ -3,8 +3,8 @@
 namespace autoglm {
 namespace {
 
-std::string token_text(const Tokenizer& tok, int32_t id) {
-  return tok.token_to_piece(id, true);
+std::string token_text(const Runtime& tok, int32_t id) {
+  return tok.token_piece(id);
 }
 
 json bytes_of(const std::string& s) {
@@ -13,7 +13,7 @@ json bytes_of(const std::string& s) {
   return b;
 }
 
-json logprob_entry(const Tokenizer& tok, const TokenLogprob& lp) {
+json logprob_entry(const Runtime& tok, const TokenLogprob& lp) {
   json top = json::array();
   for (const auto& [id, logprob] : lp.top)
     top.push_back({{"token", token_text(tok, id)}, {"logprob", logprob}, {"bytes", bytes_of(token_text(tok, id))}});
@@ -31,7 +31,7 @@ std::string sse(const json& j) {
 
 }  // namespace
 
-ResponseWriter::ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, RequestMetrics& metrics)
+ResponseWriter::ResponseWriter(ResponseShape shape, const Runtime& tokenizer, RequestMetrics& metrics)
     : shape_(std::move(shape)),
       tokenizer_(tokenizer),
       tally_(metrics, shape_.choices),

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "autoglm/engine.h"
+#include "autoglm/runtime.h"
 #include "server/api/reply_tally.h"
 #include "server/api/request_params.h"
 #include "server/metrics/metrics.h"
-#include "tokenizer/tokenizer.h"
 
 namespace autoglm {
 
@@ -39,7 +39,8 @@ struct ResponseShape {
 
 class ResponseWriter {
  public:
-  ResponseWriter(ResponseShape shape, const Tokenizer& tokenizer, RequestMetrics& metrics);
+  // `tokenizer`: the model's, for the logprobs' token text.
+  ResponseWriter(ResponseShape shape, const Runtime& tokenizer, RequestMetrics& metrics);
 
   // One event of choice `index`; the reply is complete once every choice has finished.
   ReplyChunk consume(const StreamEvent& event, size_t index = 0);
@@ -66,7 +67,7 @@ class ResponseWriter {
   json usage() const;
 
   ResponseShape shape_;
-  const Tokenizer& tokenizer_;
+  const Runtime& tokenizer_;
   ReplyTally tally_;
   std::vector<Choice> choices_;
 };

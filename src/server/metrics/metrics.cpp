@@ -154,33 +154,33 @@ void render_request_series(
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
     metric_header(out, name, type, help);
-    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(*v.stats)));
+    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(v.stats)));
   };
   family("autoglm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
-         [](const EngineStats& e) { return e.prompt_tokens.load(); });
+         [](const RuntimeStats& e) { return e.prompt_tokens; });
   family("autoglm_generation_tokens_total", "counter", "Generated tokens.",
-         [](const EngineStats& e) { return e.generated_tokens.load(); });
+         [](const RuntimeStats& e) { return e.generated_tokens; });
   family("autoglm_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache.",
-         [](const EngineStats& e) { return e.prefix_hit_tokens.load(); });
+         [](const RuntimeStats& e) { return e.prefix_hit_tokens; });
   family("autoglm_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.",
-         [](const EngineStats& e) { return e.prefix_queried_tokens.load(); });
+         [](const RuntimeStats& e) { return e.prefix_queried_tokens; });
   family("autoglm_preemptions_total", "counter", "Sequences preempted to free KV blocks.",
-         [](const EngineStats& e) { return e.preemptions.load(); });
+         [](const RuntimeStats& e) { return e.preemptions; });
   family("autoglm_engine_steps_total", "counter", "Batches run by the engine.",
-         [](const EngineStats& e) { return e.steps.load(); });
+         [](const RuntimeStats& e) { return e.steps; });
   family("autoglm_requests_running", "gauge", "Sequences in the running set.",
-         [](const EngineStats& e) { return e.running.load(); });
+         [](const RuntimeStats& e) { return e.running; });
   family("autoglm_requests_waiting", "gauge", "Requests waiting to be admitted.",
-         [](const EngineStats& e) { return e.waiting.load(); });
+         [](const RuntimeStats& e) { return e.waiting; });
   family("autoglm_kv_blocks_used", "gauge", "KV cache blocks referenced by sequences.",
-         [](const EngineStats& e) { return e.kv_blocks_used.load(); });
+         [](const RuntimeStats& e) { return e.kv_blocks_used; });
   family("autoglm_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.",
-         [](const EngineStats& e) { return e.kv_blocks_total.load(); });
+         [](const RuntimeStats& e) { return e.kv_blocks_total; });
   // The Model Server Protocol's KVCacheUtilization (vLLM's kv_cache_usage_perc): 0 to 1.
   family("autoglm_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks referenced by sequences (0 to 1).",
-         [](const EngineStats& e) {
-           const int64_t total = e.kv_blocks_total.load();
-           return total > 0 ? double(e.kv_blocks_used.load()) / double(total) : 0.0;
+         [](const RuntimeStats& e) {
+           const int64_t total = e.kv_blocks_total;
+           return total > 0 ? double(e.kv_blocks_used) / double(total) : 0.0;
          });
   metric_header(out, "autoglm_device_memory_bytes", "gauge",
                 "Memory a model holds on its device: the KV pool, and on a GPU the weights' copy.");
@@ -191,40 +191,42 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
       sample(out, "autoglm_device_memory_bytes", labels + ",use=\"weights\"", double(v.device_weight_bytes));
   }
   family("autoglm_scheduler_step_target_seconds", "gauge", "The last step's time target (0: planned by tokens only).",
-         [](const EngineStats& e) { return double(e.step_target_us.load()) / 1e6; });
+         [](const RuntimeStats& e) { return e.step_target_seconds; });
   metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
   for (const EngineView& v : engines) {
-    const EngineStats& e = *v.stats;
+    const RuntimeStats& e = v.stats;
     const std::string m = metric_label("model", v.model);
     int64_t cumulative = 0;
-    for (int b = 0; b < EngineStats::kChunkBuckets; ++b) {
-      cumulative += e.prefill_chunks[size_t(b)].load();
-      const std::string le = b + 1 < EngineStats::kChunkBuckets ? std::to_string(8 << b) : "+Inf";
+    const int buckets = int(e.prefill_chunks.size());
+    for (int b = 0; b < buckets; ++b) {
+      cumulative += e.prefill_chunks[size_t(b)];
+      const std::string le = b + 1 < buckets ? std::to_string(8 << b) : "+Inf";
       out += "autoglm_scheduler_prefill_chunk_tokens_bucket{" + m + ",le=\"" + le + "\"} " +
              std::to_string(cumulative) + "\n";
     }
-    sample(out, "autoglm_scheduler_prefill_chunk_tokens_sum", m, double(e.prefill_chunk_tokens.load()));
+    sample(out, "autoglm_scheduler_prefill_chunk_tokens_sum", m, double(e.prefill_chunk_tokens));
     sample(out, "autoglm_scheduler_prefill_chunk_tokens_count", m, double(cumulative));
   }
   family("autoglm_spec_drafted_tokens_total", "counter", "Tokens drafted for speculative decoding.",
-         [](const EngineStats& e) { return e.spec_drafted.load(); });
+         [](const RuntimeStats& e) { return e.spec_drafted; });
   family("autoglm_spec_accepted_tokens_total", "counter", "Drafted tokens the target accepted.",
-         [](const EngineStats& e) { return e.spec_accepted.load(); });
+         [](const RuntimeStats& e) { return e.spec_accepted; });
   family("autoglm_spec_target_passes_total", "counter",
          "Target passes that verified drafts (one per sequence and step).",
-         [](const EngineStats& e) { return e.spec_passes.load(); });
+         [](const RuntimeStats& e) { return e.spec_passes; });
   metric_header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
   for (const EngineView& v : engines) {
-    const EngineStats& e = *v.stats;
+    const RuntimeStats& e = v.stats;
     const std::string m = metric_label("model", v.model);
     int64_t drafted_requests = 0;
-    for (int b = 0; b < EngineStats::kAcceptanceBuckets; ++b) {
-      drafted_requests += e.spec_acceptance[size_t(b)].load();
-      const std::string le = b + 1 < EngineStats::kAcceptanceBuckets ? "0." + std::to_string(b + 1) : "+Inf";
+    const int buckets = int(e.spec_acceptance.size());
+    for (int b = 0; b < buckets; ++b) {
+      drafted_requests += e.spec_acceptance[size_t(b)];
+      const std::string le = b + 1 < buckets ? "0." + std::to_string(b + 1) : "+Inf";
       out +=
           "autoglm_spec_acceptance_rate_bucket{" + m + ",le=\"" + le + "\"} " + std::to_string(drafted_requests) + "\n";
     }
-    sample(out, "autoglm_spec_acceptance_rate_sum", m, double(e.spec_acceptance_milli.load()) / 1000.0);
+    sample(out, "autoglm_spec_acceptance_rate_sum", m, e.spec_acceptance_sum);
     sample(out, "autoglm_spec_acceptance_rate_count", m, double(drafted_requests));
   }
   metric_header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
@@ -234,20 +236,18 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
                            FinishReason::kError})
       sample(out, "autoglm_requests_total",
              metric_label("model", v.model) + "," + metric_label("finish_reason", finish_reason_name(r)),
-             double(v.stats->finished_with(r)));
+             double(size_t(r) < v.stats.finished.size() ? v.stats.finished[size_t(r)] : 0));
   bool profiled = false;
-  for (const EngineView& v : engines) profiled = profiled || (v.profile && v.profile->enabled());
+  for (const EngineView& v : engines) profiled = profiled || !v.stats.op_seconds.empty();
   if (!profiled) return;
   metric_header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
   for (const EngineView& v : engines)
-    if (v.profile && v.profile->enabled())
-      for (int i = 0; i < int(Op::kCount); ++i)
-        sample(out, "autoglm_op_seconds_total",
-               metric_label("model", v.model) + "," + metric_label("op", op_key(Op(i))), v.profile->seconds(Op(i)));
+    for (const auto& [op, seconds] : v.stats.op_seconds)
+      sample(out, "autoglm_op_seconds_total", metric_label("model", v.model) + "," + metric_label("op", op), seconds);
   metric_header(out, "autoglm_op_profiled_tokens_total", "counter", "Tokens through the profiled forward passes.");
   for (const EngineView& v : engines)
-    if (v.profile && v.profile->enabled())
-      sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.profile->tokens()));
+    if (!v.stats.op_seconds.empty())
+      sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.stats.profiled_tokens));
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/engine.h"
+#include "autoglm/runtime.h"
 #include "tasks/tools.h"
 
 namespace autoglm {
@@ -54,11 +54,10 @@ struct RequestMetrics {
 // One engine's counters and gauges, labelled by its model.
 struct EngineView {
   std::string model;
-  const EngineStats* stats = nullptr;
-  const OpProfile* profile = nullptr;  // exported when profiling is on
-  std::string device;                  // where it runs: "cpu", "cuda:N"
-  int64_t device_weight_bytes = 0;     // the weights' copy on a GPU (0 on the cpu: the mapped file)
-  int64_t kv_bytes = 0;                // its KV pool
+  RuntimeStats stats;               // op_seconds exported when profiling is on
+  std::string device;               // where it runs: "cpu", "cuda:N"
+  int64_t device_weight_bytes = 0;  // the weights' copy on a GPU (0 on the cpu: the mapped file)
+  int64_t kv_bytes = 0;             // its KV pool
 };
 
 class ServerMetrics {

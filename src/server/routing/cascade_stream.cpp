@@ -3,19 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
-#include "engine/stream.h"
+#include <tuple>
 
 namespace autoglm {
 
 CascadeStream::CascadeStream(std::shared_ptr<StreamHandle> light, const CascadeRoute& route, int32_t top_logprobs,
                              SubmitHeavy submit_heavy, OnDecided on_decided)
     : light_(std::move(light)),
-      out_(StreamWriter::open()),
       route_(route),
       top_logprobs_(top_logprobs),
       submit_heavy_(std::move(submit_heavy)),
-      on_decided_(std::move(on_decided)) {}
+      on_decided_(std::move(on_decided)) {
+  std::tie(out_, append_) = StreamHandle::relay();
+}
 
 std::shared_ptr<CascadeStream> CascadeStream::start(std::shared_ptr<StreamHandle> light, const CascadeRoute& route,
                                                     int32_t top_logprobs, SubmitHeavy submit_heavy,
@@ -122,7 +122,7 @@ void CascadeStream::send(StreamEvent ev) {
     for (TokenLogprob& lp : ev.logprobs)
       if (int32_t(lp.top.size()) > top_logprobs_) lp.top.resize(size_t(top_logprobs_));
   }
-  StreamWriter::push(*out_, std::move(ev));
+  append_(std::move(ev));
 }
 
 }  // namespace autoglm

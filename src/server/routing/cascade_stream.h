@@ -52,6 +52,7 @@ class CascadeStream : public std::enable_shared_from_this<CascadeStream> {
 
   std::mutex mutex_;
   std::shared_ptr<StreamHandle> light_, heavy_, out_;
+  StreamHandle::Append append_;  // to out_
   CascadeRoute route_;
   int32_t top_logprobs_;
   SubmitHeavy submit_heavy_;

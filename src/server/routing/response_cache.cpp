@@ -19,45 +19,13 @@ int64_t event_bytes(const StreamEvent& ev) {
 
 }  // namespace
 
-namespace {
-
-// Every sampling setting (a new one must join the key, or two requests that differ in it
-// would share an answer).
-nlohmann::json sampling_json(const SamplingParams& s) {
-  return {s.temperature,
-          s.top_k,
-          s.top_p,
-          s.min_p,
-          s.repetition_penalty,
-          s.frequency_penalty,
-          s.presence_penalty,
-          s.penalty_last_n,
-          s.seed ? nlohmann::json(*s.seed) : nullptr,
-          s.logit_bias};
-}
-
-}  // namespace
-
-std::optional<std::string> response_cache_key(const std::string& scope, bool chat, const GenerationRequest& g,
-                                              size_t choices, const ReplyFormat& format) {
-  if (g.sampling.temperature > 0 && !g.sampling.seed) return std::nullopt;
-  const nlohmann::json what = {
-      {"sampling", sampling_json(g.sampling)},
-      {"max_tokens", g.max_tokens},
-      {"stop", g.stop},
-      {"grammar", g.grammar ? nlohmann::json(g.grammar->source()) : nullptr},
-      {"top_logprobs", g.top_logprobs},
-      {"ignore_eos", g.ignore_eos},
-      {"speculative", g.speculative},
-      {"choices", choices},
-      {"tools",
-       format.tools ? nlohmann::json{format.tool_names, int(format.family), format.parallel_tool_calls} : nullptr}};
+std::optional<std::string> response_cache_key(const std::string& scope, bool chat, const PreparedRequest& request,
+                                              size_t choices) {
+  if (!request.deterministic()) return std::nullopt;
   std::string text = scope;
   text += chat ? "\nchat\n" : "\ncompletions\n";
-  text += std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope: an API key sees only its own
-  text.append(reinterpret_cast<const char*>(g.prompt.data()), g.prompt.size() * sizeof(int32_t));
-  text += '\n';
-  text += what.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += std::to_string(choices) + '\n';
+  text += request.output_key();
   const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
   char hex[33];
   std::snprintf(hex, sizeof(hex), "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);

@@ -16,9 +16,8 @@
 #include <vector>
 
 #include "autoglm/engine.h"
+#include "autoglm/runtime.h"
 #include "autoglm/status.h"
-#include "chat/reply_shaper.h"
-#include "engine/request.h"
 #include "server/routing/cached_generation.h"
 
 namespace autoglm {
@@ -32,13 +31,13 @@ struct ResponseCacheConfig {
 };
 
 // The key of a request, or nullopt when its output is not determined by it (sampling without a
-// seed). It covers the model and adapters (`scope`), the route (chat or completions), the
-// engine request as prepared (the prompt as rendered, max_tokens, sampling with the model's
-// defaults filled in, stop strings, the grammar's text, logprobs, the prefix-cache salt: with
-// prefix_cache_per_key each API key's own, so no key learns what another asked), the choices,
-// and how the reply is read (its tool names, family and parallel calls).
-std::optional<std::string> response_cache_key(const std::string& scope, bool chat, const GenerationRequest& request,
-                                              size_t choices, const ReplyFormat& format);
+// seed). It covers the model (`scope`), the route (chat or completions), the choices, and what
+// the runtime says decides the output (PreparedRequest::output_key: the prompt as rendered,
+// max_tokens, sampling with the model's defaults filled in, stop strings, the grammar's text,
+// logprobs, how the reply is read, the adapters as loaded, and the prefix-cache salt: with
+// prefix_cache_per_key each API key's own, so no key learns what another asked).
+std::optional<std::string> response_cache_key(const std::string& scope, bool chat, const PreparedRequest& request,
+                                              size_t choices);
 
 class ResponseCacheFile;
 

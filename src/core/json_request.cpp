@@ -1,4 +1,4 @@
-#include "formats/json_request.h"
+#include "core/json_request.h"
 
 #include <string>
 #include <unordered_map>

@@ -1,0 +1,108 @@
+// Tools that write model files rather than run them (the CLI's convert, quantize,
+// create-model and export-lora): a Hugging Face folder converted to GGUF, a GGUF model
+// re-quantized, a deterministic random-weight model or LoRA adapter, and a model with LoRA
+// adapters merged into its weights. Weight types are named as GGUF names them ("f32", "f16",
+// "bf16", "q8_0", "q4_0", "q4_k", "q6_k", ...; any case). Errors name the file, tensor or
+// option that was wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autoglm/runtime.h"
+#include "autoglm/status.h"
+
+namespace autoglm {
+
+// The weight type called `name` (any case), as its canonical name ("Q8_0", "F16", ...); an
+// error "'x' is not a weight type" otherwise (a caller may put its flag's name around it).
+Result<std::string> weight_type_name(std::string_view name);
+
+// "PATH" or "PATH:SCALE" (the CLI's --lora), the scale 1 when absent; an error names the argument.
+Result<LoraOption> parse_lora_option(const std::string& arg);
+
+// A token of a text and its piece (control tokens written as their text).
+struct TokenPiece {
+  int32_t id = 0;
+  std::string piece;
+};
+
+// `text` split into tokens by the vocabulary of the GGUF file `path` alone (a model, or a
+// vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf, of any architecture: no weights
+// are loaded). `add_special`: BOS/EOS as the vocabulary wants them; `parse_special`: control
+// tokens written in the text are recognised.
+Result<std::vector<TokenPiece>> tokenize_with_vocabulary(const std::string& path, const std::string& text,
+                                                         bool add_special = true, bool parse_special = false);
+
+// Called after each tensor written: (done, total).
+using ToolProgress = std::function<void(int64_t, int64_t)>;
+
+struct ConvertModelOptions {
+  // The type of every matrix; a matrix whose rows are not whole blocks of it falls back to
+  // Q8_0 or F16. Norms and other 1-D tensors are F32.
+  std::string type = "f16";
+  int threads = 0;  // 0: one per physical core
+  ToolProgress progress;
+};
+
+struct ConvertModelReport {
+  int64_t tensors = 0;
+  int64_t bytes_out = 0;
+};
+
+// Writes the Hugging Face folder `folder` (config.json, *.safetensors, tokenizer.json) as the
+// GGUF file `out`, with its tokenizer and chat template in the tokenizer.* metadata.
+Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std::string& out,
+                                            const ConvertModelOptions& options = {});
+
+struct QuantizeModelOptions {
+  std::string type = "q4_0";                      // every matrix
+  std::optional<std::string> keep_type = "q8_0";  // token_embd/output; nullopt: as `type`
+  bool vectors_to_f32 = false;                    // 1-D tensors, routers and other non-.weight tensors as F32
+  int threads = 0;                                // 0: one per physical core
+  ToolProgress progress;
+};
+
+struct QuantizeModelReport {
+  int64_t tensors_quantized = 0, tensors_copied = 0, tensors_fallback = 0;  // fallback: rows not whole blocks
+  int64_t bytes_in = 0, bytes_out = 0;
+};
+
+// Reads the GGUF model `in` and writes it to `out` with its matrices re-encoded (the embedding
+// table and output projection at keep_type), everything else copied.
+Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,
+                                           const QuantizeModelOptions& options = {});
+
+struct RandomModelOptions {
+  // Dense: llama, qwen2, qwen3. Mixture of experts: qwen3moe, glm4moe, gpt-oss, deepseek2.
+  std::string arch = "llama";
+  std::string preset = "tiny";  // dense: tiny, 150m, 1b; mixture of experts: tiny, 30b-a3b
+  std::string type = "f16";     // of every matrix and expert stack (norms, biases, routers: F32)
+  uint64_t seed = 1;
+  int64_t n_vocab = 0;  // 0: the preset's
+  int64_t n_layer = 0;  // 0: the preset's
+  int threads = 0;      // quantizing threads; 0: one per physical core (the bytes do not depend on it)
+};
+
+// The architectures and presets (of all architectures) write_random_model knows.
+const std::vector<std::string>& random_model_archs();
+const std::vector<std::string>& random_model_presets();
+
+// Writes a deterministic random-weight model to `path` as GGUF v3 with a small built-in vocabulary.
+Status write_random_model(const RandomModelOptions& options, const std::string& path);
+
+// Writes a deterministic random LoRA adapter (GGUF, F32) of `rank` over every attention and MLP
+// matrix of the model at `base_path`.
+Status write_random_lora(const std::string& base_path, int64_t rank, float alpha, uint64_t seed,
+                         const std::string& path);
+
+// Writes the GGUF model `base_path` with `adapters` merged into its weights (W + scale * B A)
+// to `path`; `type`: of the merged matrices ("": each base tensor's own).
+Status merge_lora_model(const std::string& base_path, const std::vector<LoraOption>& adapters, const std::string& type,
+                        const std::string& path);
+
+}  // namespace autoglm

@@ -1,0 +1,131 @@
+// The public model tools (autoglm/model_tools.h) over the model layer's writers.
+#include "autoglm/model_tools.h"
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "model/convert.h"
+#include "model/create_model.h"
+#include "model/lora.h"
+#include "model/lora_merge.h"
+#include "model/model.h"
+#include "model/quantize_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace autoglm {
+namespace {
+
+// The type called `name`; an error names the option ("type 'x' is not a weight type").
+Result<DType> weight_type(const std::string& name, const char* option) {
+  const auto t = dtype_from_name(name);
+  if (!t) {
+    std::string message = option;  // appended piece by piece: GCC 12's -Wrestrict misfires on a + chain
+    message.append(" '").append(name).append("' is not a weight type");
+    return invalid_argument(std::move(message));
+  }
+  return *t;
+}
+
+int tool_threads(int threads) {
+  return threads > 0 ? threads : physical_core_count();
+}
+
+}  // namespace
+
+Result<std::string> weight_type_name(std::string_view name) {
+  const auto t = dtype_from_name(name);
+  if (!t) {
+    std::string message = "'";
+    message.append(name).append("' is not a weight type");
+    return invalid_argument(std::move(message));
+  }
+  return std::string(dtype_name(*t));
+}
+
+Result<LoraOption> parse_lora_option(const std::string& arg) {
+  AUTOGLM_ASSIGN_OR_RETURN(const auto parsed, parse_lora_arg(arg));
+  return LoraOption{parsed.first, parsed.second};
+}
+
+Result<std::vector<TokenPiece>> tokenize_with_vocabulary(const std::string& path, const std::string& text,
+                                                         bool add_special, bool parse_special) {
+  AUTOGLM_ASSIGN_OR_RETURN(const auto file, GgufFile::open(path));  // the vocabulary alone is enough
+  AUTOGLM_ASSIGN_OR_RETURN(const auto tokenizer, Tokenizer::from_gguf(*file));
+  std::vector<TokenPiece> out;
+  for (int32_t id : tokenizer->encode(text, add_special, parse_special))
+    out.push_back({id, tokenizer->token_to_piece(id, true)});
+  return out;
+}
+
+Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std::string& out,
+                                            const ConvertModelOptions& options) {
+  AUTOGLM_ASSIGN_OR_RETURN(const DType type, weight_type(options.type, "type"));
+  ThreadPool pool(tool_threads(options.threads));
+  AUTOGLM_ASSIGN_OR_RETURN(const ConvertReport report, convert_hf_folder(folder, out, type, pool, options.progress));
+  return ConvertModelReport{report.tensors, report.bytes_out};
+}
+
+Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,
+                                           const QuantizeModelOptions& options) {
+  QuantizeOptions o;
+  AUTOGLM_ASSIGN_OR_RETURN(o.type, weight_type(options.type, "type"));
+  if (options.keep_type) {
+    AUTOGLM_ASSIGN_OR_RETURN(o.keep_type, weight_type(*options.keep_type, "keep_type"));
+  } else {
+    o.keep_type.reset();
+  }
+  o.vectors_to_f32 = options.vectors_to_f32;
+  ThreadPool pool(tool_threads(options.threads));
+  AUTOGLM_ASSIGN_OR_RETURN(const QuantizeReport r, quantize_gguf(in, out, o, pool, options.progress));
+  QuantizeModelReport report;
+  report.tensors_quantized = r.tensors_quantized;
+  report.tensors_copied = r.tensors_copied;
+  report.tensors_fallback = r.tensors_fallback;
+  report.bytes_in = r.bytes_in;
+  report.bytes_out = r.bytes_out;
+  return report;
+}
+
+const std::vector<std::string>& random_model_archs() {
+  return create_model_archs();
+}
+
+const std::vector<std::string>& random_model_presets() {
+  return create_model_presets();
+}
+
+Status write_random_model(const RandomModelOptions& options, const std::string& path) {
+  CreateModelOptions o;
+  o.arch = options.arch;
+  o.preset = options.preset;
+  AUTOGLM_ASSIGN_OR_RETURN(o.type, weight_type(options.type, "type"));
+  o.seed = options.seed;
+  o.n_vocab = options.n_vocab;
+  o.n_layer = options.n_layer;
+  o.threads = options.threads;
+  return create_random_model(o, path);
+}
+
+Status write_random_lora(const std::string& base_path, int64_t rank, float alpha, uint64_t seed,
+                         const std::string& path) {
+  return create_random_lora(base_path, rank, alpha, seed, path);
+}
+
+Status merge_lora_model(const std::string& base_path, const std::vector<LoraOption>& adapters, const std::string& type,
+                        const std::string& path) {
+  std::optional<DType> merged_type;
+  if (!type.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(merged_type, weight_type(type, "type"));
+  }
+  ModelLoadOptions load;
+  load.repack = false;  // the file's own bytes are what is copied
+  AUTOGLM_ASSIGN_OR_RETURN(const auto base, Model::load(base_path, load));
+  LoraSet set;
+  for (const LoraOption& o : adapters) {
+    AUTOGLM_ASSIGN_OR_RETURN(auto adapter, load_lora(o.path, *base, o.scale));
+    set.push_back(std::move(adapter));
+  }
+  return write_merged_model(*base, set, merged_type, path);
+}
+
+}  // namespace autoglm
