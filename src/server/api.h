@@ -1,5 +1,4 @@
-// The OpenAI-compatible API over the engine: routes, validation, chat templates,
-// response and SSE chunk shapes. Transport-free, so tests can call it directly.
+// The HTTP API service (ApiService): admission, dispatch to the handler groups, lifecycle.
 #pragma once
 
 #include <atomic>
@@ -11,49 +10,35 @@
 #include <vector>
 
 #include "autoglm/runtime.h"
-#include "server/api/choice_streams.h"
-#include "server/api/feedback.h"
-#include "server/api/openai_request.h"
 #include "server/api/reply.h"
-#include "server/api/response_writer.h"
-#include "server/api/responses_api.h"
+#include "server/catalog.h"
 #include "server/config/config.h"
+#include "server/generation_routes.h"
+#include "server/handler_table.h"
 #include "server/http/http_service.h"
 #include "server/http/rate_limiter.h"
-#include "server/http/route_table.h"
-#include "server/jobs/batches.h"
+#include "server/in_flight.h"
+#include "server/job_routes.h"
+#include "server/lora_routes.h"
 #include "server/metrics/metrics.h"
-#include "server/routing/response_cache.h"
+#include "server/model_routes.h"
+#include "server/probe_routes.h"
+#include "server/task_routes.h"
 
 namespace autoglm {
 
-// A /v1/models entry: id, object, created, owned_by, and its kind ("model", "route", "lora").
-json model_object(const std::string& id, const char* kind);
-
-// One served model once loaded: its runtime and how the API names it.
-struct ModelService {
-  std::string name;
-  std::shared_ptr<const ServerConfig> config;  // the server's, with the model's own keys on top
-  std::unique_ptr<Runtime> runtime;
-  ModelInfo info;                    // the runtime's, read once loaded
-  Pooling pooling = Pooling::kLast;  // of /v1/embeddings
-};
-
-// What a request's `model` names: a served model, or a route (with the table that holds it,
-// which a reload may replace while the request goes on).
-struct Target {
-  ModelService* model = nullptr;
-  std::string lora;  // a LoRA adapter over `model` ("" none)
-  const Route* route = nullptr;
-  std::shared_ptr<const RouteTable> routes;
-};
-
+// The HTTP API as one service: admission by the route table (route_table.h: who may call a
+// route, its body limit), dispatch to the handler each group bound for its endpoint
+// (handler_table.h), and the lifecycle (load, drain, stop). The handlers live in their groups:
+// generation (chat, completions, Responses, feedback), tasks, jobs and batches, LoRA, models
+// (models, tokenize, detokenize, embeddings), probes (health, ready, metrics, web UI), over the
+// catalogue of what is served. Transport-free, so tests can call it directly.
 class ApiService : public HttpService {
  public:
   explicit ApiService(ServerConfig config);
   ~ApiService() override;
 
-  // Opens the runtime (model, tokenizer, template, engine) from the configuration; `base`
+  // Opens the runtimes (model, tokenizer, template, engine) from the configuration; `base`
   // carries what the configuration does not (repacking, pinning, load progress).
   Status load(const RuntimeOptions& base = {});
   // Replaces the routes (a reload: SIGHUP) with those of `fresh`, checked against the models
@@ -75,7 +60,7 @@ class ApiService : public HttpService {
   // Whether `key` is one of the configured API keys (compared in constant time).
   bool accepts_key(const std::string& key) const override;
   // The first model's runtime (the others share its threads: tests hold its turns).
-  Runtime& default_runtime() { return *default_model().runtime; }
+  Runtime& default_runtime();
   // Asks every generation in flight to stop (each ends with finish_reason "cancelled") and
   // ends the tool commands that tasks are running.
   void cancel_in_flight() override;
@@ -98,105 +83,25 @@ class ApiService : public HttpService {
 
  private:
   Reply route(const HttpRequest& request);
-  // A chat or completions request: from HTTP (its body parsed once), or typed already (a job).
-  Reply generate(const HttpRequest& request, GenerationKind kind);
-  Reply generate(const GenerationCall& call);
-  struct PreparedGeneration {
-    ModelService* model = nullptr;
-    Request request;                          // for the model's runtime
-    std::optional<PreparedRequest> prepared;  // made ready by it (the prompt rendered)
-    ResponseShape shape;
-    GenerationParams params;
-    std::string prompt_param;  // "messages" or "prompt": what errors about the prompt name
-  };
-  // The runtime request and the reply's shape for a model (`lora`: the adapter the request
-  // names, when it names one); prepare_generation also makes it ready (throws ParamError
-  // naming the field, or an EarlyReply).
-  PreparedGeneration describe_generation(const GenerationCall& call, ModelService& model, const Target* lora = nullptr);
-  void make_ready(PreparedGeneration& p);
-  PreparedGeneration prepare_generation(const GenerationCall& call, ModelService& model, const Target* lora = nullptr);
-  // One model answers (the response cache first, when `use_cache`); `route` labels its metrics.
-  Reply generate_on(PreparedGeneration p, const std::string& route, bool use_cache);
-  Reply cascade(const Route& route, const GenerationCall& call);
-  // A rules or split route's model for this request (rules render the prompt with the
-  // route's default model first, kept in `prepared` for when that model answers).
-  RouteChoice choose(const Route& route, const GenerationCall& call, std::optional<PreparedGeneration>& prepared);
-  Reply submit_generation(PreparedGeneration prepared, std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
-  // A cached generation's events, through `consume` as if the engine sent them.
-  Reply replay(const CachedGeneration& cached, const PreparedGeneration& prepared,
-               std::function<ReplyChunk(const StreamEvent&, size_t)> consume);
-  std::string cache_salt(const std::string& api_key, const std::string& request_salt) const;
-  // The body's `model`: a served model (the first one when absent), a route, or a 404 reply
-  // naming what is served. `routes_ok`: whether a route may answer here.
-  std::optional<Reply> resolve(const json& body, Target& target, bool routes_ok = false);
-  std::optional<Reply> resolve(const std::string& model, Target& target, bool routes_ok = false);
-  ModelService& model_named(const std::string& name);
-  // The model a LoRA adapter of this name is loaded over, or null.
-  ModelService* adapter_base(const std::string& name);
-  // OK when no model, route or adapter has this name (a new adapter may take it).
-  Status lora_name_free(const std::string& name);
-  Reply load_lora_adapter(const std::string& body);
-  std::vector<json> lora_objects();  // /v1/models entries of the adapters
-  void lora_metrics(std::string& out);
-  Reply unload_lora_adapter(const std::string& body);
-  ModelService& default_model() { return *models_.front(); }
-  std::string served_list() const;  // "'a', 'b' and the routes 'r'"
-  Reply tokenize(const std::string& body);
-  Reply embeddings(const std::string& body);
-  Reply create_response(const HttpRequest& request);
-  Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
-  Reply detokenize(const std::string& body);
-  Reply feedback(const std::string& body);
-  // `endpoint`: the synchronous route the job runs (chat completions, completions or tasks).
-  Reply submit_job(Endpoint endpoint, const std::string& body, const std::string& api_key);
-  Reply job(const std::string& method, const std::string& id, const std::string& api_key);
-  Reply jobs(const std::string& target, const std::string& api_key);
-  std::pair<int, std::string> run_job(const Job& job, const std::string& api_key, JobRun& run);
-  Reply job_reply(const Job& job, const std::string& api_key);
-  Reply files_route(const HttpRequest& request, const std::string& api_key);
-  Reply upload_file(const HttpRequest& request, const std::string& api_key);
-  Reply batches_route(const HttpRequest& request, const std::string& api_key);
-  Reply create_batch(const std::string& body, const std::string& api_key);
-  Reply models();
-  Reply model(const std::string& id);
-  Reply health();     // liveness (api_health.cpp)
-  Reply readiness();  // GET /ready
-  Reply web_page(const std::string& path);
-  Reply metrics_text();
-  void jobs_metrics(std::string& out);
-  Reply run_task(const std::string& body, const std::string& api_key);
+  Status load_models(const RuntimeOptions& base);
 
   ServerConfig config_;
   ServerMetrics metrics_;
-  std::vector<std::unique_ptr<ModelService>> models_;  // the first answers requests that name none
-  std::shared_ptr<ToolRegistry> tools_;
+  ModelCatalog catalog_;
+  InFlight in_flight_;
   std::optional<ListenAddress> listening_;
-  std::shared_ptr<TaskPipeline> tasks_;  // on the first model
-  mutable std::mutex routes_mutex_;
-  std::shared_ptr<const RouteTable> routes_;  // replaced whole by reload_routes
-  std::shared_ptr<const RouteTable> routes() const;
-  FeedbackBook feedback_;
-  std::unique_ptr<AsyncJobs> jobs_;   // null: jobs.data_dir not set
-  std::unique_ptr<Batches> batches_;  // with jobs_
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   RateLimiter rate_limiter_;
-  ResponseStore responses_;                        // /v1/responses with store: true
-  std::shared_ptr<ResponseCache> response_cache_;  // null when response_cache.enabled is false
-  std::shared_ptr<void> track(const std::shared_ptr<StreamHandle>& handle);
-  std::mutex flight_mutex_;
-  std::vector<std::weak_ptr<StreamHandle>> in_flight_;  // for cancel_in_flight
-  std::atomic<int64_t> generations_in_flight_{0};
-  std::atomic<uint64_t> next_id_{1};
-  // Tasks run on their own threads; the service waits for them before it goes away.
-  std::mutex tasks_mutex_;
-  std::condition_variable tasks_done_;
-  int tasks_running_ = 0;
+  // The handler groups, each binding its endpoints into handlers_.
+  GenerationRoutes generation_;
+  TaskRoutes tasks_;
+  JobRoutes jobs_;
+  LoraRoutes loras_;
+  ModelRoutes model_routes_;
+  ProbeRoutes probes_;
+  HandlerTable handlers_;
 };
-
-// A request body's `metadata` as stored: an object of at most 16 string values, as OpenAI's
-// ("" : none); otherwise a 400 naming 'metadata' (thrown as bad() does).
-std::string metadata_text(const json& body);
 
 }  // namespace autoglm

@@ -1,4 +1,3 @@
-// json_reply and store_error_reply are defined beside the jobs routes (api_jobs.cpp).
 #include "server/api/reply.h"
 
 namespace autoglm {
@@ -55,6 +54,24 @@ std::string path_of(const std::string& target) {
 std::string bearer_key(const std::string& authorization) {
   const std::string bearer = "Bearer ";
   return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";
+}
+
+Reply json_reply(int status, const json& body) {
+  Reply r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// The store refused: a 503 naming it (its message names jobs.data_dir and the file). Room on a
+// full disk rarely comes back within a second, so a client is told to wait longer then.
+Reply store_error_reply(const std::string& what, const Status& status) {
+  const bool full = status.code() == StatusCode::kResourceExhausted;
+  Reply r = error_reply(
+      503, what + (full ? ": the jobs storage is full (jobs.max_bytes or the disk): " : ": ") + status.message(), "",
+      "service_unavailable");
+  r.headers.emplace_back("Retry-After", full ? "30" : "1");
+  return r;
 }
 
 }  // namespace autoglm

@@ -1,6 +1,7 @@
 // The API's HTTP routes: one list, read by admission (ApiService::admit, body_limit) and by
 // dispatch (ApiService::route). A route is a method, a path pattern, the Endpoint it answers,
-// who may call it, and its body limit; the Endpoint names the handler ApiService::route calls.
+// who may call it, and its body limit; each handler group binds its Endpoints' handlers
+// (server/handler_table.h), which dispatch calls.
 #pragma once
 
 #include <array>

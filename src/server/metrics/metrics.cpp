@@ -151,6 +151,68 @@ void render_request_series(
     sample(out, "autoglm_feedback_score_total", labels_of(key), double(m->score_milli_sum.load()) / 1000.0);
 }
 
+void render_device_memory(std::string& out, const std::vector<EngineView>& engines) {
+  metric_header(out, "autoglm_device_memory_bytes", "gauge",
+                "Memory a model holds on its device: the KV pool, and on a GPU the weights' copy.");
+  for (const EngineView& v : engines) {
+    const std::string labels = metric_label("model", v.model) + "," + metric_label("device", v.device);
+    sample(out, "autoglm_device_memory_bytes", labels + ",use=\"kv\"", double(v.kv_bytes));
+    if (v.device != "cpu")
+      sample(out, "autoglm_device_memory_bytes", labels + ",use=\"weights\"", double(v.device_weight_bytes));
+  }
+}
+
+void render_prefill_chunks(std::string& out, const std::vector<EngineView>& engines) {
+  metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
+  for (const EngineView& v : engines) {
+    const RuntimeStats& e = v.stats;
+    const std::string m = metric_label("model", v.model);
+    int64_t cumulative = 0;
+    const int buckets = int(e.prefill_chunks.size());
+    for (int b = 0; b < buckets; ++b) {
+      cumulative += e.prefill_chunks[size_t(b)];
+      const std::string le = b + 1 < buckets ? std::to_string(8 << b) : "+Inf";
+      out += "autoglm_scheduler_prefill_chunk_tokens_bucket{" + m + ",le=\"" + le + "\"} " +
+             std::to_string(cumulative) + "\n";
+    }
+    sample(out, "autoglm_scheduler_prefill_chunk_tokens_sum", m, double(e.prefill_chunk_tokens));
+    sample(out, "autoglm_scheduler_prefill_chunk_tokens_count", m, double(cumulative));
+  }
+}
+
+void render_acceptance(std::string& out, const std::vector<EngineView>& engines) {
+  metric_header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
+  for (const EngineView& v : engines) {
+    const RuntimeStats& e = v.stats;
+    const std::string m = metric_label("model", v.model);
+    int64_t drafted_requests = 0;
+    const int buckets = int(e.spec_acceptance.size());
+    for (int b = 0; b < buckets; ++b) {
+      drafted_requests += e.spec_acceptance[size_t(b)];
+      const std::string le = b + 1 < buckets ? "0." + std::to_string(b + 1) : "+Inf";
+      out +=
+          "autoglm_spec_acceptance_rate_bucket{" + m + ",le=\"" + le + "\"} " + std::to_string(drafted_requests) + "\n";
+    }
+    sample(out, "autoglm_spec_acceptance_rate_sum", m, e.spec_acceptance_sum);
+    sample(out, "autoglm_spec_acceptance_rate_count", m, double(drafted_requests));
+  }
+}
+
+// Forward time by op, when any engine profiles (profile: true).
+void render_op_profile(std::string& out, const std::vector<EngineView>& engines) {
+  bool profiled = false;
+  for (const EngineView& v : engines) profiled = profiled || !v.stats.op_seconds.empty();
+  if (!profiled) return;
+  metric_header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
+  for (const EngineView& v : engines)
+    for (const auto& [op, seconds] : v.stats.op_seconds)
+      sample(out, "autoglm_op_seconds_total", metric_label("model", v.model) + "," + metric_label("op", op), seconds);
+  metric_header(out, "autoglm_op_profiled_tokens_total", "counter", "Tokens through the profiled forward passes.");
+  for (const EngineView& v : engines)
+    if (!v.stats.op_seconds.empty())
+      sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.stats.profiled_tokens));
+}
+
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
     metric_header(out, name, type, help);
@@ -182,31 +244,10 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
            const int64_t total = e.kv_blocks_total;
            return total > 0 ? double(e.kv_blocks_used) / double(total) : 0.0;
          });
-  metric_header(out, "autoglm_device_memory_bytes", "gauge",
-                "Memory a model holds on its device: the KV pool, and on a GPU the weights' copy.");
-  for (const EngineView& v : engines) {
-    const std::string labels = metric_label("model", v.model) + "," + metric_label("device", v.device);
-    sample(out, "autoglm_device_memory_bytes", labels + ",use=\"kv\"", double(v.kv_bytes));
-    if (v.device != "cpu")
-      sample(out, "autoglm_device_memory_bytes", labels + ",use=\"weights\"", double(v.device_weight_bytes));
-  }
+  render_device_memory(out, engines);
   family("autoglm_scheduler_step_target_seconds", "gauge", "The last step's time target (0: planned by tokens only).",
          [](const RuntimeStats& e) { return e.step_target_seconds; });
-  metric_header(out, "autoglm_scheduler_prefill_chunk_tokens", "histogram", "Prefill chunk sizes the scheduler chose.");
-  for (const EngineView& v : engines) {
-    const RuntimeStats& e = v.stats;
-    const std::string m = metric_label("model", v.model);
-    int64_t cumulative = 0;
-    const int buckets = int(e.prefill_chunks.size());
-    for (int b = 0; b < buckets; ++b) {
-      cumulative += e.prefill_chunks[size_t(b)];
-      const std::string le = b + 1 < buckets ? std::to_string(8 << b) : "+Inf";
-      out += "autoglm_scheduler_prefill_chunk_tokens_bucket{" + m + ",le=\"" + le + "\"} " +
-             std::to_string(cumulative) + "\n";
-    }
-    sample(out, "autoglm_scheduler_prefill_chunk_tokens_sum", m, double(e.prefill_chunk_tokens));
-    sample(out, "autoglm_scheduler_prefill_chunk_tokens_count", m, double(cumulative));
-  }
+  render_prefill_chunks(out, engines);
   family("autoglm_spec_drafted_tokens_total", "counter", "Tokens drafted for speculative decoding.",
          [](const RuntimeStats& e) { return e.spec_drafted; });
   family("autoglm_spec_accepted_tokens_total", "counter", "Drafted tokens the target accepted.",
@@ -214,21 +255,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   family("autoglm_spec_target_passes_total", "counter",
          "Target passes that verified drafts (one per sequence and step).",
          [](const RuntimeStats& e) { return e.spec_passes; });
-  metric_header(out, "autoglm_spec_acceptance_rate", "histogram", "Acceptance rate of finished requests that drafted.");
-  for (const EngineView& v : engines) {
-    const RuntimeStats& e = v.stats;
-    const std::string m = metric_label("model", v.model);
-    int64_t drafted_requests = 0;
-    const int buckets = int(e.spec_acceptance.size());
-    for (int b = 0; b < buckets; ++b) {
-      drafted_requests += e.spec_acceptance[size_t(b)];
-      const std::string le = b + 1 < buckets ? "0." + std::to_string(b + 1) : "+Inf";
-      out +=
-          "autoglm_spec_acceptance_rate_bucket{" + m + ",le=\"" + le + "\"} " + std::to_string(drafted_requests) + "\n";
-    }
-    sample(out, "autoglm_spec_acceptance_rate_sum", m, e.spec_acceptance_sum);
-    sample(out, "autoglm_spec_acceptance_rate_count", m, double(drafted_requests));
-  }
+  render_acceptance(out, engines);
   metric_header(out, "autoglm_requests_total", "counter", "Finished generation requests by finish reason.");
   // Every reason the engine ends a request with (tool_calls is decided above it).
   for (const EngineView& v : engines)
@@ -237,17 +264,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
       sample(out, "autoglm_requests_total",
              metric_label("model", v.model) + "," + metric_label("finish_reason", finish_reason_name(r)),
              double(size_t(r) < v.stats.finished.size() ? v.stats.finished[size_t(r)] : 0));
-  bool profiled = false;
-  for (const EngineView& v : engines) profiled = profiled || !v.stats.op_seconds.empty();
-  if (!profiled) return;
-  metric_header(out, "autoglm_op_seconds_total", "counter", "Forward-pass time by op (profile: true).");
-  for (const EngineView& v : engines)
-    for (const auto& [op, seconds] : v.stats.op_seconds)
-      sample(out, "autoglm_op_seconds_total", metric_label("model", v.model) + "," + metric_label("op", op), seconds);
-  metric_header(out, "autoglm_op_profiled_tokens_total", "counter", "Tokens through the profiled forward passes.");
-  for (const EngineView& v : engines)
-    if (!v.stats.op_seconds.empty())
-      sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.stats.profiled_tokens));
+  render_op_profile(out, engines);
 }
 
 }  // namespace

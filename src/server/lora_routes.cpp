@@ -1,39 +1,10 @@
 // LoRA adapters served over the models: named in the configuration (lora_adapters) or loaded
 // at run time (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, as vLLM names them); a
 // request names one as its `model`; /v1/models lists them with their base as parent.
-#include "server/api.h"
+#include "server/lora_routes.h"
 #include "server/metrics/metrics.h"
 
 namespace autoglm {
-
-ModelService* ApiService::adapter_base(const std::string& name) {
-  for (auto& m : models_)
-    for (const LoraInfo& a : m->runtime->loras())
-      if (a.name == name) return m.get();
-  return nullptr;
-}
-
-Status ApiService::lora_name_free(const std::string& name) {
-  for (const auto& m : models_)
-    if (m->name == name) return invalid_argument("'" + name + "' is the name of a model");
-  if (const auto table = routes(); table && table->count(name))
-    return invalid_argument("'" + name + "' is the name of a route");
-  if (adapter_base(name)) return invalid_argument("an adapter named '" + name + "' is already loaded");
-  return Status::ok();
-}
-
-std::vector<json> ApiService::lora_objects() {
-  std::vector<json> out;
-  for (const auto& m : models_)
-    for (const LoraInfo& a : m->runtime->loras()) {
-      json o = model_object(a.name, "lora");
-      o["parent"] = m->name;
-      o["root"] = a.path;
-      o["lora"] = {{"scale", a.scale}, {"resident", a.resident}, {"in_use", a.in_use}};
-      out.push_back(std::move(o));
-    }
-  return out;
-}
 
 namespace {
 
@@ -56,9 +27,16 @@ Reply text_reply(const std::string& text) {
 
 }  // namespace
 
+void LoraRoutes::bind(HandlerTable& table) {
+  table.bind(Endpoint::kLoadLoraAdapter,
+             [this](const HttpRequest& req, const RouteLookup&) { return load_adapter(req.body); });
+  table.bind(Endpoint::kUnloadLoraAdapter,
+             [this](const HttpRequest& req, const RouteLookup&) { return unload_adapter(req.body); });
+}
+
 // POST /v1/load_lora_adapter {"lora_name", "lora_path", "model"?: its base (the first model),
 // "scale"?: 1}: read now; a file that does not fit the base is a 400 naming the tensor.
-Reply ApiService::load_lora_adapter(const std::string& body) {
+Reply LoraRoutes::load_adapter(const std::string& body) {
   const json j = parse_body(body, config_.runtime.limits);
   const std::string name = string_field(j, "lora_name", true), path = string_field(j, "lora_path", true);
   const std::string base = string_field(j, "model", false);
@@ -67,11 +45,11 @@ Reply ApiService::load_lora_adapter(const std::string& body) {
     if (!j["scale"].is_number()) bad("scale", "'scale' must be a number");
     scale = j["scale"].get<float>();
   }
-  if (Status free = lora_name_free(name); !free.is_ok()) bad("lora_name", free.message());
-  ModelService* model = &default_model();
+  if (Status free = catalog_.lora_name_free(name); !free.is_ok()) bad("lora_name", free.message());
+  ModelService* model = &catalog_.default_model();
   if (!base.empty()) {
     model = nullptr;
-    for (auto& m : models_)
+    for (auto& m : catalog_.models)
       if (m->name == base) model = m.get();
     if (!model) return error_reply(404, "no model '" + base + "' to load the adapter over", "model");
   }
@@ -82,10 +60,10 @@ Reply ApiService::load_lora_adapter(const std::string& body) {
 }
 
 // POST /v1/unload_lora_adapter {"lora_name"}: requests running with it finish with it.
-Reply ApiService::unload_lora_adapter(const std::string& body) {
+Reply LoraRoutes::unload_adapter(const std::string& body) {
   const json j = parse_body(body, config_.runtime.limits);
   const std::string name = string_field(j, "lora_name", true);
-  ModelService* model = adapter_base(name);
+  ModelService* model = catalog_.adapter_base(name);
   if (!model) return error_reply(404, "no LoRA adapter '" + name + "'", "lora_name");
   if (Status st = model->runtime->unload_lora(name); !st.is_ok()) return error_reply(404, st.message(), "lora_name");
   return text_reply("Success: LoRA adapter '" + name + "' removed successfully.");
@@ -94,10 +72,10 @@ Reply ApiService::unload_lora_adapter(const std::string& body) {
 // The adapters in use, in the shape the Kubernetes Gateway API Inference Extension reads
 // (vLLM's lora_requests_info): labels name the bound and the adapters of running and waiting
 // requests, the value is when they last changed.
-void ApiService::lora_metrics(std::string& out) {
+void LoraRoutes::metrics(std::string& out) {
   metric_header(out, "autoglm_lora_requests_info", "gauge",
                 "LoRA adapters of running and waiting requests (labels); the value: when they last changed.");
-  for (const auto& m : models_) {
+  for (const auto& m : catalog_.models) {
     const RuntimeStats a = m->runtime->stats();
     out += "autoglm_lora_requests_info{" + metric_label("model", m->name) + "," +
            metric_label("max_lora", std::to_string(m->config->runtime.max_loras)) + "," +
@@ -105,7 +83,7 @@ void ApiService::lora_metrics(std::string& out) {
            metric_label("waiting_lora_adapters", a.lora_waiting) + "} " + std::to_string(a.lora_changed_at) + "\n";
   }
   metric_header(out, "autoglm_lora_adapters_loaded", "gauge", "LoRA adapters loaded (resident) over each model.");
-  for (const auto& m : models_) {
+  for (const auto& m : catalog_.models) {
     int64_t resident = 0;
     for (const LoraInfo& a : m->runtime->loras()) resident += a.resident;
     out += "autoglm_lora_adapters_loaded{" + metric_label("model", m->name) + "} " + std::to_string(resident) + "\n";

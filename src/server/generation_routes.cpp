@@ -6,8 +6,8 @@
 #include <random>
 
 #include "core/random_id.h"
-#include "server/api.h"
 #include "server/api/openai_request.h"
+#include "server/generation_routes.h"
 #include "server/routing/cascade_stream.h"
 
 namespace autoglm {
@@ -42,11 +42,45 @@ double uniform_draw() {
 
 }  // namespace
 
+GenerationRoutes::GenerationRoutes(const ServerConfig& config, ServerMetrics& metrics, ModelCatalog& catalog,
+                                   InFlight& in_flight)
+    : config_(config), metrics_(metrics), catalog_(catalog), in_flight_(in_flight), feedback_(config.feedback_log) {}
+
+Status GenerationRoutes::start() {
+  if (config_.response_cache.enabled) {
+    AUTOGLM_ASSIGN_OR_RETURN(response_cache_, ResponseCache::create(config_.response_cache));
+  }
+  return Status::ok();
+}
+
+void GenerationRoutes::bind(HandlerTable& table) {
+  table.bind(Endpoint::kChatCompletions,
+             [this](const HttpRequest& req, const RouteLookup&) { return generate(req, GenerationKind::kChat); });
+  table.bind(Endpoint::kCompletions,
+             [this](const HttpRequest& req, const RouteLookup&) { return generate(req, GenerationKind::kCompletion); });
+  table.bind(Endpoint::kCreateResponse,
+             [this](const HttpRequest& req, const RouteLookup&) { return create_response(req); });
+  const RouteHandler stored = [this](const HttpRequest& req, const RouteLookup& found) {
+    return stored_response(req.method, std::string(found.params["id"]), bearer_key(req.authorization));
+  };
+  table.bind(Endpoint::kGetResponse, stored);
+  table.bind(Endpoint::kDeleteResponse, stored);
+  table.bind(Endpoint::kFeedback, [this](const HttpRequest& req, const RouteLookup&) { return feedback(req.body); });
+}
+
+void GenerationRoutes::check(const GenerationCall& call, const Target& target) {
+  prepare_generation(call, *target.model, &target);
+}
+
+std::string GenerationRoutes::cache_metrics() const {
+  return response_cache_ ? response_cache_->render_metrics() : "";
+}
+
 // The request path: typed request -> prompt -> engine request -> stream handle whose
 // events the response writer turns into the reply.
 // The prefix-cache salt of a request: its API key's unless the cache is shared across keys,
 // and the request's own cache_salt.
-std::string ApiService::cache_salt(const std::string& api_key, const std::string& request_salt) const {
+std::string GenerationRoutes::cache_salt(const std::string& api_key, const std::string& request_salt) const {
   std::string salt = config_.prefix_cache_per_key && !config_.api_keys.empty() ? api_key : "";
   if (request_salt.empty()) return salt;
   salt += '\0';  // keys hold no NUL: no key and salt pair can spell another's
@@ -56,11 +90,11 @@ std::string ApiService::cache_salt(const std::string& api_key, const std::string
 // POST /v1/responses: the chat pipeline with the Responses writer; the finished response and
 // its conversation are stored (store: true) for GET and for previous_response_id, whose
 // conversation comes first in the prompt (and so finds its KV in the prefix cache).
-Reply ApiService::create_response(const HttpRequest& req) {
+Reply GenerationRoutes::create_response(const HttpRequest& req) {
   const json j = parse_body(req.body, config_.runtime.limits);
   const std::string api_key = bearer_key(req.authorization);
   Target target;
-  if (auto other = resolve(j, target, true)) return *other;
+  if (auto other = catalog_.resolve(j, target, true)) return *other;
   if (target.route && target.route->kind == RouteKind::kCascade)
     return error_reply(400, "'" + target.route->name + "' is a cascade route, which serves chat and completions only",
                        "model");
@@ -87,7 +121,8 @@ Reply ApiService::create_response(const HttpRequest& req) {
       route_name = target.route->name;
       choice = choose(*target.route, call, prepared);
     }
-    PreparedGeneration p = prepared ? std::move(*prepared) : prepare_generation(call, model_named(choice.model));
+    PreparedGeneration p =
+        prepared ? std::move(*prepared) : prepare_generation(call, catalog_.model_named(choice.model));
     const std::string id = random_id("resp_");
     RequestMetrics& series = metrics_.requests(p.model->name, route_name);
     feedback_.remember(id, &series, p.model->name, route_name);
@@ -109,12 +144,12 @@ Reply ApiService::create_response(const HttpRequest& req) {
   }
 }
 
-RouteChoice ApiService::choose(const Route& route, const GenerationCall& call,
-                               std::optional<PreparedGeneration>& prepared) {
+RouteChoice GenerationRoutes::choose(const Route& route, const GenerationCall& call,
+                                     std::optional<PreparedGeneration>& prepared) {
   RouteFacts facts = route_facts(call);
   RouteChoice choice;
   if (route.kind == RouteKind::kRules) {
-    prepared = prepare_generation(call, model_named(route.default_model));
+    prepared = prepare_generation(call, catalog_.model_named(route.default_model));
     facts.prompt_tokens = int64_t(prepared->prepared->prompt().size());
     choice = choose_by_rules(route, facts);
     if (choice.model != route.default_model) prepared.reset();
@@ -126,7 +161,7 @@ RouteChoice ApiService::choose(const Route& route, const GenerationCall& call,
 }
 
 // A chat or completions request from HTTP: its body parsed once, then as any other call.
-Reply ApiService::generate(const HttpRequest& req, GenerationKind kind) {
+Reply GenerationRoutes::generate(const HttpRequest& req, GenerationKind kind) {
   GenerationCall call = parse_generation_call(kind, parse_body(req.body, config_.runtime.limits), config_);
   call.api_key = bearer_key(req.authorization);
   call.no_cache = req.cache_control.find("no-cache") != std::string::npos ||
@@ -135,9 +170,9 @@ Reply ApiService::generate(const HttpRequest& req, GenerationKind kind) {
   return generate(call);
 }
 
-Reply ApiService::generate(const GenerationCall& call) {
+Reply GenerationRoutes::generate(const GenerationCall& call) {
   Target target;
-  if (auto other = resolve(call.params().model, target, true)) return *other;
+  if (auto other = catalog_.resolve(call.params().model, target, true)) return *other;
   const bool use_cache = response_cache_ && !call.no_cache && call.params().cache;
   if (!target.route) {
     Reply r = generate_on(prepare_generation(call, *target.model, &target), "", use_cache);
@@ -148,13 +183,13 @@ Reply ApiService::generate(const GenerationCall& call) {
   if (route.kind == RouteKind::kCascade) return cascade(route, call);
   std::optional<PreparedGeneration> prepared;
   const RouteChoice choice = choose(route, call, prepared);
-  Reply r = generate_on(prepared ? std::move(*prepared) : prepare_generation(call, model_named(choice.model)),
+  Reply r = generate_on(prepared ? std::move(*prepared) : prepare_generation(call, catalog_.model_named(choice.model)),
                         route.name, use_cache);
   add_route_headers(r, choice.model, route.name, choice.reason);
   return r;
 }
 
-Reply ApiService::generate_on(PreparedGeneration p, const std::string& route, bool use_cache) {
+Reply GenerationRoutes::generate_on(PreparedGeneration p, const std::string& route, bool use_cache) {
   ModelService& m = *p.model;
   // An adapter's requests are counted (and cached) as its own: the name it was asked by.
   const std::string& served = p.shape.model;
@@ -184,9 +219,9 @@ Reply ApiService::generate_on(PreparedGeneration p, const std::string& route, bo
 
 // A cascade: the light model's first tokens decide whether it answers or the heavy one does
 // (see CascadeStream); both prompts are rendered up front, each with its model's template.
-Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
-  PreparedGeneration light = describe_generation(call, model_named(route.cascade.light));
-  PreparedGeneration heavy = prepare_generation(call, model_named(route.cascade.heavy));
+Reply GenerationRoutes::cascade(const Route& route, const GenerationCall& call) {
+  PreparedGeneration light = describe_generation(call, catalog_.model_named(route.cascade.light));
+  PreparedGeneration heavy = prepare_generation(call, catalog_.model_named(route.cascade.heavy));
   if (light.params.n > 1) bad("n", "a cascade route answers with one choice ('n' must be 1)");
   heavy.shape.id = light.shape.id;  // one response, whichever model gives it
   const int32_t wanted_logprobs = light.request.top_logprobs;
@@ -204,11 +239,11 @@ Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
   }
   auto decision = std::make_shared<std::optional<CascadeDecision>>();  // set on an engine thread, read after
   auto tracked = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  tracked->push_back(track(*light_handle));
+  tracked->push_back(in_flight_.track(*light_handle));
   Runtime* heavy_runtime = heavy.model->runtime.get();
   auto submit_heavy = [this, heavy_runtime, request = *heavy.prepared, tracked]() {
     auto handle = heavy_runtime->submit(request);
-    if (handle) tracked->push_back(track(*handle));
+    if (handle) tracked->push_back(in_flight_.track(*handle));
     return handle;
   };
   const std::string light_name = light.model->name, heavy_name = heavy.model->name, id = light.shape.id;
@@ -220,7 +255,7 @@ Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
     feedback_.remember(id, d.escalated ? &heavy_series : &light_series, answered, route_name);
   };
   auto stream = CascadeStream::start(*light_handle, route.cascade, wanted_logprobs, submit_heavy, on_decided);
-  tracked->push_back(track(stream->output()));
+  tracked->push_back(in_flight_.track(stream->output()));
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(stream->output(), 1, nullptr);
   r.streaming = light.params.stream;
@@ -238,8 +273,7 @@ Reply ApiService::cascade(const Route& route, const GenerationCall& call) {
   return r;
 }
 
-Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneration& p,
-                         std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
+Reply GenerationRoutes::replay(const CachedGeneration& cached, const PreparedGeneration& p, Consume consume) {
   std::vector<std::shared_ptr<StreamHandle>> handles;
   for (const std::vector<StreamEvent>& events : cached.choices) handles.push_back(StreamHandle::recorded(events));
   Reply r;
@@ -254,8 +288,8 @@ Reply ApiService::replay(const CachedGeneration& cached, const PreparedGeneratio
 
 // A typed chat or completions request for a model: the runtime's request and the response's
 // shape (throws ParamError naming the field).
-ApiService::PreparedGeneration ApiService::describe_generation(const GenerationCall& call, ModelService& m,
-                                                               const Target* lora) {
+GenerationRoutes::PreparedGeneration GenerationRoutes::describe_generation(const GenerationCall& call, ModelService& m,
+                                                                           const Target* lora) {
   PreparedGeneration p;
   p.model = &m;
   p.params = call.params();
@@ -282,7 +316,7 @@ ApiService::PreparedGeneration ApiService::describe_generation(const GenerationC
 
 // The runtime renders the prompt, compiles what is left and checks the limits: its errors
 // name the field (a 400), an adapter busy or gone is a 429 or a 404 naming the model.
-void ApiService::make_ready(PreparedGeneration& p) {
+void GenerationRoutes::make_ready(PreparedGeneration& p) {
   auto prepared = p.model->runtime->prepare(p.request);
   if (!prepared) {
     const Status& st = prepared.status();
@@ -296,8 +330,8 @@ void ApiService::make_ready(PreparedGeneration& p) {
   if (!p.prepared->reads_tool_calls()) p.shape.call_id_prefix.clear();
 }
 
-ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCall& call, ModelService& m,
-                                                              const Target* lora) {
+GenerationRoutes::PreparedGeneration GenerationRoutes::prepare_generation(const GenerationCall& call, ModelService& m,
+                                                                          const Target* lora) {
   PreparedGeneration p = describe_generation(call, m, lora);
   make_ready(p);
   return p;
@@ -305,14 +339,13 @@ ApiService::PreparedGeneration ApiService::prepare_generation(const GenerationCa
 
 // Submits the prepared request (n choices: see ChoiceStreams); `consume` turns its events
 // into the reply's bytes.
-Reply ApiService::submit_generation(PreparedGeneration p,
-                                    std::function<ReplyChunk(const StreamEvent&, size_t)> consume) {
+Reply GenerationRoutes::submit_generation(PreparedGeneration p, Consume consume) {
   auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
   Runtime* runtime = p.model->runtime.get();
   ChoiceStreams::Submit submit_choice = [this, runtime, prepared = *p.prepared,
                                          in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
     auto handle = runtime->submit(prepared, int32_t(index));
-    if (handle) in_flight->push_back(track(*handle));
+    if (handle) in_flight->push_back(in_flight_.track(*handle));
     return handle;
   };
   auto handle = runtime->submit(*p.prepared);
@@ -320,7 +353,7 @@ Reply ApiService::submit_generation(PreparedGeneration p,
     if (handle.status().code() == StatusCode::kResourceExhausted) return busy_reply(handle.status().message());
     bad(p.prompt_param, handle.status().message());
   }
-  in_flight->push_back(track(*handle));
+  in_flight->push_back(in_flight_.track(*handle));
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(p.params.n), std::move(submit_choice));
   r.streaming = p.params.stream;
@@ -328,6 +361,31 @@ Reply ApiService::submit_generation(PreparedGeneration p,
   r.consume = [consume = std::move(consume), in_flight](const StreamEvent& ev, size_t choice) {
     return consume(ev, choice);
   };
+  return r;
+}
+
+// POST /v1/feedback {"response_id", "thumbs"?, "score"?, "comment"?}
+Reply GenerationRoutes::feedback(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  if (!feedback_.record(j))
+    return error_reply(404, "no response '" + j["response_id"].get<std::string>() + "' to give feedback on",
+                       "response_id");
+  Reply r;
+  r.body = json{{"object", "feedback"}, {"recorded", true}}.dump();
+  return r;
+}
+
+// GET or DELETE /v1/responses/{id}: only the key that created it sees it.
+Reply GenerationRoutes::stored_response(const std::string& method, const std::string& id, const std::string& api_key) {
+  Reply r;
+  if (method == "DELETE") {
+    if (!responses_.erase(id, api_key)) return error_reply(404, "no stored response '" + id + "'");
+    r.body = json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump();
+    return r;
+  }
+  auto entry = responses_.get(id, api_key);
+  if (!entry) return error_reply(404, "no stored response '" + id + "'");
+  r.body = entry->response.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
 }
 

@@ -1,0 +1,112 @@
+#include "server/model_routes.h"
+
+#include "server/api/embeddings_route.h"
+
+namespace autoglm {
+namespace {
+
+json route_object(const Route& route) {
+  static const char* const kKinds[] = {"rules", "cascade", "split"};
+  json o = model_object(route.name, "route");
+  o["route"] = {{"type", kKinds[int(route.kind)]}, {"models", route.models()}};
+  if (route.kind == RouteKind::kSplit) {
+    json weights = json::object();
+    for (const SplitArm& arm : route.split.arms) weights[arm.model] = arm.weight;
+    o["route"]["weights"] = weights;
+  }
+  return o;
+}
+
+}  // namespace
+
+void ModelRoutes::bind(HandlerTable& table) {
+  table.bind(Endpoint::kModels, [this](const HttpRequest&, const RouteLookup&) { return models(); });
+  table.bind(Endpoint::kModel, [this](const HttpRequest&, const RouteLookup& found) {
+    return model(std::string(found.params["model"]));
+  });
+  table.bind(Endpoint::kTokenize, [this](const HttpRequest& req, const RouteLookup&) { return tokenize(req.body); });
+  table.bind(Endpoint::kDetokenize,
+             [this](const HttpRequest& req, const RouteLookup&) { return detokenize(req.body); });
+  table.bind(Endpoint::kEmbeddings,
+             [this](const HttpRequest& req, const RouteLookup&) { return embeddings(req.body); });
+}
+
+// GET /v1/models/{id}: a model or a route, or a 404 naming those served.
+Reply ModelRoutes::model(const std::string& id) {
+  Reply r;
+  for (const auto& m : catalog_.models)
+    if (m->name == id) {
+      r.body = model_object(id, "model").dump();
+      return r;
+    }
+  const auto table = catalog_.routes();
+  if (auto it = table->find(id); it != table->end()) {
+    r.body = route_object(it->second).dump();
+    return r;
+  }
+  for (const json& adapter : catalog_.lora_objects())
+    if (adapter["id"] == id) {
+      r.body = adapter.dump(-1, ' ', false, json::error_handler_t::replace);
+      return r;
+    }
+  return error_reply(404, "no model '" + id + "'; this server serves " + catalog_.served_list(), "model");
+}
+
+// GET /v1/models: the models, then the routes (kind "route", with the models they pick).
+Reply ModelRoutes::models() {
+  json data = json::array();
+  for (const auto& m : catalog_.models) data.push_back(model_object(m->name, "model"));
+  for (const auto& [name, route] : *catalog_.routes()) data.push_back(route_object(route));
+  for (const json& adapter : catalog_.lora_objects()) data.push_back(adapter);
+  Reply r;
+  r.body = json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+Reply ModelRoutes::tokenize(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  if (!j.contains("content") || !j["content"].is_string()) bad("content", "'content' must be a string");
+  const bool add_special = bool_param(j, "add_special", true);
+  const bool with_pieces = bool_param(j, "with_pieces", false);
+  Target target;
+  if (auto other = catalog_.resolve(j, target)) return *other;
+  const Runtime& tokenizer = *target.model->runtime;
+  const auto ids = tokenizer.encode(check_utf8(j["content"], "content"), add_special, true);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (with_pieces)
+      tokens.push_back({{"id", id}, {"piece", tokenizer.token_piece(id)}});
+    else
+      tokens.push_back(id);
+  }
+  Reply r;
+  r.body = json{{"tokens", tokens}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+Reply ModelRoutes::detokenize(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
+  Target target;
+  if (auto other = catalog_.resolve(j, target)) return *other;
+  const Runtime& tokenizer = *target.model->runtime;
+  std::vector<int32_t> ids;
+  for (const auto& t : j["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.vocab_size())
+      bad("tokens", "'tokens' holds an id outside the vocabulary");
+    ids.push_back(int32_t(t.get<int64_t>()));
+  }
+  Reply r;
+  r.body = json{{"content", tokenizer.decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+Reply ModelRoutes::embeddings(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  Target target;
+  if (auto other = catalog_.resolve(j, target)) return *other;
+  ModelService& m = *target.model;
+  return embeddings_reply(j, {*m.runtime, m.info.n_embd, m.pooling, m.name});
+}
+
+}  // namespace autoglm
