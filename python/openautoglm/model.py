@@ -135,7 +135,14 @@ class CausalLM:
         prompts = list(inputs) if batch else [inputs]
         if batch and streamer is not None:
             raise ValueError("streamer: one prompt at a time")
-        runs = [self._submit(p, kwargs) for p in prompts]  # all queued before any is read
+        # All queued before any is read, and a batch admitted together: no engine step runs
+        # until the last prompt is in (else the first ones would start alone).
+        hold = self._rt.hold_steps() if batch else None
+        try:
+            runs = [self._submit(p, kwargs) for p in prompts]
+        finally:
+            if hold is not None:
+                hold.release()
         outs = []
         try:
             for prompt_ids, run in runs:

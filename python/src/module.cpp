@@ -144,6 +144,12 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Stream>(m, "Stream").def("next", &Stream::next, py::arg("timeout") = 0.1).def("cancel", &Stream::cancel);
 
+  // Runtime::hold_steps as a Python object: the engines stay between steps until release().
+  struct StepHold {
+    std::shared_ptr<void> hold;
+  };
+  py::class_<StepHold>(m, "StepHold").def("release", [](StepHold& h) { h.hold.reset(); });
+
   py::class_<Runtime>(m, "Runtime")
       .def_static(
           "open", [](const std::string& p, const py::dict& o) { return open_runtime(p, o, false); }, py::arg("path"),
@@ -249,6 +255,11 @@ PYBIND11_MODULE(_core, m) {
              d["running"] = s.running;
              d["waiting"] = s.waiting;
              return d;
+           })
+      .def("hold_steps",
+           [](Runtime& rt) {
+             py::gil_scoped_release unlocked;  // waits for the step in progress
+             return StepHold{rt.hold_steps()};
            })
       .def("submit", [](Runtime& rt, const py::dict& request) {
         return Stream(value_or_raise(rt.submit(request_from(request))));
