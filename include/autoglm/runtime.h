@@ -120,6 +120,9 @@ struct Conversation {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_name;
   bool parallel_tool_calls = true;  // false: calls after the first are dropped
+  // Where the reasoning of a template that marks thinking (<think>) goes: reasoning parts
+  // (kAuto, kDeepseek) or the answer text, byte for byte (kNone).
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
 };
 
 enum class ConstraintKind {

@@ -57,4 +57,14 @@ Result<std::optional<Pooling>> pooling_from_name(std::string_view name);
 // "last", "mean", or "auto" for nullopt.
 const char* pooling_name(std::optional<Pooling> pooling);
 
+// Where a thinking model's reasoning goes: kAuto splits it from the answer where the chat
+// template marks thinking (<think>...</think>), into reasoning parts (reasoning_content);
+// kNone leaves every byte in the answer text (a client that parses <think> itself); kDeepseek
+// splits as kAuto does (llama.cpp's name for it).
+enum class ReasoningFormat { kAuto, kNone, kDeepseek };
+
+// "auto", "none", "deepseek"; an error says "reasoning_format: 'x' is not auto, none or deepseek".
+Result<ReasoningFormat> reasoning_format_from_name(std::string_view name);
+const char* reasoning_format_name(ReasoningFormat format);
+
 }  // namespace autoglm

@@ -32,15 +32,19 @@ def _is_chat(prompt):
 def _assistant_message(parts):
     """The reply as OpenAI's message, from the stream's typed parts (the engine parsed the calls
     in the model family's format; nothing here reads the text again)."""
-    content, calls = [], []
+    content, reasoning, calls = [], [], []
     for kind, text, index in parts:
         if kind == "text":
             content.append(text)
+        elif kind == "reasoning":
+            reasoning.append(text)
         elif kind == "tool_call_begin":
             calls.append({"id": f"call_{index}", "type": "function", "function": {"name": text, "arguments": ""}})
         elif kind == "tool_call_arguments":
             calls[-1]["function"]["arguments"] += text
     message = {"role": "assistant", "content": "".join(content)}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
     return message
@@ -182,8 +186,9 @@ class CausalLM:
         return float(math.exp(nll.mean()))
 
     def chat(self, messages, tools=None, template_kwargs=None, **kwargs):
-        """The assistant's reply: {'role', 'content'} and, when it called tools, 'tool_calls' in
-        OpenAI's shape."""
+        """The assistant's reply: {'role', 'content'}; 'reasoning_content' when a thinking model's
+        template marks thinking (its <think> text, apart from the answer); and, when it called
+        tools, 'tool_calls' in OpenAI's shape."""
         _, run = self._submit(list(messages), kwargs, tools, template_kwargs)
         return _assistant_message(self._collect(run)["parts"])
 

@@ -151,3 +151,16 @@ def test_chat_returns_tool_calls_in_openai_shape(stories):
     assert result["parts"][0][1] == "get_weather" and result["parts"][0][2] == 0
     assert result["finish_reason"] == "tool_calls"
     assert result["text"] == call
+
+
+def test_chat_returns_a_thinking_models_reasoning_apart(tmp_path):
+    from openautoglm import AutoModelForCausalLM
+
+    config = json.load(open(shared("models/hf-tokenizers/qwen3/tokenizer_config.json")))
+    template = tmp_path / "qwen3.jinja"  # Qwen3's own template marks thinking with <think>
+    template.write_text(config["chat_template"])
+    model = AutoModelForCausalLM.from_pretrained(shared("models/stories260K.gguf"), threads=2, kv_memory_mib=16,
+                                                 chat_template=str(template))
+    grammar = 'root ::= "<think>Greet back.</think>\\n\\nHello there"'
+    reply = model.chat([{"role": "user", "content": "Hi"}], grammar=grammar, max_new_tokens=64)
+    assert reply == {"role": "assistant", "content": "Hello there", "reasoning_content": "Greet back."}

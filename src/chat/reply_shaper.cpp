@@ -13,6 +13,7 @@ ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family, bool 
 }
 
 ReplyShaper::ReplyShaper(const ReplyFormat& format) : parallel_(format.parallel_tool_calls) {
+  if (format.reasoning) reasoning_ = std::make_unique<ReasoningSplit>(format.starts_thinking);
   if (format.tools) tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
 }
 
@@ -26,12 +27,24 @@ void ReplyShaper::add_calls(const std::vector<ToolCall>& calls, StreamEvent& eve
   }
 }
 
+// The reasoning split off first (the calls are in the answer), then the answer read for calls.
 void ReplyShaper::shape(StreamEvent& event) {
+  std::string answer = event.text;
+  if (reasoning_) {
+    ReasoningSplit::Output split = reasoning_->push(event.text);
+    if (event.finished) {
+      ReasoningSplit::Output rest = reasoning_->finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    if (!split.reasoning.empty()) event.parts.push_back({PartKind::kReasoning, split.reasoning, 0});
+    answer = std::move(split.content);
+  }
   if (!tools_) {
-    if (!event.text.empty()) event.parts.push_back({PartKind::kText, event.text, 0});
+    if (!answer.empty()) event.parts.push_back({PartKind::kText, answer, 0});
     return;
   }
-  ToolCallParser::Output out = tools_->push(event.text);
+  ToolCallParser::Output out = tools_->push(answer);
   if (event.finished) {
     ToolCallParser::Output rest = tools_->finish(event.finish_reason == FinishReason::kLength);
     out.content += rest.content;

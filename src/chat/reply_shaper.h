@@ -1,5 +1,5 @@
-// A choice's generated text as typed parts (autoglm/engine.h's OutputPart): answer text and
-// the tool calls written in the model family's format. It runs on each event before the
+// A choice's generated text as typed parts (autoglm/engine.h's OutputPart): reasoning, answer
+// text and the tool calls written in the model family's format. It runs on each event before the
 // reader sees it, so every API renders the same parts and none parses text itself.
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include "autoglm/engine.h"
 #include "chat/prompt_builder.h"
+#include "chat/reasoning_split.h"
 #include "chat/tool_calls.h"
 
 namespace autoglm {
@@ -20,6 +21,11 @@ struct ReplyFormat {
   ToolCallFamily family = ToolCallFamily::kHermes;
   std::vector<std::string> tool_names;
   bool parallel_tool_calls = true;  // false: calls after the first are dropped
+  // A thinking model's reasoning split from its answer (reasoning parts); `starts_thinking`:
+  // the prompt opened the thinking, so the text starts inside it.
+  bool reasoning = false;
+  bool starts_thinking = false;
+  bool plain() const { return !tools && !reasoning; }  // all text is answer text
 };
 
 // How a chat's reply is read: with tools offered (tool_choice not none), calls in `family`'s format.
@@ -36,8 +42,9 @@ class ReplyShaper {
   void add_calls(const std::vector<ToolCall>& calls, StreamEvent& event);
 
   bool parallel_;
-  std::unique_ptr<ToolCallParser> tools_;  // null without tools
-  int32_t calls_ = 0;                      // calls given out
+  std::unique_ptr<ReasoningSplit> reasoning_;  // null unless the reasoning is split off
+  std::unique_ptr<ToolCallParser> tools_;      // null without tools
+  int32_t calls_ = 0;                          // calls given out
 };
 
 }  // namespace autoglm

@@ -13,7 +13,7 @@ namespace autoglm::cli {
 namespace {
 
 struct ServeArgs {
-  std::string config_path, model, host, chat_template;
+  std::string config_path, model, host, chat_template, reasoning_format;
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
@@ -77,6 +77,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   number("speculative.draft_min", a.draft_min, a.draft_min >= 0);
   number("speculative.draft_p_min", a.draft_p_min, a.draft_p_min >= 0);
   text("chat_template", a.chat_template);
+  text("reasoning_format", a.reasoning_format);
   return o;
 }
 
@@ -142,6 +143,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
+  cmd->add_option("--reasoning-format", a->reasoning_format,
+                  "A thinking model's reasoning: auto (apart, as reasoning_content), none (left in the content) "
+                  "or deepseek (reasoning_format)");
   cmd->add_flag("--no-webui", a->no_webui, "Serve no chat playground or dashboard at / (web_ui: false)");
   cmd->add_option("--spec", a->spec,
                   "Speculative decoding: none, draft, ngram, early-exit or mtp (overrides speculative.method)");

@@ -10,9 +10,9 @@
 
 namespace autoglm {
 
-// Null (plain answer text) when the format has no tools.
+// Null (plain answer text) when the format has neither tools nor reasoning.
 inline std::function<EventShaper()> reply_shaper_factory(const ReplyFormat& format) {
-  if (!format.tools) return nullptr;
+  if (format.plain()) return nullptr;
   return [format]() -> EventShaper {
     return [shaper = std::make_shared<ReplyShaper>(format)](StreamEvent& ev) { shaper->shape(ev); };
   };

@@ -54,6 +54,10 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     out.request.prompt = std::move(built->ids);
     forced_call = built->forced_call;
     out.format = reply_format(*conversation, p.prompts->family(), request.chat->parallel_tool_calls);
+    if (request.chat->reasoning_format != ReasoningFormat::kNone && template_thinks(p.chat_template->source())) {
+      out.format.reasoning = true;
+      out.format.starts_thinking = prompt_opens_thinking(built->text);
+    }
     return Status::ok();
   }
   if (!request.text.empty()) {
@@ -154,6 +158,7 @@ std::string PreparedRequest::output_key() const {
       {"ignore_eos", g.ignore_eos},
       {"speculative", g.speculative},
       {"tools", f.tools ? nlohmann::json{f.tool_names, int(f.family), f.parallel_tool_calls} : nullptr},
+      {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
       {"lora", adapters}};
   std::string key = std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope
   key.append(reinterpret_cast<const char*>(g.prompt.data()), g.prompt.size() * sizeof(int32_t));

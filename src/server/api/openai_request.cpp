@@ -269,6 +269,14 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   if (forced && r.params.constraint.kind != ConstraintKind::kNone)
     bad("tool_choice", "a forced tool call cannot be combined with response_format or grammar");
   if (c.tool_choice != ToolChoice::kNone) c.parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
+  c.reasoning_format = config.reasoning_format;
+  if (j.contains("reasoning_format") && !j["reasoning_format"].is_null()) {
+    auto format = j["reasoning_format"].is_string()
+                      ? reasoning_format_from_name(j["reasoning_format"].get<std::string>())
+                      : Result<ReasoningFormat>(invalid_argument(""));
+    if (!format) bad("reasoning_format", "'reasoning_format' must be auto, none or deepseek");
+    c.reasoning_format = *format;
+  }
   r.params.logprobs = bool_param(j, "logprobs", false);
   if (r.params.logprobs)
     r.params.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, INT32_MAX, 0));

@@ -144,11 +144,38 @@ std::string ResponseWriter::content_chunk(size_t index, const std::string& conte
   return sse(chunk);
 }
 
-std::string answer_text(const std::vector<OutputPart>& parts) {
+namespace {
+
+std::string text_of(const std::vector<OutputPart>& parts, PartKind kind) {
   std::string text;
   for (const OutputPart& part : parts)
-    if (part.kind == PartKind::kText) text += part.text;
+    if (part.kind == kind) text += part.text;
   return text;
+}
+
+}  // namespace
+
+std::string answer_text(const std::vector<OutputPart>& parts) {
+  return text_of(parts, PartKind::kText);
+}
+
+std::string reasoning_text(const std::vector<OutputPart>& parts) {
+  return text_of(parts, PartKind::kReasoning);
+}
+
+// Reasoning streams as delta.reasoning_content (llama-server's, vLLM's and Ollama's name).
+std::string ResponseWriter::reasoning_chunk(size_t index, const std::string& reasoning) {
+  Choice& c = choices_[index];
+  c.reasoning += reasoning;
+  if (!shape_.stream || reasoning.empty()) return "";
+  json delta = json::object();
+  if (!c.sent_role) delta["role"] = "assistant";
+  delta["reasoning_content"] = reasoning;
+  c.sent_role = true;
+  json chunk = chunk_envelope();
+  chunk["choices"] =
+      json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return sse(chunk);
 }
 
 ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
@@ -157,8 +184,9 @@ ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
   for (const auto& lp : ev.logprobs) items.push_back(logprob_entry(tokenizer_, lp));
   const std::string content = answer_text(ev.parts);
   ReplyChunk chunk;
+  chunk.bytes = reasoning_chunk(index, reasoning_text(ev.parts));
   if (ev.finished) {
-    chunk.bytes = finish_choice(index, ev, content);
+    chunk.bytes += finish_choice(index, ev, content);
     if (tally_.whole()) {
       ReplyChunk last = finish_reply();
       last.bytes = chunk.bytes + last.bytes;
@@ -166,7 +194,7 @@ ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {
     }
     return chunk;
   }
-  chunk.bytes = content_chunk(index, content, items);
+  chunk.bytes += content_chunk(index, content, items);
   chunk.bytes += tool_call_parts(index, ev.parts);
   return chunk;
 }
@@ -206,6 +234,7 @@ ReplyChunk ResponseWriter::finish_reply() {
     json choice = {{"index", i}};
     if (shape_.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;
         choice["message"]["tool_calls"] = c.tool_calls;

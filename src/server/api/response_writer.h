@@ -49,6 +49,7 @@ class ResponseWriter {
   // What one choice has produced so far.
   struct Choice {
     std::string text;
+    std::string reasoning;  // a thinking model's, apart from the answer (reasoning_content)
     json logprob_items = json::array();
     json tool_calls = json::array();
     bool sent_role = false;
@@ -56,6 +57,7 @@ class ResponseWriter {
   };
 
   std::string content_chunk(size_t index, const std::string& content, const json& items);
+  std::string reasoning_chunk(size_t index, const std::string& reasoning);
   std::string call_id(size_t index, int32_t tool_index) const;
   std::string tool_call_part(size_t index, const OutputPart& part);
   std::string tool_call_parts(size_t index, const std::vector<OutputPart>& parts);
@@ -72,7 +74,8 @@ class ResponseWriter {
   std::vector<Choice> choices_;
 };
 
-// The answer text of an event's parts (reasoning and calls left out).
+// The answer text of an event's parts (reasoning and calls left out), and its reasoning.
 std::string answer_text(const std::vector<OutputPart>& parts);
+std::string reasoning_text(const std::vector<OutputPart>& parts);
 
 }  // namespace autoglm

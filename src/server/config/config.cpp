@@ -552,6 +552,15 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
          c.embeddings_pooling = *pooling;
          return Status::ok();
        }},
+      {"reasoning_format",
+       [&](const YAML::Node& n) {
+         std::string name;
+         AUTOGLM_RETURN_IF_ERROR(r.scalar(n, "reasoning_format", name));
+         auto format = reasoning_format_from_name(name);
+         if (!format) return r.error(n, "reasoning_format", "must be auto, none or deepseek");
+         c.reasoning_format = *format;
+         return Status::ok();
+       }},
       {"limits", [&](const YAML::Node& n) { return read_limits(r, n, o.limits); }},
       {"cors", [&](const YAML::Node& n) { return read_cors(r, n, c); }},
       {"response_cache", [&](const YAML::Node& n) { return read_response_cache(r, n, c.response_cache); }},

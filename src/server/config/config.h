@@ -79,6 +79,9 @@ struct ServerConfig {
   std::map<std::string, int> priorities = {{"low", -10}, {"normal", 0}, {"high", 10}};
   std::vector<std::string> api_keys;
   bool metrics_require_key = false;
+  // A thinking model's reasoning: apart (reasoning_content) or in the content; a request's own
+  // `reasoning_format` wins.
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
   bool web_ui = true;  // the chat playground at / and the live dashboard at /dashboard
   // CORS (off while allow_origins is empty): "*" or exact origins ("https://app.example.com").
   std::vector<std::string> cors_allow_origins;

@@ -1,0 +1,214 @@
+// A thinking model's reasoning apart from its answer: the split (<think>...</think>) at every
+// byte boundary, a reply cut inside the thinking, a prompt that opened the thinking, reasoning
+// before a tool call; and over HTTP with Qwen3's own template and a grammar-forced reply:
+// reasoning_content (whole and streamed), reasoning_format none byte for byte, the config
+// default and a bad value named.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "chat/reasoning_split.h"
+#include "chat/reply_shaper.h"
+#include "server_test_util.h"
+
+namespace autoglm {
+namespace {
+
+using json = nlohmann::json;
+
+// The data lines of an SSE body.
+std::vector<std::string> sse_data_lines(const std::string& body) {
+  std::vector<std::string> out;
+  for (size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const size_t end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+struct Split {
+  std::string reasoning, content;
+};
+
+// The text fed in pieces cut at `cuts` (ascending), then finished.
+Split split_at(const std::string& text, const std::vector<size_t>& cuts, bool thinking = false) {
+  ReasoningSplit s(thinking);
+  Split out;
+  size_t from = 0;
+  auto add = [&](const ReasoningSplit::Output& o) {
+    out.reasoning += o.reasoning;
+    out.content += o.content;
+  };
+  for (size_t cut : cuts) {
+    add(s.push(text.substr(from, cut - from)));
+    from = cut;
+  }
+  add(s.push(text.substr(from)));
+  add(s.finish());
+  return out;
+}
+
+void expect_split_everywhere(const std::string& text, const std::string& reasoning, const std::string& content,
+                             bool thinking = false) {
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    const Split s = split_at(text, {cut}, thinking);
+    EXPECT_EQ(s.reasoning, reasoning) << "cut at " << cut << " of '" << text << "'";
+    EXPECT_EQ(s.content, content) << "cut at " << cut << " of '" << text << "'";
+  }
+  std::vector<size_t> every;
+  for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
+  const Split bytes = split_at(text, every, thinking);
+  EXPECT_EQ(bytes.reasoning, reasoning) << "byte by byte: '" << text << "'";
+  EXPECT_EQ(bytes.content, content) << "byte by byte: '" << text << "'";
+}
+
+TEST(ReasoningSplit, ThinkingAndAnswerAtEveryByteBoundary) {
+  expect_split_everywhere("<think>Let me see.</think>\n\nHello!", "Let me see.", "Hello!");
+  expect_split_everywhere("\n<think>a</think>b", "a", "b");
+  expect_split_everywhere("No thinking here.", "", "No thinking here.");
+  expect_split_everywhere("  spaced answer", "", "  spaced answer");
+  expect_split_everywhere("<thinking> is not the marker", "", "<thinking> is not the marker");
+  expect_split_everywhere("<think>a </thin b </think> c", "a </thin b ", "c");
+  expect_split_everywhere("<think></think>\n\nanswer", "", "answer");
+  expect_split_everywhere("<think>x</think>answer with </think> inside", "x", "answer with </think> inside");
+}
+
+TEST(ReasoningSplit, ACutInsideTheThinkingKeepsWhatItThought) {
+  expect_split_everywhere("<think>half a tho", "half a tho", "");
+  expect_split_everywhere("<think>ends on a marker's start </th", "ends on a marker's start </th", "");
+  expect_split_everywhere("<thi", "", "<thi");
+}
+
+TEST(ReasoningSplit, APromptThatOpenedTheThinkingStartsInside) {
+  expect_split_everywhere("reasoning goes on</think>\n\nthe answer", "reasoning goes on", "the answer", true);
+  EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n"));
+  EXPECT_TRUE(template_thinks("{{ '<think>' }}"));
+  EXPECT_FALSE(template_thinks("{{ messages }}"));
+}
+
+TEST(ReplyShaper, ReasoningComesApartFromTheToolCallThatFollows) {
+  ReplyFormat f;
+  f.tools = true;
+  f.family = ToolCallFamily::kHermes;
+  f.tool_names = {"get_weather"};
+  f.reasoning = true;
+  const std::string text =
+      "<think>The user wants the weather.</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Paris\"}}\n</tool_call>";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    ReplyShaper shaper(f);
+    StreamEvent a, b;
+    a.text = text.substr(0, cut);
+    b.text = text.substr(cut);
+    b.finished = true;
+    b.finish_reason = FinishReason::kStop;
+    shaper.shape(a);
+    shaper.shape(b);
+    std::string reasoning, answer, name, arguments;
+    for (const StreamEvent* ev : {&a, &b})
+      for (const OutputPart& p : ev->parts) {
+        if (p.kind == PartKind::kReasoning) reasoning += p.text;
+        if (p.kind == PartKind::kText) answer += p.text;
+        if (p.kind == PartKind::kToolCallBegin) name += p.text;
+        if (p.kind == PartKind::kToolCallArguments) arguments += p.text;
+      }
+    EXPECT_EQ(reasoning, "The user wants the weather.") << "cut at " << cut;
+    EXPECT_EQ(answer, "") << "cut at " << cut;
+    EXPECT_EQ(name, "get_weather") << "cut at " << cut;
+    EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}})) << "cut at " << cut;
+    EXPECT_EQ(b.finish_reason, FinishReason::kToolCalls);
+  }
+}
+
+// Qwen3's own template (it marks thinking) over stories260K, the reply forced by a grammar.
+class ReasoningServer : public test::ServerTest {
+ protected:
+  void start_qwen3(const ServerConfig* base = nullptr) {
+    ServerConfig cfg;
+    if (base) cfg = *base;
+    AUTOGLM_REQUIRE_SHARED("models/hf-tokenizers/qwen3/tokenizer_config.json");
+    const json tc = json::parse(test::read_file(test::shared_path("models/hf-tokenizers/qwen3/tokenizer_config.json")));
+    const std::string path = ::testing::TempDir() + "/qwen3_template.jinja";
+    {
+      std::ofstream f(path);
+      f << tc["chat_template"].get<std::string>();
+    }
+    cfg.runtime.chat_template = path;
+    start(cfg);
+  }
+  test::HttpResult chat(json extra) {
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                 {"grammar", "root ::= \"<think>Greet back.</think>\\n\\nHello there\""},
+                 {"max_tokens", 64}};
+    for (auto& [k, v] : extra.items()) body[k] = v;
+    return test::http_call(port, "POST", "/v1/chat/completions", body.dump());
+  }
+};
+
+TEST_F(ReasoningServer, ReasoningContentApartFromTheAnswer) {
+  start_qwen3();
+  const auto r = chat(json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json message = json::parse(r.body)["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "Greet back.");
+  EXPECT_EQ(message["content"], "Hello there");
+}
+
+TEST_F(ReasoningServer, StreamedReasoningComesAsReasoningContentDeltas) {
+  start_qwen3();
+  const auto r = chat({{"stream", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string reasoning, content;
+  bool content_before_reasoning_ended = false;
+  for (const std::string& line : sse_data_lines(r.body)) {
+    if (line == "[DONE]") continue;
+    const json delta = json::parse(line)["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) {
+      content_before_reasoning_ended = content_before_reasoning_ended || !content.empty();
+      reasoning += delta["reasoning_content"].get<std::string>();
+    }
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Greet back.");
+  EXPECT_EQ(content, "Hello there");
+  EXPECT_FALSE(content_before_reasoning_ended);
+}
+
+TEST_F(ReasoningServer, FormatNoneLeavesEveryByteInTheContent) {
+  start_qwen3();
+  const auto r = chat({{"reasoning_format", "none"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json message = json::parse(r.body)["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "<think>Greet back.</think>\n\nHello there");
+  EXPECT_FALSE(message.contains("reasoning_content"));
+  const auto bad = chat({{"reasoning_format", "sometimes"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["param"], "reasoning_format") << bad.body;
+}
+
+TEST_F(ReasoningServer, TheConfiguredFormatIsTheDefault) {
+  ServerConfig cfg;
+  cfg.reasoning_format = ReasoningFormat::kNone;
+  start_qwen3(&cfg);
+  const auto r = chat(json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "<think>Greet back.</think>\n\nHello there");
+  const auto split = chat({{"reasoning_format", "deepseek"}});
+  EXPECT_EQ(json::parse(split.body)["choices"][0]["message"]["reasoning_content"], "Greet back.");
+}
+
+TEST(ReasoningConfig, TheKeyIsReadAndABadValueNamed) {
+  auto none = parse_server_config("reasoning_format: none\n", "t.yaml");
+  ASSERT_TRUE(none.is_ok()) << none.status().message();
+  EXPECT_EQ(none->reasoning_format, ReasoningFormat::kNone);
+  auto bad = parse_server_config("reasoning_format: maybe\n", "t.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("reasoning_format"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace autoglm
