@@ -9,31 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "autoglm/runtime.h"
+#include "runtime_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
 namespace {
 
-class RuntimeApi : public ::testing::Test {
- protected:
-  void SetUp() override {
-    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-    RuntimeOptions o;
-    o.threads = 2;
-    o.kv_memory_mib = 16;
-    auto r = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-    ASSERT_TRUE(r.is_ok()) << r.status().message();
-    rt = std::move(r).value();
-  }
-  static Request greedy(const std::string& text, int32_t n) {
-    Request r;
-    r.text = text;
-    r.max_tokens = n;
-    r.sampling.temperature = 0;
-    return r;
-  }
-  std::unique_ptr<Runtime> rt;
-};
+class RuntimeApi : public test::StoriesRuntime {};
 
 // This process's resident memory (/proc/self/statm's second field, in pages).
 int64_t resident_bytes() {

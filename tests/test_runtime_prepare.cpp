@@ -7,30 +7,19 @@
 #include <cmath>
 
 #include "autoglm/runtime.h"
+#include "runtime_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
 namespace {
 
-class RuntimePrepare : public ::testing::Test {
+class RuntimePrepare : public test::StoriesRuntime {
  protected:
-  void SetUp() override {
-    AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
-    RuntimeOptions o;
-    o.threads = 2;
-    o.kv_memory_mib = 16;
+  RuntimeOptions options() const override {
+    RuntimeOptions o = StoriesRuntime::options();
     o.context_window = 256;
     o.limits.stop_strings = 2;
-    auto r = Runtime::open(test::shared_path("models/stories260K.gguf"), o);
-    ASSERT_TRUE(r.is_ok()) << r.status().message();
-    rt = std::move(r).value();
-  }
-  static Request text(const std::string& t, int32_t n) {
-    Request r;
-    r.text = t;
-    r.max_tokens = n;
-    r.sampling.temperature = 0;
-    return r;
+    return o;
   }
   std::string whole_text(const PreparedRequest& p, int32_t choice = 0) {
     auto handle = rt->submit(p, choice);
@@ -44,33 +33,32 @@ class RuntimePrepare : public ::testing::Test {
     }
     return out;
   }
-  std::unique_ptr<Runtime> rt;
 };
 
 TEST_F(RuntimePrepare, APreparedRequestIsTheSubmittedOne) {
-  auto prepared = rt->prepare(text("Once upon a time", 16));
+  auto prepared = rt->prepare(greedy("Once upon a time", 16));
   ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
   EXPECT_EQ(prepared->prompt(), rt->prompt_tokens("Once upon a time"));
   EXPECT_EQ(prepared->max_tokens(), 16);
   EXPECT_TRUE(prepared->deterministic());
   EXPECT_FALSE(prepared->reads_tool_calls());
-  auto direct = rt->generate_text(text("Once upon a time", 16));
+  auto direct = rt->generate_text(greedy("Once upon a time", 16));
   ASSERT_TRUE(direct.is_ok());
   EXPECT_EQ(whole_text(*prepared), *direct);
   EXPECT_EQ(whole_text(*prepared), *direct) << "a prepared request submits again, the same";
 }
 
 TEST_F(RuntimePrepare, MaxTokensIsFittedToTheRoomTheContextLeaves) {
-  auto unbounded = rt->prepare(text("Once upon a time", -1));
+  auto unbounded = rt->prepare(greedy("Once upon a time", -1));
   ASSERT_TRUE(unbounded.is_ok()) << unbounded.status().message();
   EXPECT_EQ(unbounded->max_tokens(), 256 - int32_t(unbounded->prompt().size()));
-  auto over = rt->prepare(text("Once upon a time", 100000));
+  auto over = rt->prepare(greedy("Once upon a time", 100000));
   ASSERT_TRUE(over.is_ok()) << over.status().message();
   EXPECT_EQ(over->max_tokens(), unbounded->max_tokens());
 }
 
 TEST_F(RuntimePrepare, TheRequestLimitsAreChecked) {
-  Request r = text("Once upon a time", 8);
+  Request r = greedy("Once upon a time", 8);
   r.stop = {"a", "b", "c"};
   auto over = rt->prepare(r);
   ASSERT_FALSE(over.is_ok()) << "three stop strings past limits.stop_strings = 2";
@@ -85,7 +73,7 @@ TEST_F(RuntimePrepare, TheOutputKeySaysWhatDecidesTheOutput) {
     EXPECT_TRUE(p.is_ok()) << p.status().message();
     return p ? p->output_key() : std::string();
   };
-  const Request base = text("Once upon a time", 16);
+  const Request base = greedy("Once upon a time", 16);
   EXPECT_EQ(key(base), key(base));
   Request other = base;
   other.max_tokens = 17;
@@ -111,7 +99,7 @@ TEST_F(RuntimePrepare, TheOutputKeySaysWhatDecidesTheOutput) {
 }
 
 TEST_F(RuntimePrepare, AnotherChoiceOfASeededRequestHasItsOwnSeed) {
-  Request r = text("Once upon a time", 24);
+  Request r = greedy("Once upon a time", 24);
   r.sampling.temperature = 1.0f;
   r.sampling.top_k = 0;
   r.sampling.top_p = 1.0f;
@@ -153,18 +141,18 @@ TEST_F(RuntimePrepare, ErrorsNameTheirField) {
   ASSERT_TRUE(named.is_ok()) << named.status().message();
   EXPECT_TRUE(named->reads_tool_calls());
 
-  Request biased = text("Once", 4);
+  Request biased = greedy("Once", 4);
   biased.sampling.logit_bias = {{1 << 20, 5.0f}};
   auto bad_bias = rt->prepare(biased);
   ASSERT_FALSE(bad_bias.is_ok());
   EXPECT_EQ(bad_bias.status().field(), "logit_bias.1048576");
 
-  Request long_prompt = text(std::string(4000, 'a'), 4);
+  Request long_prompt = greedy(std::string(4000, 'a'), 4);
   auto too_long = rt->prepare(long_prompt);
   ASSERT_FALSE(too_long.is_ok());
   EXPECT_EQ(too_long.status().field(), "prompt");
 
-  Request named_lora = text("Once", 4);
+  Request named_lora = greedy("Once", 4);
   named_lora.lora = "nobody";
   auto no_lora = rt->prepare(named_lora);
   ASSERT_FALSE(no_lora.is_ok());
@@ -177,7 +165,7 @@ TEST_F(RuntimePrepare, ARequestPreparedByAnotherRuntimeIsRefused) {
   o.kv_memory_mib = 16;
   auto other = Runtime::open_beside(*rt, test::shared_path("models/stories260K.gguf"), o);
   ASSERT_TRUE(other.is_ok()) << other.status().message();
-  auto prepared = (*other)->prepare(text("Once", 4));
+  auto prepared = (*other)->prepare(greedy("Once", 4));
   ASSERT_TRUE(prepared.is_ok());
   auto handle = rt->submit(*prepared);
   ASSERT_FALSE(handle.is_ok());
@@ -230,7 +218,7 @@ TEST(Streams, ARecordedStreamReplaysAndARelayCarriesWhatIsAppended) {
 }
 
 TEST_F(RuntimePrepare, StatsCountWhatRan) {
-  ASSERT_TRUE(rt->generate_text(text("Once upon a time", 8)).is_ok());
+  ASSERT_TRUE(rt->generate_text(greedy("Once upon a time", 8)).is_ok());
   const RuntimeStats s = rt->stats();
   EXPECT_TRUE(s.loop_alive);
   EXPECT_GT(s.prompt_tokens, 0);
@@ -261,7 +249,7 @@ TEST_F(RuntimePrepare, EmbeddingsAreUnitLengthAndTruncatedOnRequest) {
 // (That no step runs meanwhile is what the server tests' EngineHold relies on throughout.)
 TEST_F(RuntimePrepare, ARequestSubmittedDuringAHoldFinishesOnceItIsDropped) {
   auto hold = rt->hold_steps();
-  auto handle = rt->submit(text("Once upon a time", 4));
+  auto handle = rt->submit(greedy("Once upon a time", 4));
   ASSERT_TRUE(handle.is_ok());
   StreamEvent ev;
   hold.reset();
