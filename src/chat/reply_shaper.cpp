@@ -8,13 +8,17 @@ ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family, bool 
   f.tools = true;
   f.family = family;
   f.tool_names = tool_function_names(chat.tools);
+  f.tool_objects = nlohmann::json(chat.tools);
   f.parallel_tool_calls = parallel_tool_calls;
   return f;
 }
 
 ReplyShaper::ReplyShaper(const ReplyFormat& format) : parallel_(format.parallel_tool_calls) {
   if (format.reasoning) reasoning_ = std::make_unique<ReasoningSplit>(format.starts_thinking);
-  if (format.tools) tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
+  if (format.tools) {
+    tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
+    tools_->set_tools(format.tool_objects);
+  }
 }
 
 void ReplyShaper::add_calls(const std::vector<ToolCall>& calls, StreamEvent& event) {

@@ -25,7 +25,8 @@ struct ReplyFormat {
   // the prompt opened the thinking, so the text starts inside it.
   bool reasoning = false;
   bool starts_thinking = false;
-  bool plain() const { return !tools && !reasoning; }  // all text is answer text
+  nlohmann::json tool_objects = nlohmann::json::array();  // the OpenAI tools (parameter types)
+  bool plain() const { return !tools && !reasoning; }     // all text is answer text
 };
 
 // How a chat's reply is read: with tools offered (tool_choice not none), calls in `family`'s format.

@@ -50,6 +50,8 @@ std::vector<json> json_values(const std::string& text) {
 }  // namespace
 
 ToolCallFamily tool_call_family(const std::string& t) {
+  if (t.find("<arg_key>") != std::string::npos)  // GLM-4.5+: 4.7 writes no newline before a key
+    return t.find("\n<arg_key>") != std::string::npos ? ToolCallFamily::kGlm45 : ToolCallFamily::kGlm47;
   if (t.find("<tool_call>") != std::string::npos) return ToolCallFamily::kHermes;
   if (t.find("<|start_header_id|>") != std::string::npos) return ToolCallFamily::kLlama3;  // Llama 3.x
   if (t.find("<|observation|>") != std::string::npos || t.find("[gMASK]") != std::string::npos)
@@ -62,6 +64,8 @@ const char* tool_call_family_name(ToolCallFamily f) {
     case ToolCallFamily::kHermes: return "hermes";
     case ToolCallFamily::kLlama3: return "llama3";
     case ToolCallFamily::kGlm4: return "glm4";
+    case ToolCallFamily::kGlm45: return "glm45";
+    case ToolCallFamily::kGlm47: return "glm47";
   }
   return "hermes";
 }
@@ -89,16 +93,68 @@ bool ToolCallParser::add_call(const json& j, Output& out) {
   return true;
 }
 
+void ToolCallParser::set_tools(const json& tools) {
+  for (const auto& t : tools)
+    if (t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
+      parameters_[t["function"]["name"].get<std::string>()] = t["function"].value("parameters", json::object());
+}
+
+namespace {
+
+// Calls in <tool_call> tags: hermes and glm45/47 (whose bodies differ).
+bool tagged_calls(ToolCallFamily f) {
+  return f == ToolCallFamily::kHermes || f == ToolCallFamily::kGlm45 || f == ToolCallFamily::kGlm47;
+}
+
+// The text between `open` and `close` starting at `at` (whitespace before `open` skipped);
+// npos when it is not there. `at` moves past `close`.
+size_t tag_value(const std::string& text, size_t& at, const std::string& open, const std::string& close,
+                 std::string& value) {
+  size_t i = text.find_first_not_of(" \t\r\n", at);
+  if (i == std::string::npos || text.compare(i, open.size(), open) != 0) return std::string::npos;
+  i += open.size();
+  const size_t end = text.find(close, i);
+  if (end == std::string::npos) return std::string::npos;
+  value = text.substr(i, end - i);
+  at = end + close.size();
+  return end;
+}
+
+}  // namespace
+
+json ToolCallParser::glm_call(const std::string& body) const {
+  const size_t first_key = body.find("<arg_key>");
+  const std::string name = trim(body.substr(0, first_key));
+  if (name.empty() || name.find_first_of("<>\n") != std::string::npos) return nullptr;
+  const json params = parameters_.value(name, json::object());
+  const json properties = params.value("properties", json::object());
+  json args = json::object();
+  size_t at = first_key == std::string::npos ? body.size() : first_key;
+  while (body.find_first_not_of(" \t\r\n", at) != std::string::npos) {
+    std::string key, value;
+    if (tag_value(body, at, "<arg_key>", "</arg_key>", key) == std::string::npos ||
+        tag_value(body, at, "<arg_value>", "</arg_value>", value) == std::string::npos)
+      return nullptr;
+    key = trim(key);
+    const json prop = properties.value(key, json::object());
+    const bool text = prop.value("type", json()) == "string";
+    json parsed = json::parse(value, nullptr, false);
+    args[key] = text || parsed.is_discarded() ? json(value) : parsed;
+  }
+  return json{{"name", name}, {"arguments", args}};
+}
+
 ToolCallParser::Output ToolCallParser::push(const std::string& text) {
   pending_ += text;
-  return family_ == ToolCallFamily::kHermes ? parse_hermes(false, false) : parse_whole_message(false, false);
+  return tagged_calls(family_) ? parse_hermes(false, false) : parse_whole_message(false, false);
 }
 
 ToolCallParser::Output ToolCallParser::finish(bool cut_short) {
-  return family_ == ToolCallFamily::kHermes ? parse_hermes(true, cut_short) : parse_whole_message(true, cut_short);
+  return tagged_calls(family_) ? parse_hermes(true, cut_short) : parse_whole_message(true, cut_short);
 }
 
-// Content runs until <tool_call>; each call is released when its </tool_call> arrives.
+// Content runs until <tool_call>; each call is released when its </tool_call> arrives (hermes:
+// JSON between the tags; glm45/47: the name, then key and value tags).
 ToolCallParser::Output ToolCallParser::parse_hermes(bool final, bool cut_short) {
   Output out;
   for (;;) {
@@ -127,9 +183,14 @@ ToolCallParser::Output ToolCallParser::parse_hermes(bool final, bool cut_short) 
       return out;
     }
     const std::string body = pending_.substr(std::string(kHermesOpen).size(), close - std::string(kHermesOpen).size());
-    const auto values = json_values(trim(body));
-    if (values.size() != 1 || !add_call(values[0], out))
-      out.content += pending_.substr(0, close + std::string(kHermesClose).size());
+    bool added = false;
+    if (family_ == ToolCallFamily::kHermes) {
+      const auto values = json_values(trim(body));
+      added = values.size() == 1 && add_call(values[0], out);
+    } else {
+      added = add_call(glm_call(body), out);
+    }
+    if (!added) out.content += pending_.substr(0, close + std::string(kHermesClose).size());
     pending_.erase(0, close + std::string(kHermesClose).size());
     after_call_ = true;
   }
@@ -205,6 +266,46 @@ json tool_arguments_schema(const json& parameters) {
   return out;
 }
 
+namespace {
+
+// One glm45/47 call of `name` whose arguments its parameter schema allows: the required keys in
+// order, then each optional one or not; a string's value raw (no '<'), any other value JSON
+// under the property's schema. Its rules are added to `rules`.
+Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& name, const json& parameters,
+                                     const std::string& prefix, std::string& rules) {
+  const std::string nl = family == ToolCallFamily::kGlm45 ? gbnf_literal("\n") + " " : "";
+  const json properties = parameters.value("properties", json::object());
+  const json required = parameters.value("required", json::array());
+  if (!properties.is_object()) return invalid_argument("tools: '" + name + "': 'properties' must be an object");
+  std::string args;
+  int k = 0;
+  auto add = [&](const std::string& key, const json& schema, bool optional) -> Status {
+    const std::string value_rule = prefix + "v" + std::to_string(k++) + "-";
+    std::string value;
+    if (schema.value("type", json()) == "string" && !schema.contains("enum") && !schema.contains("const")) {
+      rules += value_rule + "root ::= [^<]*\n";
+      value = value_rule + "root";
+    } else {
+      AUTOGLM_ASSIGN_OR_RETURN(std::string gbnf, json_schema_to_gbnf(schema, value_rule));
+      rules += gbnf;
+      value = value_rule + "root";
+    }
+    const std::string arg = gbnf_literal("<arg_key>" + key + "</arg_key>") + " " + nl + gbnf_literal("<arg_value>") +
+                            " " + value + " " + gbnf_literal("</arg_value>") + " " + nl;
+    args += optional ? "( " + arg + ")? " : arg + " ";
+    return Status::ok();
+  };
+  for (const auto& key : required)
+    if (key.is_string() && properties.contains(key.get<std::string>()))
+      AUTOGLM_RETURN_IF_ERROR(add(key.get<std::string>(), properties[key.get<std::string>()], false));
+  for (const auto& [key, schema] : properties.items())
+    if (std::find(required.begin(), required.end(), key) == required.end())
+      AUTOGLM_RETURN_IF_ERROR(add(key, schema, true));
+  return gbnf_literal("<tool_call>" + name) + " " + nl + args + gbnf_literal("</tool_call>");
+}
+
+}  // namespace
+
 Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, const std::string& only) {
   std::string calls, rules;
   int n = 0;
@@ -215,9 +316,13 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
     std::string prefix = "t";  // each tool's schema rules apart
     prefix += std::to_string(n++);
     prefix += '-';
-    AUTOGLM_ASSIGN_OR_RETURN(
-        std::string gbnf,
-        json_schema_to_gbnf(tool_arguments_schema(fn.value("parameters", json{{"type", "object"}})), prefix));
+    const json parameters = fn.value("parameters", json{{"type", "object"}});
+    if (family == ToolCallFamily::kGlm45 || family == ToolCallFamily::kGlm47) {
+      AUTOGLM_ASSIGN_OR_RETURN(std::string call, glm_call_grammar(family, name, parameters, prefix, rules));
+      calls += (calls.empty() ? "( " : " | ( ") + call + " )";
+      continue;
+    }
+    AUTOGLM_ASSIGN_OR_RETURN(std::string gbnf, json_schema_to_gbnf(tool_arguments_schema(parameters), prefix));
     rules += gbnf;
     const std::string args = prefix + "root";
     std::string call;
@@ -231,6 +336,8 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
                gbnf_literal("}");
         break;
       case ToolCallFamily::kGlm4: call = gbnf_literal(name + "\n") + " " + args; break;
+      case ToolCallFamily::kGlm45:
+      case ToolCallFamily::kGlm47: break;  // above
     }
     calls += (calls.empty() ? "( " : " | ( ") + call + " )";
   }

@@ -6,6 +6,9 @@
 //   hermes  (Qwen, Hermes, default): <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
 //   llama3  (Llama 3.1+ JSON):       [<|python_tag|>]{"name": ..., "parameters": {...}}  (the whole message)
 //   glm4    (GLM-4):                 name\n{...arguments...}                          (the whole message)
+//   glm45   (GLM-4.5, 4.6):          <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
+//   glm47   (GLM-4.7):               <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
+//           (glm45/47: a string argument's value raw, any other as JSON; a call may have none)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,7 +20,7 @@
 
 namespace autoglm {
 
-enum class ToolCallFamily { kHermes, kLlama3, kGlm4 };
+enum class ToolCallFamily { kHermes, kLlama3, kGlm4, kGlm45, kGlm47 };
 
 ToolCallFamily tool_call_family(const std::string& chat_template);
 const char* tool_call_family_name(ToolCallFamily family);
@@ -42,11 +45,17 @@ class ToolCallParser {
   Output finish(bool cut_short = false);
 
   const std::vector<ToolCall>& calls() const { return calls_; }
+  // The request's tools (OpenAI objects): glm45/47 read an argument by its parameter's type (a
+  // string raw, anything else as JSON).
+  void set_tools(const nlohmann::json& tools);
 
  private:
   Output parse_hermes(bool final, bool cut_short);
   Output parse_whole_message(bool final, bool cut_short);
   bool add_call(const nlohmann::json& j, Output& out);
+  // A glm45/47 call's text between <tool_call> and </tool_call> as {"name", "arguments"}, or
+  // null when it is not one.
+  nlohmann::json glm_call(const std::string& body) const;
 
   ToolCallFamily family_;
   std::vector<std::string> names_;
@@ -56,6 +65,7 @@ class ToolCallParser {
   bool message_is_call_ = false;
   bool after_call_ = false;  // hermes: whitespace after a call is dropped
   std::vector<ToolCall> calls_;
+  nlohmann::json parameters_ = nlohmann::json::object();  // function name -> its parameter schema
 };
 
 // A function's parameter schema as its arguments are generated under it: an object schema

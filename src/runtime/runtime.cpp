@@ -343,6 +343,7 @@ Result<AssistantMessage> Runtime::parse_reply(const Conversation& chat, const st
   }
   AUTOGLM_ASSIGN_OR_RETURN(PromptRequest conversation, prompt_request(chat, parts_->options.limits));
   ToolCallParser parser(parts_->prompts->family(), tool_function_names(conversation.tools), "call_");
+  parser.set_tools(nlohmann::json(conversation.tools));
   m.content = parser.push(text).content;
   m.content += parser.finish(cut_short).content;
   m.tool_calls = parser.calls();

@@ -157,7 +157,7 @@ std::string PreparedRequest::output_key() const {
       {"top_logprobs", g.top_logprobs},
       {"ignore_eos", g.ignore_eos},
       {"speculative", g.speculative},
-      {"tools", f.tools ? nlohmann::json{f.tool_names, int(f.family), f.parallel_tool_calls} : nullptr},
+      {"tools", f.tools ? nlohmann::json{f.tool_objects, int(f.family), f.parallel_tool_calls} : nullptr},
       {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
       {"lora", adapters}};
   std::string key = std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope
@@ -190,6 +190,9 @@ Result<PreparedRequest> Runtime::prepare(const Request& request) {
   if (Status st = compile_constraint(constraint, p.options.limits); !st.is_ok())
     return Status(st.code(), st.field() + ": " + st.message(), st.field());
   g.grammar = forced_call ? forced_call : constraint.compiled;
+  // A constrained reply starts where the grammar does, not inside a thinking the prompt opened
+  // (constraining only the answer after the thinking comes with the thinking switches).
+  if (g.grammar) state->format.starts_thinking = false;
   g.priority = request.priority;
   if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
   g.top_logprobs = request.top_logprobs;
