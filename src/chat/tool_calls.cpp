@@ -52,6 +52,8 @@ std::vector<json> json_values(const std::string& text) {
 ToolCallFamily tool_call_family(const std::string& t) {
   if (t.find("<arg_key>") != std::string::npos)  // GLM-4.5+: 4.7 writes no newline before a key
     return t.find("\n<arg_key>") != std::string::npos ? ToolCallFamily::kGlm45 : ToolCallFamily::kGlm47;
+  if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
+    return ToolCallFamily::kQwen3Coder;
   if (t.find("<tool_call>") != std::string::npos) return ToolCallFamily::kHermes;
   if (t.find("<|start_header_id|>") != std::string::npos) return ToolCallFamily::kLlama3;  // Llama 3.x
   if (t.find("<|observation|>") != std::string::npos || t.find("[gMASK]") != std::string::npos)
@@ -66,6 +68,7 @@ const char* tool_call_family_name(ToolCallFamily f) {
     case ToolCallFamily::kGlm4: return "glm4";
     case ToolCallFamily::kGlm45: return "glm45";
     case ToolCallFamily::kGlm47: return "glm47";
+    case ToolCallFamily::kQwen3Coder: return "qwen3coder";
   }
   return "hermes";
 }
@@ -103,7 +106,8 @@ namespace {
 
 // Calls in <tool_call> tags: hermes and glm45/47 (whose bodies differ).
 bool tagged_calls(ToolCallFamily f) {
-  return f == ToolCallFamily::kHermes || f == ToolCallFamily::kGlm45 || f == ToolCallFamily::kGlm47;
+  return f == ToolCallFamily::kHermes || f == ToolCallFamily::kGlm45 || f == ToolCallFamily::kGlm47 ||
+         f == ToolCallFamily::kQwen3Coder;
 }
 
 // The text between `open` and `close` starting at `at` (whitespace before `open` skipped);
@@ -122,12 +126,21 @@ size_t tag_value(const std::string& text, size_t& at, const std::string& open, c
 
 }  // namespace
 
+json ToolCallParser::argument_value(const std::string& function, const std::string& key,
+                                    const std::string& value) const {
+  const json params = parameters_.value(function, json::object());
+  const json prop = params.value("properties", json::object()).value(key, json::object());
+  const json type = prop.value("type", json());
+  if (type == "string") return value;
+  if (type == "boolean" && (value == "True" || value == "False")) return value == "True";  // Python's str()
+  json parsed = json::parse(value, nullptr, false);
+  return parsed.is_discarded() ? json(value) : parsed;
+}
+
 json ToolCallParser::glm_call(const std::string& body) const {
   const size_t first_key = body.find("<arg_key>");
   const std::string name = trim(body.substr(0, first_key));
   if (name.empty() || name.find_first_of("<>\n") != std::string::npos) return nullptr;
-  const json params = parameters_.value(name, json::object());
-  const json properties = params.value("properties", json::object());
   json args = json::object();
   size_t at = first_key == std::string::npos ? body.size() : first_key;
   while (body.find_first_not_of(" \t\r\n", at) != std::string::npos) {
@@ -136,10 +149,36 @@ json ToolCallParser::glm_call(const std::string& body) const {
         tag_value(body, at, "<arg_value>", "</arg_value>", value) == std::string::npos)
       return nullptr;
     key = trim(key);
-    const json prop = properties.value(key, json::object());
-    const bool text = prop.value("type", json()) == "string";
-    json parsed = json::parse(value, nullptr, false);
-    args[key] = text || parsed.is_discarded() ? json(value) : parsed;
+    args[key] = argument_value(name, key, value);
+  }
+  return json{{"name", name}, {"arguments", args}};
+}
+
+// <function=name> then <parameter=key>\nvalue\n</parameter> each, then </function>.
+json ToolCallParser::qwen3_coder_call(const std::string& body) const {
+  const std::string text = trim(body);
+  const std::string open = "<function=", close = "</function>";
+  if (text.compare(0, open.size(), open) != 0 || text.size() < open.size() + close.size() ||
+      text.compare(text.size() - close.size(), close.size(), close) != 0)
+    return nullptr;
+  const size_t name_end = text.find('>');
+  const std::string name = text.substr(open.size(), name_end - open.size());
+  if (name.empty() || name.find_first_of("<\n") != std::string::npos) return nullptr;
+  const std::string inner = text.substr(name_end + 1, text.size() - close.size() - name_end - 1);
+  json args = json::object();
+  size_t at = 0;
+  while (inner.find_first_not_of(" \t\r\n", at) != std::string::npos) {
+    const size_t p = inner.find_first_not_of(" \t\r\n", at);
+    if (inner.compare(p, 11, "<parameter=") != 0) return nullptr;
+    const size_t key_end = inner.find('>', p);
+    const size_t end = key_end == std::string::npos ? key_end : inner.find("</parameter>", key_end);
+    if (end == std::string::npos) return nullptr;
+    const std::string key = inner.substr(p + 11, key_end - p - 11);
+    std::string value = inner.substr(key_end + 1, end - key_end - 1);
+    if (!value.empty() && value.front() == '\n') value.erase(0, 1);  // the template's own newlines
+    if (!value.empty() && value.back() == '\n') value.pop_back();
+    args[key] = argument_value(name, key, value);
+    at = end + 12;
   }
   return json{{"name", name}, {"arguments", args}};
 }
@@ -188,7 +227,7 @@ ToolCallParser::Output ToolCallParser::parse_hermes(bool final, bool cut_short) 
       const auto values = json_values(trim(body));
       added = values.size() == 1 && add_call(values[0], out);
     } else {
-      added = add_call(glm_call(body), out);
+      added = add_call(family_ == ToolCallFamily::kQwen3Coder ? qwen3_coder_call(body) : glm_call(body), out);
     }
     if (!added) out.content += pending_.substr(0, close + std::string(kHermesClose).size());
     pending_.erase(0, close + std::string(kHermesClose).size());
@@ -268,7 +307,7 @@ json tool_arguments_schema(const json& parameters) {
 
 namespace {
 
-// One glm45/47 call of `name` whose arguments its parameter schema allows: the required keys in
+// One glm45/47 or qwen3coder call of `name` whose arguments its parameter schema allows: the required keys in
 // order, then each optional one or not; a string's value raw (no '<'), any other value JSON
 // under the property's schema. Its rules are added to `rules`.
 Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& name, const json& parameters,
@@ -290,8 +329,11 @@ Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& n
       rules += gbnf;
       value = value_rule + "root";
     }
-    const std::string arg = gbnf_literal("<arg_key>" + key + "</arg_key>") + " " + nl + gbnf_literal("<arg_value>") +
-                            " " + value + " " + gbnf_literal("</arg_value>") + " " + nl;
+    const std::string arg =
+        family == ToolCallFamily::kQwen3Coder
+            ? gbnf_literal("<parameter=" + key + ">\n") + " " + value + " " + gbnf_literal("\n</parameter>\n") + " "
+            : gbnf_literal("<arg_key>" + key + "</arg_key>") + " " + nl + gbnf_literal("<arg_value>") + " " + value +
+                  " " + gbnf_literal("</arg_value>") + " " + nl;
     args += optional ? "( " + arg + ")? " : arg + " ";
     return Status::ok();
   };
@@ -301,6 +343,9 @@ Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& n
   for (const auto& [key, schema] : properties.items())
     if (std::find(required.begin(), required.end(), key) == required.end())
       AUTOGLM_RETURN_IF_ERROR(add(key, schema, true));
+  if (family == ToolCallFamily::kQwen3Coder)
+    return gbnf_literal("<tool_call>\n<function=" + name + ">\n") + " " + args +
+           gbnf_literal("</function>\n</tool_call>");
   return gbnf_literal("<tool_call>" + name) + " " + nl + args + gbnf_literal("</tool_call>");
 }
 
@@ -317,7 +362,7 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
     prefix += std::to_string(n++);
     prefix += '-';
     const json parameters = fn.value("parameters", json{{"type", "object"}});
-    if (family == ToolCallFamily::kGlm45 || family == ToolCallFamily::kGlm47) {
+    if (family == ToolCallFamily::kGlm45 || family == ToolCallFamily::kGlm47 || family == ToolCallFamily::kQwen3Coder) {
       AUTOGLM_ASSIGN_OR_RETURN(std::string call, glm_call_grammar(family, name, parameters, prefix, rules));
       calls += (calls.empty() ? "( " : " | ( ") + call + " )";
       continue;
@@ -337,7 +382,8 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
         break;
       case ToolCallFamily::kGlm4: call = gbnf_literal(name + "\n") + " " + args; break;
       case ToolCallFamily::kGlm45:
-      case ToolCallFamily::kGlm47: break;  // above
+      case ToolCallFamily::kGlm47:
+      case ToolCallFamily::kQwen3Coder: break;  // above
     }
     calls += (calls.empty() ? "( " : " | ( ") + call + " )";
   }

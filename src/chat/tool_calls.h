@@ -8,7 +8,8 @@
 //   glm4    (GLM-4):                 name\n{...arguments...}                          (the whole message)
 //   glm45   (GLM-4.5, 4.6):          <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
 //   glm47   (GLM-4.7):               <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
-//           (glm45/47: a string argument's value raw, any other as JSON; a call may have none)
+//   qwen3coder (Qwen3-Coder): <tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>
+//           (glm45/47, qwen3coder: a string argument's value raw, any other as JSON; a call may have none)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,7 +21,7 @@
 
 namespace autoglm {
 
-enum class ToolCallFamily { kHermes, kLlama3, kGlm4, kGlm45, kGlm47 };
+enum class ToolCallFamily { kHermes, kLlama3, kGlm4, kGlm45, kGlm47, kQwen3Coder };
 
 ToolCallFamily tool_call_family(const std::string& chat_template);
 const char* tool_call_family_name(ToolCallFamily family);
@@ -53,9 +54,12 @@ class ToolCallParser {
   Output parse_hermes(bool final, bool cut_short);
   Output parse_whole_message(bool final, bool cut_short);
   bool add_call(const nlohmann::json& j, Output& out);
-  // A glm45/47 call's text between <tool_call> and </tool_call> as {"name", "arguments"}, or
-  // null when it is not one.
+  // A glm45/47 or qwen3coder call's text between <tool_call> and </tool_call> as {"name",
+  // "arguments"}, or null when it is not one.
   nlohmann::json glm_call(const std::string& body) const;
+  nlohmann::json qwen3_coder_call(const std::string& body) const;
+  // An argument's value by its parameter's schema: a string raw, anything else as JSON.
+  nlohmann::json argument_value(const std::string& function, const std::string& key, const std::string& value) const;
 
   ToolCallFamily family_;
   std::vector<std::string> names_;
