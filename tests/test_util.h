@@ -54,11 +54,24 @@ inline bool shared_required() {
 }
 
 // True while a live process has `arg` as one of its argv elements (zombies have none).
+// Never throws: a process that exits while /proc is read is skipped (its cmdline's read fails)
+// or ends that scan (the iterator's error code), and the scan starts again.
 inline bool process_with_argument(const std::string& arg) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find(std::string(1, '\0') + arg + std::string(1, '\0')) != std::string::npos) return true;
+  const std::string needle = std::string(1, '\0') + arg + std::string(1, '\0');
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::error_code ec;
+    bool found = false;
+    for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      std::string cmdline;
+      try {  // a process that exits while its cmdline is read: libstdc++'s read throws (ESRCH)
+        std::ifstream in(it->path() / "cmdline", std::ios::binary);
+        cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      } catch (const std::exception&) {
+        continue;
+      }
+      found = found || cmdline.find(needle) != std::string::npos;
+    }
+    if (found || !ec) return found;
   }
   return false;
 }
