@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "autoglm/settings.h"
+#include "chat/partial_marker.h"
 
 namespace autoglm {
 namespace {
@@ -12,13 +13,6 @@ constexpr std::string_view kClose = "</think>";
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-// The length of the longest suffix of `text` that is a proper prefix of `marker`.
-size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  return 0;
 }
 
 }  // namespace

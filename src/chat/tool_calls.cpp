@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chat/partial_marker.h"
 #include "core/json_brackets.h"
 #include "sample/json_schema.h"
 
@@ -13,13 +14,6 @@ using nlohmann::json;
 const char kHermesOpen[] = "<tool_call>";
 const char kHermesClose[] = "</tool_call>";
 const char kPythonTag[] = "<|python_tag|>";
-
-// Length of the longest suffix of `text` that is a proper prefix of `marker`.
-size_t partial_marker(const std::string& text, const std::string& marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n)
-    if (text.compare(text.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
-}
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
