@@ -114,6 +114,9 @@ void kill_everything_below(pid_t self, pid_t command_pid) {
   struct sigaction on_child {};
   on_child.sa_handler = note_signal;  // a handled SIGCHLD stays pending, never discarded
   sigaction(SIGCHLD, &on_child, nullptr);
+  // A status written after the server stopped reading must not kill the supervisor (SIGPIPE's
+  // default): what the command left running would go to init, alive.
+  signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t self = getpid();
@@ -241,7 +244,6 @@ CommandResult run_confined(const CommandSpec& spec) {
       r.error = exit_error(*r.wait_status, spec);
   }
   close(out[0]);
-  close(status_pipe[0]);
   {  // out of the set before it is reaped, so its pid is never signalled after reuse
     std::lock_guard<std::mutex> lock(running_mutex());
     running_supervisors().erase(supervisor);
@@ -250,6 +252,7 @@ CommandResult run_confined(const CommandSpec& spec) {
   int status = 0;
   while (waitpid(supervisor, &status, 0) < 0 && errno == EINTR) {
   }
+  close(status_pipe[0]);  // only now: the supervisor may report the command's exit until it ends
   return r;
 }
 
