@@ -11,22 +11,14 @@
 #include "chat/reasoning_split.h"
 #include "chat/reply_shaper.h"
 #include "server_test_util.h"
+#include "sse_test_util.h"
 
 namespace autoglm {
 namespace {
 
 using json = nlohmann::json;
 
-// The data lines of an SSE body.
-std::vector<std::string> sse_data_lines(const std::string& body) {
-  std::vector<std::string> out;
-  for (size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
-    const size_t end = body.find("\n\n", at);
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return out;
-}
+using test::sse_data_lines;
 
 struct Split {
   std::string reasoning, content;

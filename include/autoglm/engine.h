@@ -65,9 +65,10 @@ struct StreamEvent {
   std::vector<TokenLogprob> logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_sequence;  // final event: the stop string that ended it ("" for an end token)
   std::string error;
-  int32_t prompt_tokens = 0;
-  int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  int32_t prompt_tokens = 0;  // the first token's event and the final one
+  int32_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache (the same events)
   int32_t completion_tokens = 0;
   double queue_seconds = 0;    // final event: arrival to first scheduled step
   double prefill_seconds = 0;  // final event: first scheduled step to first token

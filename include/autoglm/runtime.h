@@ -123,6 +123,9 @@ struct Conversation {
   // Where the reasoning of a template that marks thinking (<think>) goes: reasoning parts
   // (kAuto, kDeepseek) or the answer text, byte for byte (kNone).
   ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
+  // A thinking model's thinking ends after this many tokens: the close marker (</think>) is
+  // forced. -1: no limit.
+  int32_t thinking_budget_tokens = -1;
 };
 
 enum class ConstraintKind {

@@ -8,8 +8,8 @@
 namespace autoglm {
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kThinkOpen;
+constexpr std::string_view kClose = kThinkClose;
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -99,11 +99,24 @@ bool template_thinks(const std::string& template_source) {
   return template_source.find(kOpen) != std::string::npos;
 }
 
-bool prompt_opens_thinking(const std::string& prompt_text) {
+namespace {
+
+// The prompt without its trailing whitespace ends with `marker`.
+bool prompt_ends_with(const std::string& prompt_text, std::string_view marker) {
   size_t end = prompt_text.size();
   while (end > 0 && is_space(prompt_text[end - 1])) --end;
   const std::string_view text = std::string_view(prompt_text).substr(0, end);
-  return text.size() >= kOpen.size() && text.substr(text.size() - kOpen.size()) == kOpen;
+  return text.size() >= marker.size() && text.substr(text.size() - marker.size()) == marker;
+}
+
+}  // namespace
+
+bool prompt_opens_thinking(const std::string& prompt_text) {
+  return prompt_ends_with(prompt_text, kOpen);
+}
+
+bool prompt_closes_thinking(const std::string& prompt_text) {
+  return prompt_ends_with(prompt_text, kClose);
 }
 
 }  // namespace autoglm

@@ -38,5 +38,11 @@ class ReasoningSplit {
 // ends inside an opened thinking (its generation prompt wrote <think>).
 bool template_thinks(const std::string& template_source);
 bool prompt_opens_thinking(const std::string& prompt_text);
+// Whether a rendered prompt ends with a closed, empty thinking (thinking switched off:
+// "<think></think>").
+bool prompt_closes_thinking(const std::string& prompt_text);
+// The markers that open and close the thinking.
+inline constexpr const char* kThinkOpen = "<think>";
+inline constexpr const char* kThinkClose = "</think>";
 
 }  // namespace autoglm

@@ -17,10 +17,15 @@ std::unique_ptr<GrammarMatcher> VocabularyTrie::make_matcher(std::shared_ptr<con
 }
 
 int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,
-                    const std::vector<int32_t>& history, int64_t budget) {
+                    const std::vector<int32_t>& history, int64_t budget, int32_t also_allowed) {
   if (!matcher) return sampler.sample(logits, n_vocab, history);
-  if (!matcher->apply(logits, n_vocab, budget)) return -1;
+  const bool extra = also_allowed >= 0 && also_allowed < n_vocab;
+  const float extra_logit = extra ? logits[also_allowed] : 0.0f;
+  const bool admits_any = matcher->apply(logits, n_vocab, budget);
+  if (!admits_any && !extra) return -1;
+  if (extra) logits[also_allowed] = extra_logit;
   const int32_t token = sampler.sample(logits, n_vocab, history);
+  if (extra && token == also_allowed) return token;
   if (!matcher->accept(token)) return -1;
   return token;
 }

@@ -32,8 +32,9 @@ class VocabularyTrie {
 
 // Samples one token, restricted to what `matcher` (if any) admits, and advances it.
 // `budget`: tokens the sequence may still generate (this one included). -1 when the
-// grammar admits nothing at all (the caller ends the sequence).
+// grammar admits nothing at all (the caller ends the sequence). `also_allowed` (>= 0): a token
+// the sample may take besides (a thinking's open marker); the matcher does not see it.
 int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,
-                    const std::vector<int32_t>& history, int64_t budget);
+                    const std::vector<int32_t>& history, int64_t budget, int32_t also_allowed = -1);
 
 }  // namespace autoglm

@@ -17,6 +17,7 @@
 #include "engine/scheduler.h"
 #include "engine/stream.h"
 #include "engine/text_stream.h"
+#include "engine/thinking_gate.h"
 #include "kv/paged_sequence.h"
 #include "model/kv_cache.h"
 #include "sample/logprobs.h"
@@ -33,6 +34,7 @@ struct Sequence {
       : request(std::move(r)),
         sampler(request.sampling),
         matcher(trie.make_matcher(request.grammar)),
+        thinking(request.thinking),
         text(tok, request.stop, !request.ignore_eos),
         kv(pool),
         draft_length(spec.draft_max, spec.draft_min, draft_token_cost) {}
@@ -53,6 +55,7 @@ struct Sequence {
   bool running = false;  // in the running set (not waiting)
   Sampler sampler;
   std::unique_ptr<GrammarMatcher> matcher;  // when the request has a grammar
+  ThinkingGate thinking;                    // a thinking model's reasoning phase (budget, constraint after)
   TextStream text;
   PagedSequenceKv kv;
   // Speculation: the drafts after the pending token, appended to `tokens` from before a step
@@ -101,6 +104,10 @@ constexpr int64_t kMostSpeculatingDecodes = 4;
 DraftPool draft_pool(const EngineConfig& c) {
   const int64_t per_sequence = (c.n_ctx + c.block_size - 1) / c.block_size;
   return {std::min(c.kv_blocks, kMostSpeculatingDecodes * per_sequence), c.block_size, c.kv_type};
+}
+
+bool is_blank(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
 }
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -309,6 +316,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   StreamEvent ev;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     ev.text = seq.text.flush();
+    ev.stop_sequence = seq.text.stop_sequence();
   }
   ev.finished = true;
   ev.finish_reason = reason;
@@ -653,7 +661,12 @@ bool Engine::emit_next_token(Sequence& s, const float* logits) {
   sample_row_.assign(logits, logits + n_vocab);  // the sampler's penalties change its copy
   const int64_t budget =
       std::min<int64_t>(s.request.max_tokens - s.n_generated, config_.n_ctx - int64_t(s.tokens.size()));
-  const int32_t token = sample_next(s.sampler, s.matcher.get(), sample_row_.data(), n_vocab, s.tokens, budget);
+  const std::optional<int32_t> forced = s.thinking.forced();
+  const int32_t token = forced ? *forced
+                               : sample_next(s.sampler, s.thinking.constrained() ? s.matcher.get() : nullptr,
+                                             sample_row_.data(), n_vocab, s.tokens, budget, s.thinking.also_allowed());
+  if (token >= 0)
+    s.thinking.accept(token, s.thinking.before_start() && is_blank(tokenizer_.token_to_piece(token, true)));
   timer.mark(Op::kOther);
   if (token < 0) {  // the grammar admits nothing more and the vocabulary has no end token
     finish(s, FinishReason::kStop);
@@ -666,7 +679,11 @@ bool Engine::emit_next_token(Sequence& s, const float* logits) {
     lp.logprob = token_logprob(logits, n_vocab, token, s.request.top_logprobs, lp.top);
     ev.logprobs.push_back(std::move(lp));
   }
-  if (!s.first_token) s.first_token = Clock::now();
+  if (!s.first_token) {  // the prompt's count comes with the first token too (a reply's head shows it)
+    s.first_token = Clock::now();
+    ev.prompt_tokens = s.n_prompt;
+    ev.cached_tokens = s.cached_tokens;
+  }
   s.tokens.push_back(token);
   ++s.n_generated;
   ++stats_.generated_tokens;

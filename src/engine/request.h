@@ -13,6 +13,7 @@
 #include "autoglm/engine.h"
 #include "autoglm/sampling_params.h"
 #include "engine/stream.h"
+#include "engine/thinking_gate.h"
 #include "model/lora.h"
 #include "sample/grammar.h"
 
@@ -28,6 +29,7 @@ struct GenerationRequest {
   int32_t top_logprobs = -1;  // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
   bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
   std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
+  std::optional<ThinkingSpec> thinking;    // a thinking model's reasoning phase (thinking_gate.h)
   bool speculative = true;                 // false: no drafts for this request (when the engine speculates)
   // The root of the prefix cache's hash chain: only requests with the same salt share cached
   // blocks (the server gives each API key its own, so no key can probe another's prompts).

@@ -12,7 +12,13 @@ std::string StopMatcher::push(const std::string& text) {
   if (stopped_) return "";
   held_ += text;
   size_t first_stop = std::string::npos;
-  for (const auto& s : stops_) first_stop = std::min(first_stop, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first_stop) {
+      first_stop = at;
+      matched_ = s;
+    }
+  }
   if (first_stop != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first_stop);

@@ -17,11 +17,14 @@ class StopMatcher {
   // At the end of generation: the held-back text (empty once stopped).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text ("" until one did).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace autoglm

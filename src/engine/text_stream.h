@@ -34,6 +34,8 @@ class TextStream {
     return tail;
   }
   bool ended() const { return ended_; }
+  // The stop string that ended the text ("" when none did).
+  const std::string& stop_sequence() const { return stops_.matched(); }
 
  private:
   const Tokenizer& tokenizer_;

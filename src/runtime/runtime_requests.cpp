@@ -54,10 +54,17 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     out.request.prompt = std::move(built->ids);
     forced_call = built->forced_call;
     out.format = reply_format(*conversation, p.prompts->family(), request.chat->parallel_tool_calls);
-    if (request.chat->reasoning_format != ReasoningFormat::kNone && template_thinks(p.chat_template->source())) {
+    if (!template_thinks(p.chat_template->source())) return Status::ok();
+    if (request.chat->reasoning_format != ReasoningFormat::kNone) {
       out.format.reasoning = true;
       out.format.starts_thinking = prompt_opens_thinking(built->text);
     }
+    ThinkingSpec& thinking = out.request.thinking.emplace();
+    thinking.open = p.tokenizer->encode(kThinkOpen, false, true);
+    thinking.close = p.tokenizer->encode(kThinkClose, false, true);
+    thinking.starts_inside = prompt_opens_thinking(built->text);
+    thinking.starts_closed = prompt_closes_thinking(built->text);
+    thinking.budget = request.chat->thinking_budget_tokens;
     return Status::ok();
   }
   if (!request.text.empty()) {
@@ -159,6 +166,7 @@ std::string PreparedRequest::output_key() const {
       {"speculative", g.speculative},
       {"tools", f.tools ? nlohmann::json{f.tool_objects, int(f.family), f.parallel_tool_calls} : nullptr},
       {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
+      {"thinking", g.thinking ? nlohmann::json{g.thinking->budget, g.thinking->constraint_after} : nullptr},
       {"lora", adapters}};
   std::string key = std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope
   key.append(reinterpret_cast<const char*>(g.prompt.data()), g.prompt.size() * sizeof(int32_t));
@@ -190,9 +198,14 @@ Result<PreparedRequest> Runtime::prepare(const Request& request) {
   if (Status st = compile_constraint(constraint, p.options.limits); !st.is_ok())
     return Status(st.code(), st.field() + ": " + st.message(), st.field());
   g.grammar = forced_call ? forced_call : constraint.compiled;
-  // A constrained reply starts where the grammar does, not inside a thinking the prompt opened
-  // (constraining only the answer after the thinking comes with the thinking switches).
-  if (g.grammar) state->format.starts_thinking = false;
+  if (g.thinking && !forced_call && constraint.kind == ConstraintKind::kGbnf) {
+    // A GBNF grammar is the whole text, as it is everywhere: the reply starts where it does.
+    g.thinking.reset();
+    state->format.starts_thinking = false;
+  } else if (g.thinking) {
+    g.thinking->constraint_after = g.grammar != nullptr;           // response_format, a forced call: the answer only
+    if (!g.grammar && g.thinking->budget < 0) g.thinking.reset();  // nothing to steer
+  }
   g.priority = request.priority;
   if (request.timeout) g.deadline = std::chrono::steady_clock::now() + *request.timeout;
   g.top_logprobs = request.top_logprobs;

@@ -4,10 +4,22 @@
 #include <cmath>
 
 #include "core/random_id.h"
+#include "server/api/anthropic_messages.h"
 #include "server/config/routing_config.h"
 #include "server/http/route_table.h"
 
 namespace autoglm {
+namespace {
+
+// A reply in the conventions of the API its path belongs to (the Messages API's errors are
+// Anthropic's shape).
+Reply in_api_shape(const HttpRequest& req, Reply reply) {
+  const RouteLookup found = find_route(req.method, path_of(req.target));
+  const HttpRoute* route = found.route ? found.route : found.on_path;
+  return route && route->errors == ErrorShape::kAnthropic ? anthropic_reply(std::move(reply)) : reply;
+}
+
+}  // namespace
 
 ApiService::ApiService(ServerConfig config)
     : config_(std::move(config)),
@@ -131,6 +143,10 @@ Reply ApiService::handle(const HttpRequest& request) {
 }
 
 Reply ApiService::handle_admitted(const HttpRequest& request) {
+  return in_api_shape(request, handle_checked(request));
+}
+
+Reply ApiService::handle_checked(const HttpRequest& request) {
   // A parsed body takes many times its bytes when it is all small values (four 8 MiB bodies of
   // [[],[],...] added 512 MB): that memory is held from the body budget before parsing.
   const int64_t overhead = parsed_json_overhead(request.body);
@@ -155,6 +171,12 @@ bool ApiService::accepts_key(const std::string& key) const {
 }
 
 std::optional<Reply> ApiService::admit(const HttpRequest& req) {
+  std::optional<Reply> refused = check_admission(req);
+  if (refused) refused = in_api_shape(req, std::move(*refused));
+  return refused;
+}
+
+std::optional<Reply> ApiService::check_admission(const HttpRequest& req) {
   const std::string path = path_of(req.target);
   const RouteLookup found = find_route(req.method, path);  // the path's access is its routes' (they agree)
   const Access access = found.on_path ? found.on_path->access : Access::kKey;
@@ -178,12 +200,14 @@ std::optional<Reply> ApiService::admit(const HttpRequest& req) {
   // The probes (open to all), and the web UI's files (they hold no data: the pages ask for a
   // key themselves): no key, no rate limit.
   if (found.route && (access == Access::kProbe || access == Access::kWebUi)) return std::nullopt;
-  const std::string key = bearer_key(req.authorization);
+  const std::string key = api_key_of(req);
   const bool open_route = access == Access::kMetrics && !config_.metrics_require_key;
   if (!config_.api_keys.empty() && !open_route) {
     if (!accepts_key(key))
       return error_reply(401,
-                         !req.authorization.empty() ? "invalid API key" : "missing API key (Authorization: Bearer ...)",
+                         !key.empty() || !req.authorization.empty()
+                             ? "invalid API key"
+                             : "missing API key (Authorization: Bearer ..., or x-api-key)",
                          "", "authentication_error");
   }
   // After the key: without one, which routes exist is not told.

@@ -83,6 +83,8 @@ class ApiService : public HttpService {
 
  private:
   Reply route(const HttpRequest& request);
+  std::optional<Reply> check_admission(const HttpRequest& head);
+  Reply handle_checked(const HttpRequest& request);
   Status load_models(const RuntimeOptions& base);
 
   ServerConfig config_;

@@ -60,8 +60,12 @@ void GenerationRoutes::bind(HandlerTable& table) {
              [this](const HttpRequest& req, const RouteLookup&) { return generate(req, GenerationKind::kCompletion); });
   table.bind(Endpoint::kCreateResponse,
              [this](const HttpRequest& req, const RouteLookup&) { return create_response(req); });
+  table.bind(Endpoint::kCreateMessage,
+             [this](const HttpRequest& req, const RouteLookup&) { return create_message(req); });
+  table.bind(Endpoint::kCountMessageTokens,
+             [this](const HttpRequest& req, const RouteLookup&) { return count_message_tokens(req); });
   const RouteHandler stored = [this](const HttpRequest& req, const RouteLookup& found) {
-    return stored_response(req.method, std::string(found.params["id"]), bearer_key(req.authorization));
+    return stored_response(req.method, std::string(found.params["id"]), api_key_of(req));
   };
   table.bind(Endpoint::kGetResponse, stored);
   table.bind(Endpoint::kDeleteResponse, stored);
@@ -92,12 +96,9 @@ std::string GenerationRoutes::cache_salt(const std::string& api_key, const std::
 // conversation comes first in the prompt (and so finds its KV in the prefix cache).
 Reply GenerationRoutes::create_response(const HttpRequest& req) {
   const json j = parse_body(req.body, config_.runtime.limits);
-  const std::string api_key = bearer_key(req.authorization);
+  const std::string api_key = api_key_of(req);
   Target target;
   if (auto other = catalog_.resolve(j, target, true)) return *other;
-  if (target.route && target.route->kind == RouteKind::kCascade)
-    return error_reply(400, "'" + target.route->name + "' is a cascade route, which serves chat and completions only",
-                       "model");
   json previous = json::array();
   if (j.contains("previous_response_id") && !j["previous_response_id"].is_null()) {
     if (!j["previous_response_id"].is_string()) bad("previous_response_id", "'previous_response_id' must be a string");
@@ -114,15 +115,9 @@ Reply GenerationRoutes::create_response(const HttpRequest& req) {
         parse_generation_call(GenerationKind::kChat, responses_to_chat(j, previous, conversation), config_);
     call.api_key = api_key;
     call.headers = req.headers;
-    std::optional<PreparedGeneration> prepared;
-    std::string route_name;
-    RouteChoice choice{target.model->name, "", ""};
-    if (target.route) {
-      route_name = target.route->name;
-      choice = choose(*target.route, call, prepared);
-    }
-    PreparedGeneration p =
-        prepared ? std::move(*prepared) : prepare_generation(call, catalog_.model_named(choice.model));
+    RouteChoice choice;
+    PreparedGeneration p = prepare_routed(target, call, choice);
+    const std::string route_name = target.route ? target.route->name : "";
     const std::string id = random_id("resp_");
     RequestMetrics& series = metrics_.requests(p.model->name, route_name);
     feedback_.remember(id, &series, p.model->name, route_name);
@@ -141,6 +136,60 @@ Reply GenerationRoutes::create_response(const HttpRequest& req) {
     return r;
   } catch (const ParamError& e) {
     bad(responses_param(e.param), e.message);
+  }
+}
+
+GenerationRoutes::PreparedGeneration GenerationRoutes::prepare_routed(const Target& target, const GenerationCall& call,
+                                                                      RouteChoice& choice) {
+  if (!target.route) {
+    choice = {target.lora.empty() ? target.model->name : target.lora, "", ""};
+    return prepare_generation(call, *target.model, &target);
+  }
+  if (target.route->kind == RouteKind::kCascade)
+    answer_now(error_reply(
+        400, "'" + target.route->name + "' is a cascade route, which serves chat and completions only", "model"));
+  std::optional<PreparedGeneration> prepared;
+  choice = choose(*target.route, call, prepared);
+  return prepared ? std::move(*prepared) : prepare_generation(call, catalog_.model_named(choice.model));
+}
+
+// POST /v1/messages: the chat pipeline with the Anthropic writer (tool calls are named toolu_...).
+Reply GenerationRoutes::create_message(const HttpRequest& req) {
+  try {
+    GenerationCall call = parse_generation_call(
+        GenerationKind::kChat, anthropic_to_chat(parse_body(req.body, config_.runtime.limits)), config_);
+    call.api_key = api_key_of(req);
+    call.headers = req.headers;
+    Target target;
+    if (auto other = catalog_.resolve(call.params().model, target, true)) return *other;
+    RouteChoice choice;
+    PreparedGeneration p = prepare_routed(target, call, choice);
+    if (!p.shape.call_id_prefix.empty()) p.shape.call_id_prefix = "toolu_" + p.shape.call_id_prefix.substr(5);
+    const std::string route_name = target.route ? target.route->name : "";
+    auto writer = std::make_shared<AnthropicWriter>(p.shape, metrics_.requests(p.shape.model, route_name));
+    Reply r = submit_generation(std::move(p),
+                                [writer](const StreamEvent& ev, size_t index) { return writer->consume(ev, index); });
+    add_route_headers(r, choice.model, route_name, choice.reason);
+    return r;
+  } catch (const ParamError& e) {
+    bad(anthropic_param(e.param), e.message);
+  }
+}
+
+// POST /v1/messages/count_tokens: the prompt a Messages body renders to, counted (with the
+// model a route would try first; nothing is counted as routed).
+Reply GenerationRoutes::count_message_tokens(const HttpRequest& req) {
+  try {
+    const GenerationCall call = parse_generation_call(
+        GenerationKind::kChat, anthropic_to_chat(parse_body(req.body, config_.runtime.limits), true), config_);
+    Target target;
+    if (auto other = catalog_.resolve(call.params().model, target, true)) return *other;
+    const PreparedGeneration p = target.route
+                                     ? prepare_generation(call, catalog_.model_named(target.route->models().front()))
+                                     : prepare_generation(call, *target.model, &target);
+    return json_reply(200, json{{"input_tokens", p.prepared->prompt().size()}});
+  } catch (const ParamError& e) {
+    bad(anthropic_param(e.param), e.message);
   }
 }
 
@@ -163,7 +212,7 @@ RouteChoice GenerationRoutes::choose(const Route& route, const GenerationCall& c
 // A chat or completions request from HTTP: its body parsed once, then as any other call.
 Reply GenerationRoutes::generate(const HttpRequest& req, GenerationKind kind) {
   GenerationCall call = parse_generation_call(kind, parse_body(req.body, config_.runtime.limits), config_);
-  call.api_key = bearer_key(req.authorization);
+  call.api_key = api_key_of(req);
   call.no_cache = req.cache_control.find("no-cache") != std::string::npos ||
                   req.cache_control.find("no-store") != std::string::npos;
   call.headers = req.headers;

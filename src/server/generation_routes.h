@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "server/api/anthropic_messages.h"
+#include "server/api/anthropic_request.h"
 #include "server/api/choice_streams.h"
 #include "server/api/feedback.h"
 #include "server/api/openai_request.h"
@@ -51,6 +53,11 @@ class GenerationRoutes {
 
   Reply generate(const HttpRequest& request, GenerationKind kind);
   Reply create_response(const HttpRequest& request);
+  Reply create_message(const HttpRequest& request);
+  Reply count_message_tokens(const HttpRequest& request);
+  // A chat call made ready for the model its target names, or the one its route chooses
+  // (`choice` says which, and why); a cascade route is refused (it serves chat and completions).
+  PreparedGeneration prepare_routed(const Target& target, const GenerationCall& call, RouteChoice& choice);
   Reply stored_response(const std::string& method, const std::string& id, const std::string& api_key);
   Reply feedback(const std::string& body);
   // The runtime request and the reply's shape for a model (`lora`: the adapter the request

@@ -52,7 +52,7 @@ void JobRoutes::stop() {
 }
 
 void JobRoutes::bind(HandlerTable& table) {
-  const auto key = [](const HttpRequest& req) { return bearer_key(req.authorization); };
+  const auto key = [](const HttpRequest& req) { return api_key_of(req); };
   for (Endpoint async : {Endpoint::kAsyncChatCompletions, Endpoint::kAsyncCompletions, Endpoint::kAsyncTasks}) {
     const Endpoint sync = async == Endpoint::kAsyncChatCompletions ? Endpoint::kChatCompletions
                           : async == Endpoint::kAsyncCompletions   ? Endpoint::kCompletions

@@ -26,9 +26,8 @@ Status TaskRoutes::start(Runtime& runtime, const std::optional<ListenAddress>& l
 }
 
 void TaskRoutes::bind(HandlerTable& table) {
-  table.bind(Endpoint::kTasks, [this](const HttpRequest& req, const RouteLookup&) {
-    return run_task(req.body, bearer_key(req.authorization));
-  });
+  table.bind(Endpoint::kTasks,
+             [this](const HttpRequest& req, const RouteLookup&) { return run_task(req.body, api_key_of(req)); });
 }
 
 void TaskRoutes::wait_idle() {

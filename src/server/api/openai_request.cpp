@@ -201,6 +201,21 @@ json chat_messages(const json& body) {
   return messages;
 }
 
+// chat_template_kwargs as the template gets them, reasoning_effort (gpt-oss's low, medium or
+// high) among them unless they set it themselves; "" when there are none.
+std::string template_kwargs(const json& body) {
+  const json& given = body.value("chat_template_kwargs", json());
+  if (!given.is_null() && !given.is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  json kwargs = given.is_object() ? given : json::object();
+  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+    const json& effort = body["reasoning_effort"];
+    if (!effort.is_string() || (effort != "low" && effort != "medium" && effort != "high"))
+      bad("reasoning_effort", "'reasoning_effort' must be low, medium or high");
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = effort;
+  }
+  return kwargs.empty() && given.is_null() ? "" : dump_json(kwargs);
+}
+
 std::optional<double> optional_number(const json& body, const char* name, double lo, double hi) {
   if (!body.contains(name) || body[name].is_null()) return std::nullopt;
   return number_param(body, name, lo, hi, 0);
@@ -256,8 +271,7 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   r.messages = chat_messages(j);
   Conversation& c = r.conversation;
   c.messages_json = dump_json(r.messages);
-  if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
-    c.template_kwargs_json = dump_json(j["chat_template_kwargs"]);
+  c.template_kwargs_json = template_kwargs(j);
   json tools = j.contains("tools") ? j["tools"] : json();
   if (!tools.is_null() && !tools.is_array()) bad("tools", "'tools' must be an array");
   if (tools.is_array()) check_tools(tools);
@@ -277,6 +291,8 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
     if (!format) bad("reasoning_format", "'reasoning_format' must be auto, none or deepseek");
     c.reasoning_format = *format;
   }
+  if (j.contains("thinking_budget_tokens") && !j["thinking_budget_tokens"].is_null())
+    c.thinking_budget_tokens = int32_t(integer_param(j, "thinking_budget_tokens", 0, INT32_MAX, -1));
   r.params.logprobs = bool_param(j, "logprobs", false);
   if (r.params.logprobs)
     r.params.top_logprobs = int32_t(integer_param(j, "top_logprobs", 0, INT32_MAX, 0));

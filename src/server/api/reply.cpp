@@ -51,6 +51,13 @@ std::string path_of(const std::string& target) {
   return target.substr(0, target.find('?'));
 }
 
+std::string api_key_of(const HttpRequest& request) {
+  if (!request.authorization.empty()) return bearer_key(request.authorization);
+  for (const auto& [name, value] : request.headers)
+    if (name == "x-api-key") return value;
+  return "";
+}
+
 std::string bearer_key(const std::string& authorization) {
   const std::string bearer = "Bearer ";
   return authorization.compare(0, bearer.size(), bearer) == 0 ? authorization.substr(bearer.size()) : "";

@@ -42,6 +42,9 @@ std::vector<std::pair<std::string, std::string>> answered_by_headers(const Answe
 
 // The key of an `Authorization: Bearer KEY` header; empty without one.
 std::string bearer_key(const std::string& authorization);
+// The caller's API key: Authorization's bearer key, else the x-api-key header (Anthropic's
+// clients send that); empty without either.
+std::string api_key_of(const HttpRequest& request);
 // A request target without its query.
 std::string path_of(const std::string& target);
 

@@ -123,7 +123,7 @@ class Session : public std::enable_shared_from_this<Session> {
     access_.started = std::chrono::steady_clock::now();  // from the headers, not the idle wait
     access_.method = head_.method;
     access_.path = path_of(head_.target);
-    access_.key_id = api_key_id(bearer_key(head_.authorization));
+    access_.key_id = api_key_id(api_key_of(head_));
     access_.client = head_.client_address;
     if (auto refused = api_.admit(head_)) return send(std::move(*refused), false);  // the body is never read
     body_limit_ = api_.body_limit(head_);                                           // larger for uploads
@@ -166,7 +166,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Whose share of the budget a body takes: its API key when it is one of the server's (routes
   // that need no key read bodies too: made-up keys must not each get a share), else its address.
   std::string budget_client() const {
-    if (api_.accepts_key(bearer_key(head_.authorization))) return "key " + access_.key_id;
+    if (api_.accepts_key(api_key_of(head_))) return "key " + access_.key_id;
     return "address " + head_.client_address;
   }
 

@@ -20,6 +20,8 @@ enum class Endpoint {
   kCreateResponse,
   kGetResponse,
   kDeleteResponse,
+  kCreateMessage,
+  kCountMessageTokens,
   kModels,
   kModel,
   kTokenize,
@@ -61,6 +63,10 @@ enum class Access {
   kMetrics,  // /metrics: the key only with metrics_require_key, no rate limit; answered while draining
 };
 
+// Whose conventions a route's errors follow: OpenAI's {"error": {"message", "type", "param"}},
+// or Anthropic's {"type": "error", "error": {"type", "message"}} (the Messages API).
+enum class ErrorShape { kOpenAI, kAnthropic };
+
 // The most body bytes a request may send: max_body_bytes, or an upload's (jobs.max_file_bytes).
 enum class BodyLimit { kRequest, kUpload };
 
@@ -72,6 +78,7 @@ struct HttpRoute {
   Endpoint endpoint;
   Access access = Access::kKey;
   BodyLimit body = BodyLimit::kRequest;
+  ErrorShape errors = ErrorShape::kOpenAI;
 };
 
 // Every route, each Endpoint exactly once.

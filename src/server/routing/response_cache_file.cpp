@@ -38,6 +38,7 @@ json event_json(const StreamEvent& ev) {
           {"f", ev.finished},
           {"r", int(ev.finish_reason)},
           {"e", ev.error},
+          {"q", ev.stop_sequence},
           {"p", {ev.prompt_tokens, ev.cached_tokens, ev.completion_tokens, ev.preemptions}},
           {"s", {ev.queue_seconds, ev.prefill_seconds}}};
 }
@@ -58,6 +59,7 @@ StreamEvent event_of(const json& j) {
   ev.finished = j.at("f").get<bool>();
   ev.finish_reason = FinishReason(j.at("r").get<int>());
   ev.error = j.at("e").get<std::string>();
+  ev.stop_sequence = j.value("q", std::string());  // entries written before it was kept: none
   const json& p = j.at("p");
   ev.prompt_tokens = p[0], ev.cached_tokens = p[1], ev.completion_tokens = p[2], ev.preemptions = p[3];
   ev.queue_seconds = j.at("s")[0], ev.prefill_seconds = j.at("s")[1];
