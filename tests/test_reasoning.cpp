@@ -193,6 +193,47 @@ TEST_F(ReasoningServer, TheConfiguredFormatIsTheDefault) {
   EXPECT_EQ(json::parse(split.body)["choices"][0]["message"]["reasoning_content"], "Greet back.");
 }
 
+// The Responses API: the reasoning as a reasoning item before the message, streamed as
+// response.reasoning_text.delta events; given back in `input`, it is the next turn's reasoning.
+TEST_F(ReasoningServer, ResponsesGiveTheReasoningAsAnItem) {
+  start_qwen3();
+  const json body = {{"input", "Hi"}, {"grammar", "root ::= \"<think>Greet back.</think>\\n\\nHello there\""},
+                     {"max_output_tokens", 64}};
+  const auto r = test::http_call(port, "POST", "/v1/responses", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body)["output"];
+  ASSERT_EQ(out.size(), 2u) << r.body;
+  EXPECT_EQ(out[0]["type"], "reasoning");
+  EXPECT_EQ(out[0]["content"][0], json({{"type", "reasoning_text"}, {"text", "Greet back."}}));
+  EXPECT_EQ(out[1]["type"], "message");
+  EXPECT_EQ(out[1]["content"][0]["text"], "Hello there");
+  EXPECT_GT(json::parse(r.body)["usage"]["output_tokens_details"]["reasoning_tokens"].get<int>(), 0);
+
+  json streamed = body;
+  streamed["stream"] = true;
+  const auto s = test::http_call(port, "POST", "/v1/responses", streamed.dump());
+  std::string reasoning, text;
+  for (const auto& [name, data] : test::sse_events(s.body)) {
+    if (name == "response.reasoning_text.delta") {
+      EXPECT_TRUE(text.empty()) << "the reasoning comes before the answer";
+      reasoning += data["delta"].get<std::string>();
+    }
+    if (name == "response.output_text.delta") text += data["delta"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Greet back.");
+  EXPECT_EQ(text, "Hello there");
+
+  json next = body;  // the items given back, a reasoning item among them
+  next["input"] = json::array({{{"role", "user"}, {"content", "Hi"}}, out[0], out[1], {{"role", "user"}, {"content", "Again"}}});
+  const auto again = test::http_call(port, "POST", "/v1/responses", next.dump());
+  EXPECT_EQ(again.status, 200) << again.body;
+  json bad_effort = body;
+  bad_effort["reasoning"] = {{"effort", "extreme"}};
+  const auto refused = test::http_call(port, "POST", "/v1/responses", bad_effort.dump());
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "reasoning.effort") << refused.body;
+}
+
 TEST(ReasoningConfig, TheKeyIsReadAndABadValueNamed) {
   auto none = parse_server_config("reasoning_format: none\n", "t.yaml");
   ASSERT_TRUE(none.is_ok()) << none.status().message();

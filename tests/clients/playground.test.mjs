@@ -8,12 +8,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Ajv from 'ajv';
 import { skipUnlessShared, startServer } from '../e2e/serve.mjs';
 
 const shared = process.env.AUTOGLM_SHARED;
 const stories = `${shared}/models/stories260K.gguf`;
 const qwen = `${shared}/models/hf/qwen2-tiny`;
+const glm46 = fileURLToPath(new URL('../data/chat_templates/glm-4.6.jinja', import.meta.url));
 const key = 'sk-playground-test';
 const shots = process.env.AUTOGLM_SCREENSHOTS ?? mkdtempSync(join(tmpdir(), 'autoglm-shots-'));
 let server, base, browser;
@@ -37,6 +39,7 @@ access_log: ""
 models:
   - {name: stories, path: ${stories}}
   - {name: qwen2-tiny, path: ${qwen}}
+  - {name: thinker, path: ${stories}, chat_template: ${glm46}}
 `);
   const started = startServer(process.env.AUTOGLM_BIN, ['--config', join(dir, 'serve.yaml')]);
   server = started.server;
@@ -96,9 +99,9 @@ test('chat: streams the answer the API gives, follows a schema, shows a tool cal
   // Without the key the model list cannot load, and the page says why.
   await page.waitForFunction(() => document.getElementById('status').textContent.includes('API key'));
   await setValue(page, '#api-key', key);
-  await page.waitForFunction(() => document.querySelectorAll('#model option').length === 2);
+  await page.waitForFunction(() => document.querySelectorAll('#model option').length === 3);
   const options = await page.$$eval('#model option', (os) => os.map((o) => o.value));
-  assert.deepEqual(options, ['stories', 'qwen2-tiny']);
+  assert.deepEqual(options, ['stories', 'qwen2-tiny', 'thinker']);
   await page.select('#model', 'stories');
   await setValue(page, '#temperature', '0');
   await setValue(page, '#max-tokens', '24');
@@ -142,6 +145,34 @@ test('chat: streams the answer the API gives, follows a schema, shows a tool cal
   await page.click('#send');
   await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('tools:'));
   assert.deepEqual(errors.filter((e) => !e.includes('401')), []);
+});
+
+// A thinking model (stories260K under GLM-4.6's template), its reply forced by a grammar the page
+// does not know of (added to the request on its way out): the reasoning is folded above the answer.
+test('chat: a thinking model\'s reasoning is folded above its answer', { skip, timeout: 120000 }, async () => {
+  const { page, errors } = await open('/');
+  await setValue(page, '#api-key', key);
+  await page.waitForFunction(() => document.querySelectorAll('#model option').length === 3);
+  await page.select('#model', 'thinker');
+  await setValue(page, '#max-tokens', '128');
+  await page.setRequestInterception(true);
+  page.on('request', (req) => {
+    if (!req.url().endsWith('/v1/chat/completions')) return req.continue();
+    const body = JSON.parse(req.postData());
+    body.grammar = 'root ::= "<think>The user greets me.</think>\\nHello!"';
+    return req.continue({ postData: JSON.stringify(body) });
+  });
+  const answer = await send(page, 'Hi');
+  assert.equal(answer.finish, 'stop', answer.status);
+  assert.equal(answer.text, 'Hello!');
+  const fold = await page.$eval('.message.assistant details.reasoning', (d) => ({
+    open: d.open,
+    text: d.querySelector('.reasoning-text').textContent,
+    first: d.parentElement.firstElementChild === d,
+  }));
+  assert.deepEqual(fold, { open: false, text: 'The user greets me.', first: true });
+  await page.screenshot({ path: join(shots, 'playground-reasoning.png') });
+  assert.deepEqual(errors, []);
 });
 
 test('dashboard: plots the live metrics, with the key', { skip, timeout: 120000 }, async () => {

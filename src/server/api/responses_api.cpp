@@ -1,6 +1,8 @@
 #include "server/api/responses_api.h"
 
+#include <algorithm>
 #include <ctime>
+#include <utility>
 
 #include "core/random_id.h"
 
@@ -66,8 +68,20 @@ void add_input_item(const json& item, const std::string& where, json& messages) 
                  {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}};
     if (!messages.empty() && messages.back()["role"] == "assistant" && messages.back().contains("tool_calls"))
       messages.back()["tool_calls"].push_back(call);
+    else if (!messages.empty() && messages.back().value("pending_reasoning", false))
+      messages.back() = {{"role", "assistant"},
+                         {"content", nullptr},
+                         {"reasoning_content", messages.back()["reasoning_content"]},
+                         {"tool_calls", json::array({call})}};
     else
       messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  } else if (type == "reasoning") {
+    // A reasoning item given back: the thinking of the assistant turn that follows it.
+    std::string text;
+    if (item.contains("content") && item["content"].is_array())
+      for (const json& part : item["content"])
+        if (part.is_object() && part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
+    messages.push_back({{"role", "assistant"}, {"content", ""}, {"reasoning_content", text}, {"pending_reasoning", true}});
   } else if (type == "function_call_output") {
     if (!item.contains("call_id") || !item["call_id"].is_string())
       bad(where + ".call_id", "'call_id' must be a string");
@@ -77,8 +91,26 @@ void add_input_item(const json& item, const std::string& where, json& messages) 
                         {"content", output.is_string() ? output.get<std::string>() : output.dump()}});
   } else {
     bad(where + ".type",
-        "input item type '" + type + "' is not supported (message, function_call, function_call_output)");
+        "input item type '" + type + "' is not supported (message, reasoning, function_call, function_call_output)");
   }
+}
+
+// A reasoning item's placeholder turn merged into the assistant turn after it (a message or the
+// first of its calls); one with nothing after it is dropped.
+json merge_reasoning(const json& messages) {
+  json out = json::array();
+  std::string pending;
+  for (const json& m : messages) {
+    if (m.value("pending_reasoning", false)) {
+      pending += m["reasoning_content"].get<std::string>();
+      continue;
+    }
+    json copy = m;
+    if (!pending.empty() && copy["role"] == "assistant") copy["reasoning_content"] = std::exchange(pending, "");
+    if (!pending.empty() && copy["role"] != "assistant") pending.clear();
+    out.push_back(std::move(copy));
+  }
+  return out;
 }
 
 json chat_tools(const json& tools) {
@@ -109,6 +141,7 @@ json responses_to_chat(const json& body, const json& previous_messages, json& co
   } else {
     bad("input", "'input' must be a string or a list of items");
   }
+  conversation = merge_reasoning(conversation);
   json messages = json::array();
   if (body.contains("instructions") && !body["instructions"].is_null()) {
     if (!body["instructions"].is_string()) bad("instructions", "'instructions' must be a string");
@@ -119,6 +152,14 @@ json responses_to_chat(const json& body, const json& previous_messages, json& co
   if (chat["stream"].is_boolean() && chat["stream"].get<bool>()) chat["stream_options"] = {{"include_usage", true}};
   for (const char* k : {"model", "temperature", "top_p", "seed", "parallel_tool_calls", "tool_choice"})
     if (body.contains(k)) chat[k] = body[k];
+  // This server's extensions, as on chat completions.
+  for (const char* k : {"grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens"})
+    if (body.contains(k)) chat[k] = body[k];
+  if (body.contains("reasoning") && !body["reasoning"].is_null()) {
+    if (!body["reasoning"].is_object()) bad("reasoning", "'reasoning' must be an object");
+    if (body["reasoning"].contains("effort") && !body["reasoning"]["effort"].is_null())
+      chat["reasoning_effort"] = body["reasoning"]["effort"];
+  }
   if (body.contains("max_output_tokens")) chat["max_tokens"] = body["max_output_tokens"];
   if (body.contains("tools")) chat["tools"] = chat_tools(body["tools"]);
   if (chat.contains("tool_choice") && chat["tool_choice"].is_object())
@@ -144,6 +185,7 @@ std::string responses_param(const std::string& p) {
   auto starts = [&](const char* prefix) { return p.rfind(prefix, 0) == 0; };
   if (starts("messages")) return "input";
   if (p == "max_tokens") return "max_output_tokens";
+  if (p == "reasoning_effort") return "reasoning.effort";
   if (starts("response_format.json_schema.schema")) return "text.format.schema" + p.substr(34);
   if (starts("response_format")) return "text.format";
   if (starts("tools[")) {
@@ -227,8 +269,40 @@ void ResponsesWriter::close_message() {
   text_.clear();
 }
 
+void ResponsesWriter::reasoning_part(const std::string& piece) {
+  if (piece.empty()) return;
+  if (!reasoning_) {
+    close_message();
+    reasoning_ = output_.size();
+    output_.push_back({{"type", "reasoning"},
+                       {"id", random_id("rs_")},
+                       {"status", "in_progress"},
+                       {"summary", json::array()},
+                       {"content", json::array()}});
+    event("response.output_item.added", {{"output_index", *reasoning_}, {"item", output_.back()}});
+  }
+  reasoning_text_ += piece;
+  event("response.reasoning_text.delta", {{"item_id", output_[*reasoning_]["id"]},
+                                          {"output_index", *reasoning_},
+                                          {"content_index", 0},
+                                          {"delta", piece}});
+}
+
+void ResponsesWriter::close_reasoning() {
+  if (!reasoning_) return;
+  json& item = output_[*reasoning_];
+  item["content"] = json::array({{{"type", "reasoning_text"}, {"text", reasoning_text_}}});
+  item["status"] = "completed";
+  event("response.reasoning_text.done",
+        {{"item_id", item["id"]}, {"output_index", *reasoning_}, {"content_index", 0}, {"text", reasoning_text_}});
+  event("response.output_item.done", {{"output_index", *reasoning_}, {"item", item}});
+  reasoning_.reset();
+  reasoning_text_.clear();
+}
+
 void ResponsesWriter::text_part(const std::string& piece) {
   if (piece.empty()) return;
+  close_reasoning();
   open_message();
   text_ += piece;
   event("response.output_text.delta",
@@ -238,6 +312,7 @@ void ResponsesWriter::text_part(const std::string& piece) {
 // A call opens a function_call item (its name first), its arguments follow, its end completes it.
 void ResponsesWriter::tool_call_part(const OutputPart& part) {
   if (part.kind == PartKind::kToolCallBegin) {
+    close_reasoning();
     close_message();
     output_.push_back({{"type", "function_call"},
                        {"id", random_id("fc_")},
@@ -265,23 +340,31 @@ void ResponsesWriter::tool_call_part(const OutputPart& part) {
 // A choice's events in order; its last gives its calls first, then its text, then the end.
 void ResponsesWriter::render(const StreamEvent& ev) {
   const auto is_call = [](const OutputPart& p) { return p.kind != PartKind::kText && p.kind != PartKind::kReasoning; };
+  const bool only_reasoning = !ev.parts.empty() && std::all_of(ev.parts.begin(), ev.parts.end(), [](const OutputPart& p) {
+    return p.kind == PartKind::kReasoning;
+  });
+  if (only_reasoning) reasoning_tokens_ += int64_t(ev.tokens.size());
   if (!ev.finished) {
     for (const OutputPart& part : ev.parts)
-      if (part.kind == PartKind::kText)
+      if (part.kind == PartKind::kReasoning)
+        reasoning_part(part.text);
+      else if (part.kind == PartKind::kText)
         text_part(part.text);
-      else if (is_call(part))
+      else
         tool_call_part(part);
     return;
   }
+  reasoning_part(reasoning_text(ev.parts));
   for (const OutputPart& part : ev.parts)
     if (is_call(part)) tool_call_part(part);
   text_part(answer_text(ev.parts));
   finish_ = finish_reason_name(ev.finish_reason);
+  close_reasoning();
   close_message();
   usage_ = {{"input_tokens", tally_.prompt_tokens()},
             {"input_tokens_details", {{"cached_tokens", tally_.cached_tokens()}}},
             {"output_tokens", tally_.completion_tokens()},
-            {"output_tokens_details", {{"reasoning_tokens", 0}}},
+            {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens_}}},
             {"total_tokens", tally_.prompt_tokens() + tally_.completion_tokens()}};
 }
 
@@ -299,6 +382,7 @@ ReplyChunk ResponsesWriter::consume(const StreamEvent& ev, size_t index) {
   chunk.prompt_tokens = tally_.prompt_tokens();
   chunk.completion_tokens = tally_.completion_tokens();
   if (chunk.complete) {
+    close_reasoning();
     close_message();
     const bool failed = tally_.status() >= 400 || !ev.error.empty();
     const bool cut = finish_ == "length";
@@ -316,9 +400,18 @@ ReplyChunk ResponsesWriter::consume(const StreamEvent& ev, size_t index) {
 
 json ResponsesWriter::output_messages() const {
   json messages = json::array();
+  std::string reasoning;  // a reasoning item's text: the next assistant turn's reasoning_content
+  const auto with_reasoning = [&](json m) {
+    if (!reasoning.empty()) m["reasoning_content"] = std::exchange(reasoning, "");
+    return m;
+  };
   for (const json& item : output_) {
+    if (item["type"] == "reasoning") {
+      if (!item["content"].empty()) reasoning += item["content"][0]["text"].get<std::string>();
+      continue;
+    }
     if (item["type"] == "message") {
-      messages.push_back({{"role", "assistant"}, {"content", item["content"][0]["text"]}});
+      messages.push_back(with_reasoning({{"role", "assistant"}, {"content", item["content"][0]["text"]}}));
       continue;
     }
     json call = {{"id", item["call_id"]},
@@ -329,7 +422,8 @@ json ResponsesWriter::output_messages() const {
     else if (!messages.empty() && messages.back().contains("tool_calls"))
       messages.back()["tool_calls"].push_back(call);
     else
-      messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+      messages.push_back(
+          with_reasoning({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}}));
   }
   return messages;
 }

@@ -1,9 +1,11 @@
 // The Responses API (POST /v1/responses, GET and DELETE /v1/responses/{id}) over the chat
 // pipeline: a request becomes chat messages (instructions as the system message, input
 // items as turns, function calls and their outputs as tool calls and tool messages,
-// previous_response_id's stored conversation first), and the generation's typed events are
-// rendered as Response items and the standard stream events (response.created, .output_item.added,
-// .output_text.delta, .function_call_arguments.delta, ..., response.completed).
+// previous_response_id's stored conversation first; reasoning items given back as the next
+// assistant turn's reasoning_content), and the generation's typed events are rendered as Response
+// items (reasoning, message, function_call) and the standard stream events (response.created,
+// .output_item.added, .reasoning_text.delta, .output_text.delta, .function_call_arguments.delta, ...,
+// response.completed).
 #pragma once
 
 #include <deque>
@@ -59,6 +61,8 @@ class ResponsesWriter {
  private:
   void render(const StreamEvent& event);
   void text_part(const std::string& piece);
+  void reasoning_part(const std::string& piece);
+  void close_reasoning();
   void tool_call_part(const OutputPart& part);
   void open_message();
   void close_message();
@@ -73,8 +77,10 @@ class ResponsesWriter {
   ReplyTally tally_;
   json response_;
   json output_ = json::array();    // items so far
-  std::optional<size_t> message_;  // the open message item
-  std::string text_;
+  std::optional<size_t> message_;    // the open message item
+  std::optional<size_t> reasoning_;  // the open reasoning item
+  std::string text_, reasoning_text_;
+  int64_t reasoning_tokens_ = 0;  // tokens of events that held only reasoning
   std::string finish_;
   json usage_;
   std::string out_;  // stream bytes of this consume call

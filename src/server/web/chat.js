@@ -1,4 +1,5 @@
-// The chat playground: streams /v1/chat/completions and shows text and tool calls as they come.
+// The chat playground: streams /v1/chat/completions and shows text and tool calls as they come,
+// and a thinking model's reasoning folded above its answer (open while it thinks).
 import { bindKeyField, getJson, headers, readEvents } from './common.js';
 
 const $ = (id) => document.getElementById(id);
@@ -75,6 +76,22 @@ function requestBody() {
   return body;
 }
 
+// The fold that holds the reasoning, above the answer: made on the first reasoning delta.
+function reasoningFold(div) {
+  let fold = div.querySelector('details.reasoning');
+  if (fold) return fold;
+  fold = document.createElement('details');
+  fold.className = 'reasoning';
+  fold.open = true;
+  const summary = document.createElement('summary');
+  summary.textContent = 'Thinking';
+  const text = document.createElement('div');
+  text.className = 'reasoning-text';
+  fold.append(summary, text);
+  div.prepend(fold);
+  return fold;
+}
+
 function showToolCalls(div, calls) {
   div.querySelectorAll('.tool-call').forEach((n) => n.remove());
   for (const call of calls) {
@@ -99,6 +116,7 @@ async function send(text) {
   const div = addMessage('assistant', '');
   const content = div.querySelector('.content');
   const calls = [];
+  let reasoning = '';
   let finish = '';
   let usage = null;
   aborter = new AbortController();
@@ -124,8 +142,15 @@ async function send(text) {
       const choice = chunk.choices?.[0];
       if (!choice) return;
       const delta = choice.delta || {};
+      if (delta.reasoning_content) {
+        if (!firstTokenMs) firstTokenMs = performance.now() - started;
+        reasoning += delta.reasoning_content;
+        reasoningFold(div).querySelector('.reasoning-text').textContent = reasoning;
+      }
       if (delta.content) {
         if (!firstTokenMs) firstTokenMs = performance.now() - started;
+        const fold = div.querySelector('details.reasoning');
+        if (fold && !content.textContent) fold.open = false; // the answer starts: the thinking folds away
         content.textContent += delta.content;
       }
       for (const t of delta.tool_calls || []) {
@@ -137,7 +162,9 @@ async function send(text) {
       if (choice.finish_reason) finish = choice.finish_reason;
       div.scrollIntoView({ block: 'end' });
     });
-    history.push({ role: 'assistant', content: content.textContent });
+    const turn = { role: 'assistant', content: content.textContent };
+    if (reasoning) turn.reasoning_content = reasoning; // templates that keep it get it back
+    history.push(turn);
     div.dataset.finish = finish;
     const meta = document.createElement('span');
     meta.className = 'meta';
