@@ -197,7 +197,8 @@ TEST_F(ReasoningServer, TheConfiguredFormatIsTheDefault) {
 // response.reasoning_text.delta events; given back in `input`, it is the next turn's reasoning.
 TEST_F(ReasoningServer, ResponsesGiveTheReasoningAsAnItem) {
   start_qwen3();
-  const json body = {{"input", "Hi"}, {"grammar", "root ::= \"<think>Greet back.</think>\\n\\nHello there\""},
+  const json body = {{"input", "Hi"},
+                     {"grammar", "root ::= \"<think>Greet back.</think>\\n\\nHello there\""},
                      {"max_output_tokens", 64}};
   const auto r = test::http_call(port, "POST", "/v1/responses", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
@@ -224,7 +225,8 @@ TEST_F(ReasoningServer, ResponsesGiveTheReasoningAsAnItem) {
   EXPECT_EQ(text, "Hello there");
 
   json next = body;  // the items given back, a reasoning item among them
-  next["input"] = json::array({{{"role", "user"}, {"content", "Hi"}}, out[0], out[1], {{"role", "user"}, {"content", "Again"}}});
+  next["input"] =
+      json::array({{{"role", "user"}, {"content", "Hi"}}, out[0], out[1], {{"role", "user"}, {"content", "Again"}}});
   const auto again = test::http_call(port, "POST", "/v1/responses", next.dump());
   EXPECT_EQ(again.status, 200) << again.body;
   json bad_effort = body;
@@ -241,6 +243,84 @@ TEST(ReasoningConfig, TheKeyIsReadAndABadValueNamed) {
   auto bad = parse_server_config("reasoning_format: maybe\n", "t.yaml");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("reasoning_format"), std::string::npos) << bad.status().message();
+}
+
+TEST(ReasoningConfig, ToolCallFormatIsReadAndABadValueNamed) {
+  auto set = parse_server_config("tool_call_format: deepseek_v3_1\n", "t.yaml");
+  ASSERT_TRUE(set.is_ok()) << set.status().message();
+  EXPECT_EQ(set->runtime.tool_call_format, "deepseek_v3_1");
+  auto bad = parse_server_config("tool_call_format: xml\n", "t.yaml");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("tool_call_format"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("harmony"), std::string::npos) << "the formats are listed";
+}
+
+// A model family's own template (tests/data/chat_templates) over stories260K, the reply forced
+// by a grammar: its reasoning and calls come back as reasoning_content and tool_calls.
+class TemplateServer : public test::ServerTest {
+ protected:
+  void start_with(const std::string& template_file, const std::string& tool_call_format = "") {
+    ServerConfig cfg;
+    cfg.runtime.chat_template = std::string(AUTOGLM_SOURCE_DIR) + "/tests/data/chat_templates/" + template_file;
+    cfg.runtime.tool_call_format = tool_call_format;
+    start(cfg);
+  }
+  json chat(const std::string& output, bool tools) {
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}})},
+                 {"grammar", "root ::= " + json(output).dump()},
+                 {"max_tokens", 300}};
+    if (tools)
+      body["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+        "description": "The weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+    const auto r = test::http_call(port, "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+};
+
+TEST_F(TemplateServer, GptOssHarmonyGivesReasoningAnswerAndCalls) {
+  start_with("gpt-oss.jinja");
+  const json answer =
+      chat("<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.", false);
+  EXPECT_EQ(answer["choices"][0]["message"]["reasoning_content"], "Simple.") << answer;
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], "Sunny.") << answer;
+  const json call = chat(
+      "<|channel|>analysis<|message|>Use it.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+      "<|constrain|>json<|message|>{\"city\": \"Paris\"}",
+      true);
+  const json m = call["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "Use it.") << call;
+  ASSERT_EQ(m["tool_calls"].size(), 1u) << call;
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(call["choices"][0]["finish_reason"], "tool_calls");
+  json forced = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                 {"tools", json::parse(R"([{"type": "function", "function": {"name": "f", "description": "d"}}])")},
+                 {"tool_choice", "required"}};
+  const auto refused = test::http_call(port, "POST", "/v1/chat/completions", forced.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "tool_choice") << refused.body;
+}
+
+TEST_F(TemplateServer, DeepSeekV31CallsAreToolCalls) {
+  start_with("deepseek-v3.1.jinja");
+  const json call = chat(
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      true);
+  const json m = call["choices"][0]["message"];
+  EXPECT_EQ(m["content"], "Checking.") << call;
+  ASSERT_EQ(m["tool_calls"].size(), 1u) << call;
+  EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+}
+
+TEST_F(TemplateServer, TheConfiguredToolCallFormatOverridesTheTemplates) {
+  start_with("glm-4.6.jinja", "deepseek_v3_1");  // GLM's template, DeepSeek's calls: as configured
+  const json call = chat(
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁end｜>",
+      true);
+  ASSERT_EQ(call["choices"][0]["message"]["tool_calls"].size(), 1u) << call;
 }
 
 }  // namespace

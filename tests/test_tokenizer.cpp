@@ -172,3 +172,36 @@ TEST(IncrementalDetokenizer, NeverSplitsACharacter) {
 
 }  // namespace
 }  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// A vocabulary of named tokens only (what apply_harmony_ends reads).
+Vocab named_vocab(const std::vector<std::string>& pieces) {
+  Vocab v;
+  v.pieces = pieces;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    v.index[pieces[i]] = int32_t(i);
+    v.types.push_back(TokenType::kControl);
+  }
+  return v;
+}
+
+// gpt-oss: <|end|> ends a harmony message, not the generation; <|return|> and <|call|> do.
+TEST(HarmonyVocab, EndIsNoEndOfGenerationReturnAndCallAre) {
+  Vocab v = named_vocab({"a", "<|end|>", "<|return|>", "<|call|>", "<|start|>"});
+  v.eos = 1;  // a converter that named <|end|>
+  v.eot = guess_end_of_turn(v);
+  apply_harmony_ends(v);
+  EXPECT_FALSE(v.is_eog(1));
+  EXPECT_TRUE(v.is_eog(2));
+  EXPECT_TRUE(v.is_eog(3));
+  EXPECT_EQ(v.eos, 2);
+  Vocab other = named_vocab({"a", "<|end|>"});  // Phi-3's <|end|> (no <|return|>) stays an end of turn
+  other.eot = guess_end_of_turn(other);
+  apply_harmony_ends(other);
+  EXPECT_TRUE(other.is_eog(1));
+}
+
+}  // namespace
+}  // namespace autoglm

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/harmony.h"
 #include "chat/reply_shaper.h"
 #include "chat/tool_calls.h"
 #include "sample/grammar.h"
@@ -19,10 +20,11 @@ namespace {
 using json = nlohmann::ordered_json;
 
 const json kTools = json::parse(R"([
-  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+  {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {"type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "units": {"type": "string"}},
     "required": ["city", "days"]}}},
-  {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}
+  {"type": "function", "function": {"name": "now", "description": "The time", "parameters": {"type": "object",
+    "properties": {}}}}
 ])");
 
 std::string template_text(const std::string& file) {
@@ -41,8 +43,11 @@ std::string assistant_turn(const ChatTemplate& t, const json& assistant, std::st
   if (!prefix || !full) return "";
   EXPECT_EQ(full->compare(0, prefix->size(), *prefix), 0) << "the conversation does not extend the prompt";
   if (prompt) *prompt = *prefix;
-  const std::string turn = full->substr(prefix->size());
-  return turn.substr(0, turn.find("<|im_end|>"));  // chatml's end of turn (Qwen3-Coder)
+  std::string turn = full->substr(prefix->size());
+  // Where the model's text ends: at its end-of-generation token (chatml's, DeepSeek's, harmony's).
+  for (const char* end : {"<|im_end|>", "<｜end▁of▁sentence｜>", "<|call|>", "<|return|>"})
+    turn = turn.substr(0, turn.find(end));
+  return turn;
 }
 
 const json kAssistant = json::parse(R"({"role": "assistant", "content": "",
@@ -51,7 +56,9 @@ const json kAssistant = json::parse(R"({"role": "assistant", "content": "",
     {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}},
     {"type": "function", "function": {"name": "now", "arguments": {}}}]})");
 
-void expect_round_trip(const std::string& file, ToolCallFamily family) {
+// `reasoning`: what the template renders of the turn's reasoning (DeepSeek V3.1's drops it).
+void expect_round_trip(const std::string& file, ToolCallFamily family,
+                       const std::string& reasoning_kept = "Two calls.") {
   const std::string source = template_text(file);
   ASSERT_EQ(tool_call_family(source), family) << file;
   auto t = ChatTemplate::parse(source);
@@ -86,7 +93,7 @@ void expect_round_trip(const std::string& file, ToolCallFamily family) {
         if (p.kind == PartKind::kToolCallArguments) calls.back().second += p.text;
       }
     ASSERT_EQ(calls.size(), size_t(2)) << file << " cut at " << cut << ": " << turn;
-    EXPECT_EQ(reasoning, thinks ? "Two calls." : "") << file << " cut at " << cut;
+    EXPECT_EQ(reasoning, thinks ? reasoning_kept : "") << file << " cut at " << cut;
     EXPECT_EQ(answer.find_first_not_of(" \n"), std::string::npos) << file << " cut at " << cut << ": " << answer;
     EXPECT_EQ(calls[0].first, "get_weather");
     EXPECT_EQ(json::parse(calls[0].second), json({{"city", "Paris"}, {"days", 3}})) << calls[0].second;
@@ -106,6 +113,84 @@ TEST(XmlToolCalls, Glm47RendersAndParsesBack) {
 
 TEST(XmlToolCalls, Qwen3CoderRendersAndParsesBack) {
   expect_round_trip("qwen3-coder.jinja", ToolCallFamily::kQwen3Coder);
+}
+
+TEST(XmlToolCalls, DeepSeekV31RendersAndParsesBack) {
+  expect_round_trip("deepseek-v3.1.jinja", ToolCallFamily::kDeepSeekV31, "");
+}
+
+// gpt-oss: one call per assistant message, its analysis kept before it; the reply is harmony
+// throughout (the analysis channel as reasoning), read by HarmonyParser at every byte boundary.
+TEST(HarmonyReplies, GptOssRendersAndParsesBack) {
+  const std::string source = template_text("gpt-oss.jinja");
+  ASSERT_EQ(tool_call_family(source), ToolCallFamily::kHarmony);
+  auto t = ChatTemplate::parse(source);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  const json assistant = json::parse(R"({"role": "assistant", "content": "", "thinking": "One call.",
+    "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}]})");
+  const std::string turn = assistant_turn(*t, assistant);
+  ASSERT_NE(turn.find("to=functions.get_weather"), std::string::npos) << turn;
+  ReplyFormat f;
+  f.tools = true;
+  f.family = ToolCallFamily::kHarmony;
+  f.tool_names = {"get_weather", "now"};
+  f.harmony = true;
+  f.reasoning = true;
+  for (size_t cut = 0; cut <= turn.size(); ++cut) {
+    ReplyShaper shaper(f);
+    StreamEvent a, b;
+    a.text = turn.substr(0, cut);
+    b.text = turn.substr(cut);
+    b.finished = true;
+    b.finish_reason = FinishReason::kStop;  // <|call|> ends the generation
+    shaper.shape(a);
+    shaper.shape(b);
+    std::string reasoning, answer, name, arguments;
+    for (const StreamEvent* ev : {&a, &b})
+      for (const OutputPart& p : ev->parts) {
+        if (p.kind == PartKind::kReasoning) reasoning += p.text;
+        if (p.kind == PartKind::kText) answer += p.text;
+        if (p.kind == PartKind::kToolCallBegin) name += p.text;
+        if (p.kind == PartKind::kToolCallArguments) arguments += p.text;
+      }
+    EXPECT_EQ(reasoning, "One call.") << "cut at " << cut << ": " << turn;
+    EXPECT_EQ(answer, "") << "cut at " << cut;
+    EXPECT_EQ(name, "get_weather") << "cut at " << cut;
+    EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}, {"days", 3}})) << arguments;
+    EXPECT_EQ(b.finish_reason, FinishReason::kToolCalls);
+  }
+}
+
+TEST(HarmonyReplies, AnalysisThenFinalAtEveryByteBoundary) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Think <|en|> here.<|end|>"
+      "<|start|>assistant<|channel|>final<|message|>The answer.";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    HarmonyParser p;
+    HarmonyParser::Output a = p.push(text.substr(0, cut)), b = p.push(text.substr(cut)), c = p.finish();
+    EXPECT_EQ(a.reasoning + b.reasoning + c.reasoning, "Think <|en|> here.") << "cut at " << cut;
+    EXPECT_EQ(a.content + b.content + c.content, "The answer.") << "cut at " << cut;
+  }
+}
+
+TEST(HarmonyReplies, PlainTextAndACutCallAndTheRecipientAfterTheChannel) {
+  HarmonyParser plain;
+  EXPECT_EQ(plain.push("Just text").content + plain.finish().content, "Just text");
+  HarmonyParser call;  // the recipient after the channel, as gpt-oss also writes it
+  call.push("<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}");
+  const HarmonyParser::Output done = call.finish();
+  ASSERT_EQ(done.calls.size(), 1u);
+  EXPECT_EQ(done.calls[0].name, "now");
+  EXPECT_EQ(done.calls[0].arguments, "{}");
+  HarmonyParser cut;
+  cut.push("<|channel|>commentary to=functions.now <|constrain|>json<|message|>{\"a\": ");
+  EXPECT_TRUE(cut.finish(/*cut_short=*/true).calls.empty()) << "a call cut by max_tokens is dropped";
+}
+
+TEST(HarmonyReplies, ForcingACallIsRefusedByName) {
+  auto gbnf = tool_call_grammar(ToolCallFamily::kHarmony, nlohmann::json(kTools), "");
+  ASSERT_FALSE(gbnf.is_ok());
+  EXPECT_NE(gbnf.status().message().find("harmony"), std::string::npos);
 }
 
 TEST(XmlToolCalls, AStringArgumentStaysRawAndANonStringIsJson) {
@@ -167,6 +252,29 @@ TEST(XmlToolCalls, TheForcingGrammarAcceptsTheTemplatesCallAndNothingElse) {
   expect_grammar("glm-4.6.jinja", ToolCallFamily::kGlm45);
   expect_grammar("glm-4.7.jinja", ToolCallFamily::kGlm47);
   expect_grammar("qwen3-coder.jinja", ToolCallFamily::kQwen3Coder);
+}
+
+// DeepSeek V3.1's forcing grammar accepts the template's own rendering of one call and refuses
+// a key the schema does not have.
+TEST(XmlToolCalls, TheDeepSeekV31GrammarAcceptsTheTemplatesCall) {
+  auto t = ChatTemplate::parse(template_text("deepseek-v3.1.jinja"));
+  ASSERT_TRUE(t.is_ok());
+  json one = kAssistant;
+  one["tool_calls"] = json::array({kAssistant["tool_calls"][0]});
+  const std::string call = assistant_turn(*t, one);
+  ASSERT_EQ(call.rfind("<｜tool▁calls▁begin｜>", 0), 0u) << call;
+  auto gbnf = tool_call_grammar(ToolCallFamily::kDeepSeekV31, nlohmann::json(kTools), "");
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto grammar = Grammar::parse(*gbnf);
+  ASSERT_TRUE(grammar.is_ok()) << grammar.status().message();
+  auto accepts = [&](const std::string& text) {
+    GrammarState s = GrammarState(*grammar).advance_bytes(text);
+    return !s.dead() && s.accepting();
+  };
+  EXPECT_TRUE(accepts(call)) << call << "\n" << *gbnf;
+  std::string unknown = call;
+  unknown.replace(unknown.find("city"), 4, "town");
+  EXPECT_FALSE(accepts(unknown)) << unknown;
 }
 
 }  // namespace

@@ -68,7 +68,10 @@ struct RuntimeOptions {
   double kv_memory_fraction = 0;  // ...or this share of the available memory (a GPU's free memory), when > 0
   int64_t kv_block_size = 16;
   bool prefix_cache = true;
-  std::string chat_template;       // "" the model's own; a built-in name (chatml, llama2, llama3, glm4) or a file
+  std::string chat_template;  // "" the model's own; a built-in name (chatml, llama2, llama3, glm4) or a file
+  // The tool-call format: "" read off the chat template; else hermes, llama3, glm4, glm45, glm47,
+  // qwen3coder, deepseek_v3_1 or harmony (a template the detection misreads).
+  std::string tool_call_format;
   int64_t max_running = 16;        // sequences decoding at once
   int64_t max_batch_tokens = 128;  // tokens per engine step (chunked prefill)
   int64_t max_queued = 256;        // waiting requests before submit answers kResourceExhausted

@@ -20,6 +20,10 @@ struct ToolCall {
   std::string arguments;  // JSON text
 };
 
+// The tool-call formats RuntimeOptions::tool_call_format may name: hermes, llama3, glm4, glm45,
+// glm47, qwen3coder, deepseek_v3_1, harmony.
+std::vector<std::string> tool_call_format_names();
+
 // A generated reply split into its text and the calls it made.
 struct AssistantMessage {
   std::string content;

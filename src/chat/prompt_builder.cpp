@@ -5,10 +5,10 @@ namespace autoglm {
 using nlohmann::ordered_json;
 
 PromptBuilder::PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                             GrammarLimits grammar_limits)
+                             GrammarLimits grammar_limits, std::optional<ToolCallFamily> family)
     : template_(chat_template),
       tokenizer_(tokenizer),
-      family_(tool_call_family(chat_template.source())),
+      family_(family.value_or(tool_call_family(chat_template.source()))),
       grammar_limits_(grammar_limits),
       markers_(tokenizer.vocab()) {}
 
@@ -58,6 +58,9 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
   // Request and tool text is untrusted: its control-token markers stay text (marker_guard.h).
   MarkerGuard guard(markers_);
   ordered_json messages = request.messages, tools = show_tools ? request.tools : ordered_json();
+  for (auto& m : messages)  // an earlier turn's reasoning, under gpt-oss's name for it too
+    if (m.is_object() && m.contains("reasoning_content") && !m.contains("thinking"))
+      m["thinking"] = m["reasoning_content"];
   ordered_json kwargs = request.template_kwargs;
   guard.hide(messages);
   guard.hide(tools);
@@ -75,7 +78,8 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
   if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
     const bool named = request.tool_choice == ToolChoice::kNamed;
     auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");
-    if (!gbnf) return fail(named ? "tool_choice" : "tools", gbnf.status());
+    const bool unsupported = !gbnf && gbnf.status().code() == StatusCode::kUnsupported;  // the format forces none
+    if (!gbnf) return fail(named || unsupported ? "tool_choice" : "tools", gbnf.status());
     auto grammar = Grammar::parse(*gbnf, grammar_limits_);
     if (!grammar) return fail("tools", grammar.status());
     prompt.forced_call = *grammar;

@@ -47,7 +47,9 @@ struct Prompt {
 class PromptBuilder {
  public:
   // Both must outlive the builder; the tool-call family is read off the template once.
-  PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer, GrammarLimits grammar_limits = {});
+  // `family`: the tool-call format; none: read off the template.
+  PromptBuilder(const ChatTemplate& chat_template, const Tokenizer& tokenizer, GrammarLimits grammar_limits = {},
+                std::optional<ToolCallFamily> family = std::nullopt);
 
   // On error, *error_param (when given) names the request field at fault: "messages" for
   // the template, "tools" or "tool_choice" for the forced call.

@@ -14,6 +14,11 @@ ReplyFormat reply_format(const PromptRequest& chat, ToolCallFamily family, bool 
 }
 
 ReplyShaper::ReplyShaper(const ReplyFormat& format) : parallel_(format.parallel_tool_calls) {
+  if (format.harmony) {
+    harmony_ = std::make_unique<HarmonyParser>();
+    harmony_reasoning_ = format.reasoning;
+    return;
+  }
   if (format.reasoning) reasoning_ = std::make_unique<ReasoningSplit>(format.starts_thinking);
   if (format.tools) {
     tools_ = std::make_unique<ToolCallParser>(format.family, format.tool_names, "");
@@ -31,8 +36,25 @@ void ReplyShaper::add_calls(const std::vector<ToolCall>& calls, StreamEvent& eve
   }
 }
 
+void ReplyShaper::shape_harmony(StreamEvent& event) {
+  HarmonyParser::Output out = harmony_->push(event.text);
+  if (event.finished) {
+    HarmonyParser::Output rest = harmony_->finish(event.finish_reason == FinishReason::kLength);
+    out.reasoning += rest.reasoning;
+    out.content += rest.content;
+    out.calls.insert(out.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  if (!out.reasoning.empty())
+    event.parts.push_back({harmony_reasoning_ ? PartKind::kReasoning : PartKind::kText, out.reasoning, 0});
+  if (!out.content.empty()) event.parts.push_back({PartKind::kText, out.content, 0});
+  add_calls(out.calls, event);
+  if (event.finished && calls_ > 0 && event.finish_reason == FinishReason::kStop)
+    event.finish_reason = FinishReason::kToolCalls;
+}
+
 // The reasoning split off first (the calls are in the answer), then the answer read for calls.
 void ReplyShaper::shape(StreamEvent& event) {
+  if (harmony_) return shape_harmony(event);
   std::string answer = event.text;
   if (reasoning_) {
     ReasoningSplit::Output split = reasoning_->push(event.text);

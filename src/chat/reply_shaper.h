@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autoglm/engine.h"
+#include "chat/harmony.h"
 #include "chat/prompt_builder.h"
 #include "chat/reasoning_split.h"
 #include "chat/tool_calls.h"
@@ -25,8 +26,11 @@ struct ReplyFormat {
   // the prompt opened the thinking, so the text starts inside it.
   bool reasoning = false;
   bool starts_thinking = false;
-  nlohmann::json tool_objects = nlohmann::json::array();  // the OpenAI tools (parameter types)
-  bool plain() const { return !tools && !reasoning; }     // all text is answer text
+  // gpt-oss's harmony: one parser reads the whole reply (its analysis channel is the reasoning:
+  // reasoning parts when `reasoning`, else answer text).
+  bool harmony = false;
+  nlohmann::json tool_objects = nlohmann::json::array();           // the OpenAI tools (parameter types)
+  bool plain() const { return !tools && !reasoning && !harmony; }  // all text is answer text
 };
 
 // How a chat's reply is read: with tools offered (tool_choice not none), calls in `family`'s format.
@@ -41,10 +45,13 @@ class ReplyShaper {
 
  private:
   void add_calls(const std::vector<ToolCall>& calls, StreamEvent& event);
+  void shape_harmony(StreamEvent& event);
 
   bool parallel_;
   std::unique_ptr<ReasoningSplit> reasoning_;  // null unless the reasoning is split off
   std::unique_ptr<ToolCallParser> tools_;      // null without tools
+  std::unique_ptr<HarmonyParser> harmony_;     // a harmony reply's parser (instead of both above)
+  bool harmony_reasoning_ = false;             // its analysis as reasoning parts (else answer text)
   int32_t calls_ = 0;                          // calls given out
 };
 

@@ -14,6 +14,9 @@ using nlohmann::json;
 const char kHermesOpen[] = "<tool_call>";
 const char kHermesClose[] = "</tool_call>";
 const char kPythonTag[] = "<|python_tag|>";
+const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallsEnd = "<｜tool▁calls▁end｜>";
+const std::string kDsCallBegin = "<｜tool▁call▁begin｜>", kDsCallEnd = "<｜tool▁call▁end｜>";
+const std::string kDsSep = "<｜tool▁sep｜>";
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -44,6 +47,10 @@ std::vector<json> json_values(const std::string& text) {
 }  // namespace
 
 ToolCallFamily tool_call_family(const std::string& t) {
+  if (template_is_harmony(t)) return ToolCallFamily::kHarmony;
+  // DeepSeek V3.1's calls: the arguments right after the separator (R1's put a ```json block there).
+  if (t.find(kDsSep) != std::string::npos && t.find("```json") == std::string::npos)
+    return ToolCallFamily::kDeepSeekV31;
   if (t.find("<arg_key>") != std::string::npos)  // GLM-4.5+: 4.7 writes no newline before a key
     return t.find("\n<arg_key>") != std::string::npos ? ToolCallFamily::kGlm45 : ToolCallFamily::kGlm47;
   if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
@@ -63,8 +70,36 @@ const char* tool_call_family_name(ToolCallFamily f) {
     case ToolCallFamily::kGlm45: return "glm45";
     case ToolCallFamily::kGlm47: return "glm47";
     case ToolCallFamily::kQwen3Coder: return "qwen3coder";
+    case ToolCallFamily::kDeepSeekV31: return "deepseek_v3_1";
+    case ToolCallFamily::kHarmony: return "harmony";
   }
   return "hermes";
+}
+
+namespace {
+
+constexpr ToolCallFamily kFamilies[] = {
+    ToolCallFamily::kHermes, ToolCallFamily::kLlama3,     ToolCallFamily::kGlm4,        ToolCallFamily::kGlm45,
+    ToolCallFamily::kGlm47,  ToolCallFamily::kQwen3Coder, ToolCallFamily::kDeepSeekV31, ToolCallFamily::kHarmony};
+
+}  // namespace
+
+std::optional<ToolCallFamily> tool_call_family_from_name(const std::string& name) {
+  for (ToolCallFamily f : kFamilies)
+    if (name == tool_call_family_name(f)) return f;
+  return std::nullopt;
+}
+
+std::vector<std::string> tool_call_format_names() {
+  std::vector<std::string> names;
+  for (ToolCallFamily f : kFamilies) names.emplace_back(tool_call_family_name(f));
+  return names;
+}
+
+std::vector<std::string> tool_call_markers(ToolCallFamily family) {
+  if (family == ToolCallFamily::kHarmony) return {std::begin(kHarmonyMarkers), std::end(kHarmonyMarkers)};
+  if (family == ToolCallFamily::kDeepSeekV31) return {kDsCallsBegin, kDsCallsEnd, kDsCallBegin, kDsCallEnd, kDsSep};
+  return {};
 }
 
 std::vector<std::string> tool_function_names(const nlohmann::ordered_json& tools) {
@@ -76,7 +111,9 @@ std::vector<std::string> tool_function_names(const nlohmann::ordered_json& tools
 }
 
 ToolCallParser::ToolCallParser(ToolCallFamily family, std::vector<std::string> tool_names, std::string id_prefix)
-    : family_(family), names_(std::move(tool_names)), id_prefix_(std::move(id_prefix)) {}
+    : family_(family), names_(std::move(tool_names)), id_prefix_(std::move(id_prefix)) {
+  if (family_ == ToolCallFamily::kHarmony) harmony_ = std::make_unique<HarmonyParser>(id_prefix_);
+}
 
 bool ToolCallParser::add_call(const json& j, Output& out) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
@@ -178,12 +215,77 @@ json ToolCallParser::qwen3_coder_call(const std::string& body) const {
 }
 
 ToolCallParser::Output ToolCallParser::push(const std::string& text) {
+  if (harmony_) return from_harmony(harmony_->push(text));
   pending_ += text;
+  if (family_ == ToolCallFamily::kDeepSeekV31) return parse_deepseek(false, false);
   return tagged_calls(family_) ? parse_hermes(false, false) : parse_whole_message(false, false);
 }
 
 ToolCallParser::Output ToolCallParser::finish(bool cut_short) {
+  if (harmony_) return from_harmony(harmony_->finish(cut_short));
+  if (family_ == ToolCallFamily::kDeepSeekV31) return parse_deepseek(true, cut_short);
   return tagged_calls(family_) ? parse_hermes(true, cut_short) : parse_whole_message(true, cut_short);
+}
+
+// Harmony's calls and answer text (its reasoning is not content).
+ToolCallParser::Output ToolCallParser::from_harmony(HarmonyParser::Output h) {
+  Output out;
+  out.content = std::move(h.content);
+  out.calls = std::move(h.calls);
+  calls_.insert(calls_.end(), out.calls.begin(), out.calls.end());
+  return out;
+}
+
+// Content runs until <｜tool▁calls▁begin｜>; inside, each <｜tool▁call▁begin｜>name<｜tool▁sep｜>
+// arguments<｜tool▁call▁end｜> is released when it closes; <｜tool▁calls▁end｜> ends them.
+ToolCallParser::Output ToolCallParser::parse_deepseek(bool final, bool cut_short) {
+  Output out;
+  for (;;) {
+    if (!in_calls_) {
+      const size_t open = pending_.find(kDsCallsBegin);
+      const size_t end = open == std::string::npos ? pending_.size() : open;
+      const size_t hold =
+          open != std::string::npos || (final && !cut_short) ? 0 : partial_marker(pending_, kDsCallsBegin);
+      out.content += pending_.substr(0, end - hold);
+      pending_.erase(0, end - hold);
+      if (open == std::string::npos) {
+        if (final) pending_.clear();
+        return out;
+      }
+      pending_.erase(0, kDsCallsBegin.size());
+      in_calls_ = true;
+    }
+    const size_t next = pending_.find_first_not_of(" \t\r\n");
+    if (next == std::string::npos) {
+      if (final) pending_.clear();
+      return out;
+    }
+    if (pending_.compare(next, kDsCallsEnd.size(), kDsCallsEnd) == 0) {
+      pending_.erase(0, next + kDsCallsEnd.size());
+      in_calls_ = false;
+      continue;
+    }
+    const size_t close = pending_.find(kDsCallEnd, next);
+    if (close == std::string::npos) {
+      if (final) {  // an unfinished call: given back as text, unless cut short
+        if (!cut_short && pending_.compare(next, kDsCallBegin.size(), kDsCallBegin) != 0) out.content += pending_;
+        pending_.clear();
+      }
+      return out;
+    }
+    std::string body = pending_.substr(next, close - next);
+    const bool framed = body.compare(0, kDsCallBegin.size(), kDsCallBegin) == 0;
+    if (framed) body.erase(0, kDsCallBegin.size());
+    const size_t sep = body.find(kDsSep);
+    bool added = false;
+    if (framed && sep != std::string::npos) {
+      const auto values = json_values(trim(body.substr(sep + kDsSep.size())));
+      added = values.size() == 1 && values[0].is_object() &&
+              add_call(json{{"name", trim(body.substr(0, sep))}, {"arguments", values[0]}}, out);
+    }
+    if (!added) out.content += pending_.substr(next, close + kDsCallEnd.size() - next);
+    pending_.erase(0, close + kDsCallEnd.size());
+  }
 }
 
 // Content runs until <tool_call>; each call is released when its </tool_call> arrives (hermes:
@@ -346,6 +448,10 @@ Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& n
 }  // namespace
 
 Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, const std::string& only) {
+  if (family == ToolCallFamily::kHarmony)  // its header's markers are control tokens, which no grammar writes yet
+    return unsupported(
+        "a forced call ('required' or a named function) is not supported for gpt-oss's harmony "
+        "format; use 'auto'");
   std::string calls, rules;
   int n = 0;
   for (const json& t : tools) {
@@ -375,6 +481,11 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
                gbnf_literal("}");
         break;
       case ToolCallFamily::kGlm4: call = gbnf_literal(name + "\n") + " " + args; break;
+      case ToolCallFamily::kDeepSeekV31:
+        call = gbnf_literal(kDsCallsBegin + kDsCallBegin + name + kDsSep) + " " + args + " " +
+               gbnf_literal(kDsCallEnd + kDsCallsEnd);
+        break;
+      case ToolCallFamily::kHarmony: break;  // refused above
       case ToolCallFamily::kGlm45:
       case ToolCallFamily::kGlm47:
       case ToolCallFamily::kQwen3Coder: break;  // above

@@ -10,21 +10,34 @@
 //   glm47   (GLM-4.7):               <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
 //   qwen3coder (Qwen3-Coder): <tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>
 //           (glm45/47, qwen3coder: a string argument's value raw, any other as JSON; a call may have none)
+//   deepseek_v3_1 (DeepSeek V3.1+):
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+//   harmony (gpt-oss):       <|start|>assistant<|channel|>commentary to=functions.name
+//   <|constrain|>json<|message|>{...}
+//           (chat/harmony.h: the whole reply's format, reasoning included; no forcing grammar yet)
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autoglm/status.h"
 #include "autoglm/tool_call.h"
+#include "chat/harmony.h"
 
 namespace autoglm {
 
-enum class ToolCallFamily { kHermes, kLlama3, kGlm4, kGlm45, kGlm47, kQwen3Coder };
+enum class ToolCallFamily { kHermes, kLlama3, kGlm4, kGlm45, kGlm47, kQwen3Coder, kDeepSeekV31, kHarmony };
 
 ToolCallFamily tool_call_family(const std::string& chat_template);
+// "hermes", "llama3", "glm4", "glm45", "glm47", "qwen3coder", "deepseek_v3_1", "harmony".
 const char* tool_call_family_name(ToolCallFamily family);
+// The family of a name (tool_call_format in the config); none for another name.
+std::optional<ToolCallFamily> tool_call_family_from_name(const std::string& name);
+// The markers a family's reply must show even where they are control tokens.
+std::vector<std::string> tool_call_markers(ToolCallFamily family);
 
 // The function names of OpenAI tool objects, in order (an entry without one is skipped): what
 // ToolCallParser takes.
@@ -52,6 +65,8 @@ class ToolCallParser {
 
  private:
   Output parse_hermes(bool final, bool cut_short);
+  Output parse_deepseek(bool final, bool cut_short);
+  Output from_harmony(HarmonyParser::Output h);
   Output parse_whole_message(bool final, bool cut_short);
   bool add_call(const nlohmann::json& j, Output& out);
   // A glm45/47 or qwen3coder call's text between <tool_call> and </tool_call> as {"name",
@@ -67,7 +82,9 @@ class ToolCallParser {
   std::string pending_;                   // text not yet released
   bool in_message_mode_decided_ = false;  // llama3/glm4: whether the message is a call
   bool message_is_call_ = false;
-  bool after_call_ = false;  // hermes: whitespace after a call is dropped
+  bool after_call_ = false;                 // hermes: whitespace after a call is dropped
+  bool in_calls_ = false;                   // deepseek_v3_1: inside <｜tool▁calls▁begin｜>
+  std::unique_ptr<HarmonyParser> harmony_;  // harmony: the whole reply (its reasoning is not content)
   std::vector<ToolCall> calls_;
   nlohmann::json parameters_ = nlohmann::json::object();  // function name -> its parameter schema
 };

@@ -13,7 +13,7 @@ namespace autoglm::cli {
 namespace {
 
 struct ServeArgs {
-  std::string config_path, model, host, chat_template, reasoning_format;
+  std::string config_path, model, host, chat_template, reasoning_format, tool_call_format;
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
@@ -78,6 +78,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   number("speculative.draft_p_min", a.draft_p_min, a.draft_p_min >= 0);
   text("chat_template", a.chat_template);
   text("reasoning_format", a.reasoning_format);
+  text("tool_call_format", a.tool_call_format);
   return o;
 }
 
@@ -146,6 +147,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--reasoning-format", a->reasoning_format,
                   "A thinking model's reasoning: auto (apart, as reasoning_content), none (left in the content) "
                   "or deepseek (reasoning_format)");
+  cmd->add_option("--tool-call-format", a->tool_call_format,
+                  "Tool-call format when the template's is misread: hermes, llama3, glm4, glm45, glm47, qwen3coder, "
+                  "deepseek_v3_1 or harmony (tool_call_format)");
   cmd->add_flag("--no-webui", a->no_webui, "Serve no chat playground or dashboard at / (web_ui: false)");
   cmd->add_option("--spec", a->spec,
                   "Speculative decoding: none, draft, ngram, early-exit or mtp (overrides speculative.method)");

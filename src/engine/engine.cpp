@@ -35,7 +35,7 @@ struct Sequence {
         sampler(request.sampling),
         matcher(trie.make_matcher(request.grammar)),
         thinking(request.thinking),
-        text(tok, request.stop, !request.ignore_eos),
+        text(tok, request.stop, !request.ignore_eos, request.visible_control_tokens),
         kv(pool),
         draft_length(spec.draft_max, spec.draft_min, draft_token_cost) {}
 

@@ -30,7 +30,10 @@ struct GenerationRequest {
   bool ignore_eos = false;    // generate past EOS/EOT (benchmarks, tests), as vLLM's and llama.cpp's servers allow
   std::shared_ptr<const Grammar> grammar;  // constrained decoding: only text this grammar admits
   std::optional<ThinkingSpec> thinking;    // a thinking model's reasoning phase (thinking_gate.h)
-  bool speculative = true;                 // false: no drafts for this request (when the engine speculates)
+  // Control tokens whose text the reply shows: a reply format's markers (harmony's <|channel|>),
+  // which its parser reads. Other control tokens show nothing.
+  std::vector<int32_t> visible_control_tokens;
+  bool speculative = true;  // false: no drafts for this request (when the engine speculates)
   // The root of the prefix cache's hash chain: only requests with the same salt share cached
   // blocks (the server gives each API key its own, so no key can probe another's prompts).
   uint64_t cache_salt = 0;

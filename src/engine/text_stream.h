@@ -3,6 +3,7 @@
 // The engine and the single-sequence generator share it.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,15 @@ namespace autoglm {
 
 class TextStream {
  public:
-  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stops, bool stop_at_eog = true)
-      : tokenizer_(tokenizer), detok_(tokenizer), stops_(std::move(stops)), stop_at_eog_(stop_at_eog) {}
+  // `visible_control`: control tokens whose text is shown (a reply format's markers); others
+  // show nothing.
+  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stops, bool stop_at_eog = true,
+             std::vector<int32_t> visible_control = {})
+      : tokenizer_(tokenizer),
+        detok_(tokenizer),
+        stops_(std::move(stops)),
+        stop_at_eog_(stop_at_eog),
+        visible_control_(std::move(visible_control)) {}
 
   // Text that became final with this token; ended() is true once an EOS/EOT or a stop string was seen.
   std::string push(int32_t token) {
@@ -22,7 +30,8 @@ class TextStream {
       ended_ = true;
       return "";
     }
-    std::string text = stops_.push(detok_.push(token));
+    const bool shown = std::find(visible_control_.begin(), visible_control_.end(), token) != visible_control_.end();
+    std::string text = stops_.push(detok_.push(token, shown));
     ended_ = ended_ || stops_.stopped();
     return text;
   }
@@ -42,6 +51,7 @@ class TextStream {
   IncrementalDetokenizer detok_;
   StopMatcher stops_;
   bool stop_at_eog_;
+  std::vector<int32_t> visible_control_;
   bool ended_ = false;
 };
 

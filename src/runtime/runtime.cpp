@@ -113,7 +113,17 @@ Status prepare_prompts(Runtime::Parts& p) {
   AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
   p.chat_template->set_limits(p.options.limits.template_steps, size_t(p.options.limits.template_output_bytes));
   if (p.options.cancel_renders) p.chat_template->set_cancel_flag(p.options.cancel_renders);
-  p.prompts = std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(p.options.limits));
+  std::optional<ToolCallFamily> family;
+  if (!p.options.tool_call_format.empty()) {
+    family = tool_call_family_from_name(p.options.tool_call_format);
+    if (!family) {
+      std::string names;
+      for (const std::string& n : tool_call_format_names()) names += (names.empty() ? "" : ", ") + n;
+      return invalid_argument("tool_call_format: '" + p.options.tool_call_format + "' is not a format (" + names + ")");
+    }
+  }
+  p.prompts =
+      std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(p.options.limits), family);
   return dry_render(p);
 }
 

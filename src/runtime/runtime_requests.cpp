@@ -40,6 +40,16 @@ Status with_field(const Status& st, const std::string& field) {
   return Status(st.code(), st.message(), st.field().empty() ? field : st.field());
 }
 
+// The control tokens among `markers` (each one token when the vocabulary has it as one).
+std::vector<int32_t> control_tokens(const Tokenizer& tokenizer, const std::vector<std::string>& markers) {
+  std::vector<int32_t> ids;
+  for (const std::string& m : markers) {
+    const std::vector<int32_t> t = tokenizer.encode(m, false, true);
+    if (t.size() == 1 && tokenizer.vocab().types[size_t(t[0])] == TokenType::kControl) ids.push_back(t[0]);
+  }
+  return ids;
+}
+
 // The prompt's ids (and, for a chat, how its reply is read and a forced call's grammar).
 Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRequest::State& out,
                      std::shared_ptr<const Grammar>& forced_call) {
@@ -53,7 +63,16 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     if (!built) return Status(built.status().code(), built.status().message(), error_field);
     out.request.prompt = std::move(built->ids);
     forced_call = built->forced_call;
-    out.format = reply_format(*conversation, p.prompts->family(), request.chat->parallel_tool_calls);
+    const ToolCallFamily family = p.prompts->family();
+    out.format = reply_format(*conversation, family, request.chat->parallel_tool_calls);
+    const bool split = request.chat->reasoning_format != ReasoningFormat::kNone;
+    if (family == ToolCallFamily::kHarmony && (split || out.format.tools)) {
+      out.format.harmony = true;
+      out.format.reasoning = split;
+    }
+    // A harmony reply shows its markers always (under reasoning_format none too: raw is raw).
+    if (out.format.tools || family == ToolCallFamily::kHarmony)
+      out.request.visible_control_tokens = control_tokens(*p.tokenizer, tool_call_markers(family));
     if (!template_thinks(p.chat_template->source())) return Status::ok();
     if (request.chat->reasoning_format != ReasoningFormat::kNone) {
       out.format.reasoning = true;
@@ -166,6 +185,7 @@ std::string PreparedRequest::output_key() const {
       {"speculative", g.speculative},
       {"tools", f.tools ? nlohmann::json{f.tool_objects, int(f.family), f.parallel_tool_calls} : nullptr},
       {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
+      {"harmony", f.harmony},
       {"thinking", g.thinking ? nlohmann::json{g.thinking->budget, g.thinking->constraint_after} : nullptr},
       {"lora", adapters}};
   std::string key = std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope

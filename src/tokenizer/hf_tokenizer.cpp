@@ -238,6 +238,7 @@ Result<std::unique_ptr<Tokenizer>> parse_checked(const std::string& tokenizer_te
   if (v.add_bos && v.bos < 0) v.add_bos = false;
   if (v.add_eos && v.eos < 0) v.add_eos = false;
   if (v.eot < 0) v.eot = guess_end_of_turn(v);
+  apply_harmony_ends(v);
   return std::make_unique<Tokenizer>(std::move(v), std::move(p));
 }
 

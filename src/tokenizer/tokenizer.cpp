@@ -224,8 +224,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) con
   return pipeline_.clean_up_spaces ? clean_up_spaces(std::move(out)) : out;
 }
 
-std::string IncrementalDetokenizer::push(int32_t id) {
-  pending_ += tokenizer_.token_to_piece(id);
+std::string IncrementalDetokenizer::push(int32_t id, bool special) {
+  pending_ += tokenizer_.token_to_piece(id, special);
   const size_t keep = utf8::incomplete_tail(pending_);
   std::string ready = pending_.substr(0, pending_.size() - keep);
   pending_.erase(0, pending_.size() - keep);

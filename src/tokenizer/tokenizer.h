@@ -93,8 +93,9 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-  // Text that is complete after this token (may be empty while a character is pending).
-  std::string push(int32_t id);
+  // Text that is complete after this token (may be empty while a character is pending);
+  // `special`: a control token's text too (a format's markers, as harmony's <|channel|>).
+  std::string push(int32_t id, bool special = false);
   // Whatever is still pending (an incomplete character at the end of generation).
   std::string flush();
 

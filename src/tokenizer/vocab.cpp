@@ -30,6 +30,19 @@ int32_t guess_end_of_turn(const Vocab& v) {
   return -1;
 }
 
+void apply_harmony_ends(Vocab& v) {
+  const int32_t ret = v.find("<|return|>"), call = v.find("<|call|>"), end = v.find("<|end|>");
+  if (ret < 0 || call < 0) return;
+  if (end >= 0) {
+    if (v.eos == end) v.eos = ret;
+    if (v.eot == end) v.eot = -1;
+    if (v.eom == end) v.eom = -1;
+    std::erase(v.extra_eog, end);
+  }
+  for (int32_t id : {ret, call})
+    if (!v.is_eog(id)) v.extra_eog.push_back(id);
+}
+
 Result<Vocab> load_vocab(const GgufFile& f) {
   Vocab v;
   const std::string model = f.get_string("tokenizer.ggml.model").value_or("");
@@ -99,6 +112,7 @@ Result<Vocab> load_vocab(const GgufFile& f) {
   if (v.add_bos && v.bos < 0) v.add_bos = false;
   if (v.add_eos && v.eos < 0) v.add_eos = false;
   if (v.eot < 0) v.eot = guess_end_of_turn(v);
+  apply_harmony_ends(v);
 
   v.byte_tokens.fill(-1);
   if (v.kind == TokenizerKind::kSpm)

@@ -77,4 +77,8 @@ Result<Vocab> load_vocab(const GgufFile& file);
 // Chat models often mark their end-of-turn token only by name (<|im_end|>, <|eot_id|>, ...).
 int32_t guess_end_of_turn(const Vocab& vocab);
 
+// gpt-oss's harmony vocabulary (it has <|return|> and <|call|>): <|end|> ends a message, not the
+// generation, so it is no end-of-generation token; <|return|> and <|call|> are.
+void apply_harmony_ends(Vocab& vocab);
+
 }  // namespace autoglm

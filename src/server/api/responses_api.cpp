@@ -80,8 +80,10 @@ void add_input_item(const json& item, const std::string& where, json& messages) 
     std::string text;
     if (item.contains("content") && item["content"].is_array())
       for (const json& part : item["content"])
-        if (part.is_object() && part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
-    messages.push_back({{"role", "assistant"}, {"content", ""}, {"reasoning_content", text}, {"pending_reasoning", true}});
+        if (part.is_object() && part.contains("text") && part["text"].is_string())
+          text += part["text"].get<std::string>();
+    messages.push_back(
+        {{"role", "assistant"}, {"content", ""}, {"reasoning_content", text}, {"pending_reasoning", true}});
   } else if (type == "function_call_output") {
     if (!item.contains("call_id") || !item["call_id"].is_string())
       bad(where + ".call_id", "'call_id' must be a string");
@@ -282,10 +284,9 @@ void ResponsesWriter::reasoning_part(const std::string& piece) {
     event("response.output_item.added", {{"output_index", *reasoning_}, {"item", output_.back()}});
   }
   reasoning_text_ += piece;
-  event("response.reasoning_text.delta", {{"item_id", output_[*reasoning_]["id"]},
-                                          {"output_index", *reasoning_},
-                                          {"content_index", 0},
-                                          {"delta", piece}});
+  event(
+      "response.reasoning_text.delta",
+      {{"item_id", output_[*reasoning_]["id"]}, {"output_index", *reasoning_}, {"content_index", 0}, {"delta", piece}});
 }
 
 void ResponsesWriter::close_reasoning() {
@@ -340,9 +341,9 @@ void ResponsesWriter::tool_call_part(const OutputPart& part) {
 // A choice's events in order; its last gives its calls first, then its text, then the end.
 void ResponsesWriter::render(const StreamEvent& ev) {
   const auto is_call = [](const OutputPart& p) { return p.kind != PartKind::kText && p.kind != PartKind::kReasoning; };
-  const bool only_reasoning = !ev.parts.empty() && std::all_of(ev.parts.begin(), ev.parts.end(), [](const OutputPart& p) {
-    return p.kind == PartKind::kReasoning;
-  });
+  const bool only_reasoning =
+      !ev.parts.empty() &&
+      std::all_of(ev.parts.begin(), ev.parts.end(), [](const OutputPart& p) { return p.kind == PartKind::kReasoning; });
   if (only_reasoning) reasoning_tokens_ += int64_t(ev.tokens.size());
   if (!ev.finished) {
     for (const OutputPart& part : ev.parts)

@@ -76,7 +76,7 @@ class ResponsesWriter {
   bool stream_;
   ReplyTally tally_;
   json response_;
-  json output_ = json::array();    // items so far
+  json output_ = json::array();      // items so far
   std::optional<size_t> message_;    // the open message item
   std::optional<size_t> reasoning_;  // the open reasoning item
   std::string text_, reasoning_text_;

@@ -487,6 +487,16 @@ Status read_device(const ConfigReader& r, const YAML::Node& node, Device& device
   return Status::ok();
 }
 
+// tool_call_format: one of the formats the runtime knows.
+Status read_tool_call_format(const ConfigReader& r, const YAML::Node& node, std::string& format) {
+  AUTOGLM_RETURN_IF_ERROR(r.scalar(node, "tool_call_format", format));
+  const std::vector<std::string> names = tool_call_format_names();
+  if (std::find(names.begin(), names.end(), format) != names.end()) return Status::ok();
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return r.error(node, "tool_call_format", "must be one of " + list + ", not '" + format + "'");
+}
+
 // The top-level keys, each read into `c`.
 KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
   RuntimeOptions& o = c.runtime;
@@ -502,6 +512,7 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"cpu_moe", [&](const YAML::Node& n) { return r.scalar(n, "cpu_moe", o.cpu_moe); }},
       {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", o.n_cpu_moe, 0, 1 << 20); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", o.chat_template); }},
+      {"tool_call_format", [&](const YAML::Node& n) { return read_tool_call_format(r, n, o.tool_call_format); }},
       {"context_window",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", o.context_window, 16, 1 << 20); }},
       {"host", [&](const YAML::Node& n) { return r.scalar(n, "host", c.host); }},
@@ -578,10 +589,11 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 }
 
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
-const std::set<std::string> kPerModelKeys = {
-    "path",      "quantize",      "mmap",           "mlock",       "device",      "cpu_moe",          "n_cpu_moe",
-    "engine",    "chat_template", "context_window", "speculative", "max_running", "max_batch_tokens", "max_queued",
-    "scheduler", "kv_cache",      "lora_adapters",  "max_loras"};
+const std::set<std::string> kPerModelKeys = {"path",          "quantize",         "mmap",           "mlock",
+                                             "device",        "cpu_moe",          "n_cpu_moe",      "engine",
+                                             "chat_template", "tool_call_format", "context_window", "speculative",
+                                             "max_running",   "max_batch_tokens", "max_queued",     "scheduler",
+                                             "kv_cache",      "lora_adapters",    "max_loras"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.

@@ -27,6 +27,7 @@ async function loadModels() {
   try {
     const list = await getJson('/v1/models');
     const select = $('model');
+    const chosen = select.value; // kept when the list is loaded again (a new key)
     select.replaceChildren();
     for (const m of list.data) {
       const option = document.createElement('option');
@@ -34,6 +35,7 @@ async function loadModels() {
       option.textContent = m.kind && m.kind !== 'model' ? `${m.id} (${m.kind})` : m.id;
       select.append(option);
     }
+    if (list.data.some((m) => m.id === chosen)) select.value = chosen;
     setStatus('');
   } catch (e) {
     setStatus(`models: ${e.message}`, true);
