@@ -177,6 +177,12 @@ TEST_F(ReasoningServer, FormatNoneLeavesEveryByteInTheContent) {
   const json message = json::parse(r.body)["choices"][0]["message"];
   EXPECT_EQ(message["content"], "<think>Greet back.</think>\n\nHello there");
   EXPECT_FALSE(message.contains("reasoning_content"));
+  // The Open-AutoGLM phone agent's contract: it reads <think> and <answer> itself.
+  const std::string agent = "<think>Tap the icon.</think><answer>do(action=\"Tap\", element=[500,100])</answer>";
+  const auto raw =
+      chat({{"reasoning_format", "none"}, {"grammar", "root ::= " + json(agent).dump()}, {"max_tokens", 300}});
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(json::parse(raw.body)["choices"][0]["message"]["content"], agent);
   const auto bad = chat({{"reasoning_format", "sometimes"}});
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"]["param"], "reasoning_format") << bad.body;

@@ -193,6 +193,18 @@ TEST(HarmonyReplies, ForcingACallIsRefusedByName) {
   EXPECT_NE(gbnf.status().message().find("harmony"), std::string::npos);
 }
 
+// Model text need not be valid UTF-8 (a byte-fallback token alone): a call holding a bad byte
+// still parses, the byte as U+FFFD (found by fuzz_tool_calls: the arguments' dump threw).
+TEST(XmlToolCalls, ABadUtf8ByteInACallIsReplacedNotThrown) {
+  ToolCallParser p(ToolCallFamily::kQwen3Coder, {"get_weather"}, "call_");
+  p.set_tools(kTools);
+  ToolCallParser::Output out;
+  EXPECT_NO_THROW(out = p.push("<tool_call>\n<function=get_weather>\n<parameter=city>\nPa\x9cris\n</parameter>\n"
+                               "</function>\n</tool_call>"));
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(json::parse(out.calls[0].arguments)["city"], "Pa\xef\xbf\xbdris");
+}
+
 TEST(XmlToolCalls, AStringArgumentStaysRawAndANonStringIsJson) {
   ToolCallParser p(ToolCallFamily::kGlm45, {"get_weather"}, "call_");
   p.set_tools(kTools);

@@ -121,7 +121,9 @@ bool ToolCallParser::add_call(const json& j, Output& out) {
   ToolCall call;
   call.id = id_prefix_ + std::to_string(calls_.size());
   call.name = j["name"];
-  call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+  // Model text need not be valid UTF-8 (byte-fallback tokens): a bad byte becomes U+FFFD, never a throw.
+  call.arguments =
+      args.is_string() ? args.get<std::string>() : args.dump(-1, ' ', false, json::error_handler_t::replace);
   calls_.push_back(call);
   out.calls.push_back(call);
   return true;

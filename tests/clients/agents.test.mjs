@@ -207,6 +207,11 @@ test("AI SDK's Anthropic provider: reasoning and tool-call parts", { skip }, asy
   }
   assert.equal(reasoning, 'It is sunny.');
   assert.equal(text, 'Sunny in Paris.');
+
+  await assert.rejects(
+    generateText({ model: anthropic('nope'), prompt: 'Hi', maxOutputTokens: 10, maxRetries: 0 }),
+    (e) => e.statusCode === 404 && /does not exist/.test(e.message),
+  );
 });
 
 test("AI SDK's OpenAI-compatible provider: reasoning parts", { skip }, async () => {
