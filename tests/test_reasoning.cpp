@@ -300,12 +300,21 @@ TEST_F(TemplateServer, GptOssHarmonyGivesReasoningAnswerAndCalls) {
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
   EXPECT_EQ(call["choices"][0]["finish_reason"], "tool_calls");
-  json forced = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
-                 {"tools", json::parse(R"([{"type": "function", "function": {"name": "f", "description": "d"}}])")},
-                 {"tool_choice", "required"}};
-  const auto refused = test::http_call(port, "POST", "/v1/chat/completions", forced.dump());
-  EXPECT_EQ(refused.status, 400) << refused.body;
-  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "tool_choice") << refused.body;
+  // Forced: the analysis (3 tokens: its budget) closes with <|end|>, then the grammar writes the call.
+  json forced = {{"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})},
+                 {"tools", json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+                   "description": "d", "parameters": {"type": "object", "properties": {"city": {"type": "string",
+                   "maxLength": 8}}, "required": ["city"]}}}])")},
+                 {"tool_choice", "required"},
+                 {"thinking_budget_tokens", 3},
+                 {"max_tokens", 200}};
+  const auto r = test::http_call(port, "POST", "/v1/chat/completions", forced.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json forced_call = json::parse(r.body)["choices"][0]["message"];
+  ASSERT_EQ(forced_call["tool_calls"].size(), 1u) << r.body;
+  EXPECT_EQ(forced_call["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(
+      json::parse(forced_call["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"].is_string());
 }
 
 TEST_F(TemplateServer, DeepSeekV31CallsAreToolCalls) {

@@ -187,10 +187,27 @@ TEST(HarmonyReplies, PlainTextAndACutCallAndTheRecipientAfterTheChannel) {
   EXPECT_TRUE(cut.finish(/*cut_short=*/true).calls.empty()) << "a call cut by max_tokens is dropped";
 }
 
-TEST(HarmonyReplies, ForcingACallIsRefusedByName) {
+// The forcing grammar writes a call as gpt-oss does (the recipient after the channel, as OpenAI's
+// harmony guide shows it), first or after an analysis message (a new header).
+TEST(HarmonyReplies, TheForcingGrammarWritesAMessageToTheFunction) {
   auto gbnf = tool_call_grammar(ToolCallFamily::kHarmony, nlohmann::json(kTools), "");
-  ASSERT_FALSE(gbnf.is_ok());
-  EXPECT_NE(gbnf.status().message().find("harmony"), std::string::npos);
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto grammar = Grammar::parse(*gbnf);
+  ASSERT_TRUE(grammar.is_ok()) << grammar.status().message();
+  auto accepts = [&](const std::string& text) {
+    GrammarState s = GrammarState(*grammar).advance_bytes(text);
+    return !s.dead() && s.accepting();
+  };
+  const std::string call = R"(<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>)"
+                           R"({"city": "Paris", "days": 3})";
+  EXPECT_TRUE(accepts(call)) << *gbnf;
+  EXPECT_TRUE(accepts("<|start|>assistant" + call));
+  EXPECT_FALSE(accepts(R"(<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"town": "P"})"));
+  HarmonyParser p;
+  p.push(call);
+  const HarmonyParser::Output out = p.finish();
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(json::parse(out.calls[0].arguments), json({{"city", "Paris"}, {"days", 3}}));
 }
 
 // Model text need not be valid UTF-8 (a byte-fallback token alone): a call holding a bad byte

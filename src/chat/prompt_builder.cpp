@@ -78,8 +78,7 @@ Result<Prompt> PromptBuilder::build(const PromptRequest& request, std::string* e
   if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed) {
     const bool named = request.tool_choice == ToolChoice::kNamed;
     auto gbnf = tool_call_grammar(family_, request.tools, named ? request.tool_name : "");
-    const bool unsupported = !gbnf && gbnf.status().code() == StatusCode::kUnsupported;  // the format forces none
-    if (!gbnf) return fail(named || unsupported ? "tool_choice" : "tools", gbnf.status());
+    if (!gbnf) return fail(named ? "tool_choice" : "tools", gbnf.status());
     auto grammar = Grammar::parse(*gbnf, grammar_limits_);
     if (!grammar) return fail("tools", grammar.status());
     prompt.forced_call = *grammar;

@@ -450,10 +450,6 @@ Result<std::string> glm_call_grammar(ToolCallFamily family, const std::string& n
 }  // namespace
 
 Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, const std::string& only) {
-  if (family == ToolCallFamily::kHarmony)  // its header's markers are control tokens, which no grammar writes yet
-    return unsupported(
-        "a forced call ('required' or a named function) is not supported for gpt-oss's harmony "
-        "format; use 'auto'");
   std::string calls, rules;
   int n = 0;
   for (const json& t : tools) {
@@ -487,7 +483,11 @@ Result<std::string> tool_call_grammar(ToolCallFamily family, const json& tools, 
         call = gbnf_literal(kDsCallsBegin + kDsCallBegin + name + kDsSep) + " " + args + " " +
                gbnf_literal(kDsCallEnd + kDsCallsEnd);
         break;
-      case ToolCallFamily::kHarmony: break;  // refused above
+      case ToolCallFamily::kHarmony:  // a message to the function (after an analysis message, a new header)
+        call = "( " + gbnf_literal("<|start|>assistant") + " )? " +
+               gbnf_literal("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>") + " " +
+               args;
+        break;
       case ToolCallFamily::kGlm45:
       case ToolCallFamily::kGlm47:
       case ToolCallFamily::kQwen3Coder: break;  // above

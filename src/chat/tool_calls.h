@@ -14,7 +14,8 @@
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 //   harmony (gpt-oss):       <|start|>assistant<|channel|>commentary to=functions.name
 //   <|constrain|>json<|message|>{...}
-//           (chat/harmony.h: the whole reply's format, reasoning included; no forcing grammar yet)
+//           (chat/harmony.h: the whole reply's format, reasoning included; its markers are control
+//           tokens, which the forcing grammar spells through the reply's visible control tokens)
 #pragma once
 
 #include <memory>

@@ -11,9 +11,24 @@ std::shared_ptr<const TokenTrie> VocabularyTrie::get() const {
   return trie_;
 }
 
-std::unique_ptr<GrammarMatcher> VocabularyTrie::make_matcher(std::shared_ptr<const Grammar> grammar) const {
+std::shared_ptr<const TokenTrie> VocabularyTrie::get(const std::vector<int32_t>& visible_control) const {
+  if (visible_control.empty()) return get();
+  std::lock_guard<std::mutex> lock(with_control_mutex_);
+  std::shared_ptr<const TokenTrie>& trie = with_control_[visible_control];
+  if (!trie) {
+    std::vector<std::string> bytes(size_t(tokenizer_.n_vocab()));
+    for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) bytes[size_t(id)] = tokenizer_.token_to_piece(id, false);
+    for (int32_t id : visible_control)
+      if (id >= 0 && id < tokenizer_.n_vocab()) bytes[size_t(id)] = tokenizer_.token_to_piece(id, true);
+    trie = std::make_shared<const TokenTrie>(bytes);
+  }
+  return trie;
+}
+
+std::unique_ptr<GrammarMatcher> VocabularyTrie::make_matcher(std::shared_ptr<const Grammar> grammar,
+                                                             const std::vector<int32_t>& visible_control) const {
   if (!grammar) return nullptr;
-  return std::make_unique<GrammarMatcher>(std::move(grammar), get(), tokenizer_.vocab().eog_ids());
+  return std::make_unique<GrammarMatcher>(std::move(grammar), get(visible_control), tokenizer_.vocab().eog_ids());
 }
 
 int32_t sample_next(Sampler& sampler, GrammarMatcher* matcher, float* logits, int32_t n_vocab,

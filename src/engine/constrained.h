@@ -3,6 +3,7 @@
 // masks, samples and advances.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,14 +21,20 @@ class VocabularyTrie {
  public:
   explicit VocabularyTrie(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
   std::shared_ptr<const TokenTrie> get() const;
-  // A matcher for `grammar` over the vocabulary and its end-of-generation ids; null when
-  // there is no grammar.
-  std::unique_ptr<GrammarMatcher> make_matcher(std::shared_ptr<const Grammar> grammar) const;
+  // The same with these control tokens in it under their text (a reply format's markers, which
+  // its grammar spells: harmony's <|channel|>); built once per set.
+  std::shared_ptr<const TokenTrie> get(const std::vector<int32_t>& visible_control) const;
+  // A matcher for `grammar` over the vocabulary (and `visible_control`) and its end-of-generation
+  // ids; null when there is no grammar.
+  std::unique_ptr<GrammarMatcher> make_matcher(std::shared_ptr<const Grammar> grammar,
+                                               const std::vector<int32_t>& visible_control = {}) const;
 
  private:
   const Tokenizer& tokenizer_;
   mutable std::once_flag built_;
   mutable std::shared_ptr<const TokenTrie> trie_;
+  mutable std::mutex with_control_mutex_;
+  mutable std::map<std::vector<int32_t>, std::shared_ptr<const TokenTrie>> with_control_;
 };
 
 // Samples one token, restricted to what `matcher` (if any) admits, and advances it.

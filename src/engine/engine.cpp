@@ -33,7 +33,7 @@ struct Sequence {
            double draft_token_cost, GenerationRequest r)
       : request(std::move(r)),
         sampler(request.sampling),
-        matcher(trie.make_matcher(request.grammar)),
+        matcher(trie.make_matcher(request.grammar, request.visible_control_tokens)),
         thinking(request.thinking),
         text(tok, request.stop, !request.ignore_eos, request.visible_control_tokens),
         kv(pool),

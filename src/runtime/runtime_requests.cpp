@@ -50,6 +50,26 @@ std::vector<int32_t> control_tokens(const Tokenizer& tokenizer, const std::vecto
   return ids;
 }
 
+// A thinking model's reasoning phase (thinking_gate.h): <think>...</think> where the template
+// marks it, harmony's analysis message (ended by <|end|>) for gpt-oss; none for other models.
+std::optional<ThinkingSpec> thinking_spec(const Tokenizer& tokenizer, ToolCallFamily family, bool template_thinks,
+                                          const std::string& prompt_text, int32_t budget) {
+  ThinkingSpec s;
+  if (family == ToolCallFamily::kHarmony) {
+    s.open = tokenizer.encode("<|channel|>analysis<|message|>", false, true);
+    s.close = tokenizer.encode("<|end|>", false, true);
+  } else if (template_thinks) {
+    s.open = tokenizer.encode(kThinkOpen, false, true);
+    s.close = tokenizer.encode(kThinkClose, false, true);
+    s.starts_inside = prompt_opens_thinking(prompt_text);
+    s.starts_closed = prompt_closes_thinking(prompt_text);
+  } else {
+    return std::nullopt;
+  }
+  s.budget = budget;
+  return s;
+}
+
 // The prompt's ids (and, for a chat, how its reply is read and a forced call's grammar).
 Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRequest::State& out,
                      std::shared_ptr<const Grammar>& forced_call) {
@@ -73,17 +93,13 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     // A harmony reply shows its markers always (under reasoning_format none too: raw is raw).
     if (out.format.tools || family == ToolCallFamily::kHarmony)
       out.request.visible_control_tokens = control_tokens(*p.tokenizer, tool_call_markers(family));
-    if (!template_thinks(p.chat_template->source())) return Status::ok();
-    if (request.chat->reasoning_format != ReasoningFormat::kNone) {
+    const bool thinks = template_thinks(p.chat_template->source());
+    if (thinks && split && family != ToolCallFamily::kHarmony) {
       out.format.reasoning = true;
       out.format.starts_thinking = prompt_opens_thinking(built->text);
     }
-    ThinkingSpec& thinking = out.request.thinking.emplace();
-    thinking.open = p.tokenizer->encode(kThinkOpen, false, true);
-    thinking.close = p.tokenizer->encode(kThinkClose, false, true);
-    thinking.starts_inside = prompt_opens_thinking(built->text);
-    thinking.starts_closed = prompt_closes_thinking(built->text);
-    thinking.budget = request.chat->thinking_budget_tokens;
+    out.request.thinking =
+        thinking_spec(*p.tokenizer, family, thinks, built->text, request.chat->thinking_budget_tokens);
     return Status::ok();
   }
   if (!request.text.empty()) {
