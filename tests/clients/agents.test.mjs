@@ -168,6 +168,16 @@ test('@anthropic-ai/sdk: a message, a thinking block, a streamed tool round trip
       e.error?.error?.type === 'invalid_request_error' &&
       e.error.error.message.startsWith('messages.0.content.0.tool_use_id'),
   );
+  await assert.rejects(
+    client.messages.create({
+      model: MODEL,
+      max_tokens: 10,
+      messages: [question],
+      tools: [{ name: 'f', input_schema: { type: 'object', properties: 5 } }],
+      tool_choice: { type: 'any' },
+    }),
+    (e) => e instanceof Anthropic.BadRequestError && e.error?.error?.message.startsWith('tools'),
+  );
   const wrongKey = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'sk-wrong', maxRetries: 0 });
   await assert.rejects(
     wrongKey.messages.create({ model: MODEL, max_tokens: 10, messages: [question] }),
