@@ -10,6 +10,7 @@
 
 #include "chat/reasoning_split.h"
 #include "chat/reply_shaper.h"
+#include "reply_test_util.h"
 #include "server_test_util.h"
 #include "sse_test_util.h"
 
@@ -92,27 +93,13 @@ TEST(ReplyShaper, ReasoningComesApartFromTheToolCallThatFollows) {
       "<think>The user wants the weather.</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
       "{\"city\": \"Paris\"}}\n</tool_call>";
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    ReplyShaper shaper(f);
-    StreamEvent a, b;
-    a.text = text.substr(0, cut);
-    b.text = text.substr(cut);
-    b.finished = true;
-    b.finish_reason = FinishReason::kStop;
-    shaper.shape(a);
-    shaper.shape(b);
-    std::string reasoning, answer, name, arguments;
-    for (const StreamEvent* ev : {&a, &b})
-      for (const OutputPart& p : ev->parts) {
-        if (p.kind == PartKind::kReasoning) reasoning += p.text;
-        if (p.kind == PartKind::kText) answer += p.text;
-        if (p.kind == PartKind::kToolCallBegin) name += p.text;
-        if (p.kind == PartKind::kToolCallArguments) arguments += p.text;
-      }
-    EXPECT_EQ(reasoning, "The user wants the weather.") << "cut at " << cut;
-    EXPECT_EQ(answer, "") << "cut at " << cut;
-    EXPECT_EQ(name, "get_weather") << "cut at " << cut;
-    EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}})) << "cut at " << cut;
-    EXPECT_EQ(b.finish_reason, FinishReason::kToolCalls);
+    const test::ShapedReply r = test::shape_at_cut(f, text, cut);
+    EXPECT_EQ(r.reasoning, "The user wants the weather.") << "cut at " << cut;
+    EXPECT_EQ(r.answer, "") << "cut at " << cut;
+    ASSERT_EQ(r.calls.size(), 1u) << "cut at " << cut;
+    EXPECT_EQ(r.calls[0].first, "get_weather") << "cut at " << cut;
+    EXPECT_EQ(json::parse(r.calls[0].second), json({{"city", "Paris"}})) << "cut at " << cut;
+    EXPECT_EQ(r.finish, FinishReason::kToolCalls);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "chat/harmony.h"
 #include "chat/reply_shaper.h"
 #include "chat/tool_calls.h"
+#include "reply_test_util.h"
 #include "sample/grammar.h"
 #include "test_util.h"
 
@@ -26,6 +27,12 @@ const json kTools = json::parse(R"([
   {"type": "function", "function": {"name": "now", "description": "The time", "parameters": {"type": "object",
     "properties": {}}}}
 ])");
+
+// Whether `grammar` takes all of `text` and may end there.
+bool grammar_accepts(const std::shared_ptr<const Grammar>& grammar, const std::string& text) {
+  GrammarState s = GrammarState(grammar).advance_bytes(text);
+  return !s.dead() && s.accepting();
+}
 
 std::string template_text(const std::string& file) {
   return test::read_file(std::string(AUTOGLM_SOURCE_DIR) + "/tests/data/chat_templates/" + file);
@@ -75,23 +82,9 @@ void expect_round_trip(const std::string& file, ToolCallFamily family,
   f.reasoning = thinks;
   f.starts_thinking = thinks && prompt_opens_thinking(prompt);
   for (size_t cut = 0; cut <= turn.size(); ++cut) {
-    ReplyShaper shaper(f);
-    StreamEvent a, b;
-    a.text = turn.substr(0, cut);
-    b.text = turn.substr(cut);
-    b.finished = true;
-    b.finish_reason = FinishReason::kStop;
-    shaper.shape(a);
-    shaper.shape(b);
-    std::string reasoning, answer;
-    std::vector<std::pair<std::string, std::string>> calls;
-    for (const StreamEvent* ev : {&a, &b})
-      for (const OutputPart& p : ev->parts) {
-        if (p.kind == PartKind::kReasoning) reasoning += p.text;
-        if (p.kind == PartKind::kText) answer += p.text;
-        if (p.kind == PartKind::kToolCallBegin) calls.emplace_back(p.text, "");
-        if (p.kind == PartKind::kToolCallArguments) calls.back().second += p.text;
-      }
+    const test::ShapedReply r = test::shape_at_cut(f, turn, cut);
+    const std::string &reasoning = r.reasoning, &answer = r.answer;
+    const auto& calls = r.calls;
     ASSERT_EQ(calls.size(), size_t(2)) << file << " cut at " << cut << ": " << turn;
     EXPECT_EQ(reasoning, thinks ? reasoning_kept : "") << file << " cut at " << cut;
     EXPECT_EQ(answer.find_first_not_of(" \n"), std::string::npos) << file << " cut at " << cut << ": " << answer;
@@ -99,7 +92,7 @@ void expect_round_trip(const std::string& file, ToolCallFamily family,
     EXPECT_EQ(json::parse(calls[0].second), json({{"city", "Paris"}, {"days", 3}})) << calls[0].second;
     EXPECT_EQ(calls[1].first, "now");
     EXPECT_EQ(json::parse(calls[1].second), json::object());
-    EXPECT_EQ(b.finish_reason, FinishReason::kToolCalls);
+    EXPECT_EQ(r.finish, FinishReason::kToolCalls);
   }
 }
 
@@ -137,27 +130,15 @@ TEST(HarmonyReplies, GptOssRendersAndParsesBack) {
   f.harmony = true;
   f.reasoning = true;
   for (size_t cut = 0; cut <= turn.size(); ++cut) {
-    ReplyShaper shaper(f);
-    StreamEvent a, b;
-    a.text = turn.substr(0, cut);
-    b.text = turn.substr(cut);
-    b.finished = true;
-    b.finish_reason = FinishReason::kStop;  // <|call|> ends the generation
-    shaper.shape(a);
-    shaper.shape(b);
-    std::string reasoning, answer, name, arguments;
-    for (const StreamEvent* ev : {&a, &b})
-      for (const OutputPart& p : ev->parts) {
-        if (p.kind == PartKind::kReasoning) reasoning += p.text;
-        if (p.kind == PartKind::kText) answer += p.text;
-        if (p.kind == PartKind::kToolCallBegin) name += p.text;
-        if (p.kind == PartKind::kToolCallArguments) arguments += p.text;
-      }
+    const test::ShapedReply r = test::shape_at_cut(f, turn, cut);  // <|call|> ends the generation
+    ASSERT_EQ(r.calls.size(), 1u) << "cut at " << cut << ": " << turn;
+    const std::string &reasoning = r.reasoning, &answer = r.answer, &name = r.calls[0].first,
+                      &arguments = r.calls[0].second;
     EXPECT_EQ(reasoning, "One call.") << "cut at " << cut << ": " << turn;
     EXPECT_EQ(answer, "") << "cut at " << cut;
     EXPECT_EQ(name, "get_weather") << "cut at " << cut;
     EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}, {"days", 3}})) << arguments;
-    EXPECT_EQ(b.finish_reason, FinishReason::kToolCalls);
+    EXPECT_EQ(r.finish, FinishReason::kToolCalls);
   }
 }
 
@@ -194,10 +175,7 @@ TEST(HarmonyReplies, TheForcingGrammarWritesAMessageToTheFunction) {
   ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
   auto grammar = Grammar::parse(*gbnf);
   ASSERT_TRUE(grammar.is_ok()) << grammar.status().message();
-  auto accepts = [&](const std::string& text) {
-    GrammarState s = GrammarState(*grammar).advance_bytes(text);
-    return !s.dead() && s.accepting();
-  };
+  auto accepts = [&](const std::string& text) { return grammar_accepts(*grammar, text); };
   const std::string call = R"(<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>)"
                            R"({"city": "Paris", "days": 3})";
   EXPECT_TRUE(accepts(call)) << *gbnf;
@@ -252,10 +230,7 @@ void expect_grammar(const std::string& file, ToolCallFamily family) {
   ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
   auto grammar = Grammar::parse(*gbnf);
   ASSERT_TRUE(grammar.is_ok()) << grammar.status().message() << "\n" << *gbnf;
-  auto accepts = [&](const std::string& text) {
-    GrammarState s = GrammarState(*grammar).advance_bytes(text);
-    return !s.dead() && s.accepting();
-  };
+  auto accepts = [&](const std::string& text) { return grammar_accepts(*grammar, text); };
   EXPECT_TRUE(accepts(call)) << file << ": " << call << "\n" << *gbnf;
   std::string unknown = call;
   unknown.replace(unknown.find("city"), 4, "town");
@@ -296,10 +271,7 @@ TEST(XmlToolCalls, TheDeepSeekV31GrammarAcceptsTheTemplatesCall) {
   ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
   auto grammar = Grammar::parse(*gbnf);
   ASSERT_TRUE(grammar.is_ok()) << grammar.status().message();
-  auto accepts = [&](const std::string& text) {
-    GrammarState s = GrammarState(*grammar).advance_bytes(text);
-    return !s.dead() && s.accepting();
-  };
+  auto accepts = [&](const std::string& text) { return grammar_accepts(*grammar, text); };
   EXPECT_TRUE(accepts(call)) << call << "\n" << *gbnf;
   std::string unknown = call;
   unknown.replace(unknown.find("city"), 4, "town");
