@@ -5,6 +5,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
           libxxhash-dev libsqlite3-dev libssl-dev libboost-dev libyaml-cpp-dev libspdlog-dev
+          libpng-dev libjpeg62-turbo-dev libwebp-dev  # images: PNG, JPEG, WebP
           python3-dev pybind11-dev python3-numpy)  # the Python package
 if [ "${1:-}" != "--build-only" ]; then
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang-format

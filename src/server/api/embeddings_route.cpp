@@ -1,5 +1,7 @@
 #include "server/api/embeddings_route.h"
 
+#include "core/base64.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -49,22 +51,6 @@ std::vector<std::vector<int32_t>> read_inputs(const json& body, const Runtime& p
 }
 
 }  // namespace
-
-std::string base64_encode(const void* data, size_t n) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto* b = static_cast<const uint8_t*>(data);
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  for (size_t i = 0; i < n; i += 3) {
-    const uint32_t chunk =
-        uint32_t(b[i]) << 16 | (i + 1 < n ? uint32_t(b[i + 1]) << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
-    out += alphabet[(chunk >> 18) & 63];
-    out += alphabet[(chunk >> 12) & 63];
-    out += i + 1 < n ? alphabet[(chunk >> 6) & 63] : '=';
-    out += i + 2 < n ? alphabet[chunk & 63] : '=';
-  }
-  return out;
-}
 
 Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx) {
   const std::vector<std::vector<int32_t>> inputs = read_inputs(body, ctx.runtime);

@@ -24,7 +24,4 @@ struct EmbeddingsContext {
 
 Reply embeddings_reply(const json& body, const EmbeddingsContext& ctx);
 
-// RFC 4648 base64 of the bytes (padded).
-std::string base64_encode(const void* data, size_t n);
-
 }  // namespace autoglm
