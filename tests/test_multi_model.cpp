@@ -323,3 +323,55 @@ TEST_F(MultiModel, TwoModelsUnderConcurrentLoadBothFinish) {
 
 }  // namespace
 }  // namespace autoglm
+
+namespace autoglm {
+namespace {
+
+// served_model_name (--served-model-name, --alias): the name a client's fixed model id asks for.
+TEST(ServedModelName, TheFirstNameReplacesTheFilesAndTheRestAnswerToo) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto cfg = parse_server_config("model: " + test::shared_path("models/stories260K.gguf") +
+                                     "\nserved_model_name: [autoglm-phone-9b, phone]\nthreads: 2\n",
+                                 "t.yaml");
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().message();
+  ApiService api(*cfg);
+  ASSERT_TRUE(api.load().is_ok());
+  HttpServer server(api, 2);
+  ASSERT_TRUE(server.start("127.0.0.1", 0).is_ok());
+  const int port = server.port();
+  const auto ask = [&](const std::string& model) {
+    const json body = {{"model", model}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+    return test::http_call(port, "POST", "/v1/chat/completions", body.dump());
+  };
+  const auto first = ask("autoglm-phone-9b");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(json::parse(first.body)["model"], "autoglm-phone-9b");
+  const auto alias = ask("phone");
+  ASSERT_EQ(alias.status, 200) << alias.body;
+  EXPECT_EQ(json::parse(alias.body)["model"], "autoglm-phone-9b") << "replies name the first";
+  EXPECT_EQ(ask("stories260K.gguf").status, 404) << "the file's name is replaced, as vLLM's is";
+  const json models = json::parse(test::http_call(port, "GET", "/v1/models").body)["data"];
+  ASSERT_GE(models.size(), 2u);
+  EXPECT_EQ(models[0]["id"], "autoglm-phone-9b");
+  EXPECT_EQ(models[1]["id"], "phone");
+  EXPECT_EQ(test::http_call(port, "GET", "/v1/models/phone").status, 200);
+  server.stop();
+}
+
+TEST(ServedModelName, ConflictsAndMisplacedNamesAreConfigErrors) {
+  auto both = parse_server_config(
+      "models:\n  - {name: a, path: x.gguf, served_model_name: [shared]}\n"
+      "  - {name: b, path: y.gguf, served_model_name: shared}\n",
+      "t.yaml");
+  ASSERT_FALSE(both.is_ok());
+  EXPECT_NE(both.status().message().find("'shared' is already a name of model 'a'"), std::string::npos)
+      << both.status().message();
+  auto top = parse_server_config("served_model_name: x\nmodels:\n  - {name: a, path: x.gguf}\n", "t.yaml");
+  ASSERT_FALSE(top.is_ok());
+  EXPECT_NE(top.status().message().find("served_model_name"), std::string::npos) << top.status().message();
+  auto empty = parse_server_config("served_model_name: ['']\n", "t.yaml");
+  EXPECT_FALSE(empty.is_ok());
+}
+
+}  // namespace
+}  // namespace autoglm

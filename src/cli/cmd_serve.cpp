@@ -24,6 +24,7 @@ struct ServeArgs {
   MemoryFlags memory;
   CpuMoeFlags cpu_moe;
   std::vector<std::string> api_keys;
+  std::vector<std::string> served_names;  // --served-model-name, --alias
 };
 
 // Thousands of open streams need more descriptors than the default 1024.
@@ -79,6 +80,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   text("chat_template", a.chat_template);
   text("reasoning_format", a.reasoning_format);
   text("tool_call_format", a.tool_call_format);
+  if (!a.served_names.empty()) o.emplace_back("served_model_name", nlohmann::json(a.served_names).dump());
   return o;
 }
 
@@ -144,6 +146,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
+  cmd->add_option("--served-model-name,--alias", a->served_names,
+                  "A name requests may give as 'model' (repeatable; the first replaces the file's name in "
+                  "/v1/models and replies; served_model_name)");
   cmd->add_option("--reasoning-format", a->reasoning_format,
                   "A thinking model's reasoning: auto (apart, as reasoning_content), none (left in the content) "
                   "or deepseek (reasoning_format)");

@@ -106,6 +106,7 @@ Status ApiService::load_models(const RuntimeOptions& base) {
   for (const ServedModel& m : served) {
     auto s = std::make_unique<ModelService>();
     s->name = m.name;
+    s->aliases = m.aliases;
     s->config = m.config;
     RuntimeOptions options = m.config->runtime;
     const double share = m.kv_cache_share > 0 ? m.kv_cache_share : (1 - shared) / double(unshared);

@@ -38,7 +38,7 @@ std::shared_ptr<const RouteTable> ModelCatalog::routes() const {
 
 ModelService& ModelCatalog::model_named(const std::string& name) {
   for (auto& m : models)
-    if (m->name == name) return *m;
+    if (m->answers_to(name)) return *m;
   return default_model();  // routes are checked against the models when they load
 }
 
@@ -68,7 +68,7 @@ std::optional<Reply> ModelCatalog::resolve(const std::string& name, Target& targ
   target.model = &default_model();
   if (name.empty()) return std::nullopt;
   for (auto& m : models)
-    if (m->name == name) {
+    if (m->answers_to(name)) {
       target.model = m.get();
       return std::nullopt;
     }
@@ -97,7 +97,7 @@ ModelService* ModelCatalog::adapter_base(const std::string& name) {
 
 Status ModelCatalog::lora_name_free(const std::string& name) {
   for (const auto& m : models)
-    if (m->name == name) return invalid_argument("'" + name + "' is the name of a model");
+    if (m->answers_to(name)) return invalid_argument("'" + name + "' is the name of a model");
   if (const auto table = routes(); table && table->count(name))
     return invalid_argument("'" + name + "' is the name of a route");
   if (adapter_base(name)) return invalid_argument("an adapter named '" + name + "' is already loaded");

@@ -3,6 +3,8 @@
 // `model` names among them. Every handler group reads it; none owns it.
 #pragma once
 
+#include <algorithm>
+
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +25,10 @@ json model_object(const std::string& id, const char* kind);
 // One served model once loaded: its runtime and how the API names it.
 struct ModelService {
   std::string name;
+  std::vector<std::string> aliases;  // other names requests may give (served_model_name)
+  bool answers_to(const std::string& n) const {
+    return n == name || std::find(aliases.begin(), aliases.end(), n) != aliases.end();
+  }
   std::shared_ptr<const ServerConfig> config;  // the server's, with the model's own keys on top
   std::unique_ptr<Runtime> runtime;
   ModelInfo info;                    // the runtime's, read once loaded

@@ -35,7 +35,7 @@ void ModelRoutes::bind(HandlerTable& table) {
 Reply ModelRoutes::model(const std::string& id) {
   Reply r;
   for (const auto& m : catalog_.models)
-    if (m->name == id) {
+    if (m->answers_to(id)) {
       r.body = model_object(id, "model").dump();
       return r;
     }
@@ -55,7 +55,10 @@ Reply ModelRoutes::model(const std::string& id) {
 // GET /v1/models: the models, then the routes (kind "route", with the models they pick).
 Reply ModelRoutes::models() {
   json data = json::array();
-  for (const auto& m : catalog_.models) data.push_back(model_object(m->name, "model"));
+  for (const auto& m : catalog_.models) {
+    data.push_back(model_object(m->name, "model"));
+    for (const std::string& alias : m->aliases) data.push_back(model_object(alias, "model"));  // as vLLM lists them
+  }
   for (const auto& [name, route] : *catalog_.routes()) data.push_back(route_object(route));
   for (const json& adapter : catalog_.lora_objects()) data.push_back(adapter);
   Reply r;

@@ -490,11 +490,20 @@ Status read_device(const ConfigReader& r, const YAML::Node& node, Device& device
 // tool_call_format: one of the formats the runtime knows.
 Status read_tool_call_format(const ConfigReader& r, const YAML::Node& node, std::string& format) {
   AUTOGLM_RETURN_IF_ERROR(r.scalar(node, "tool_call_format", format));
+  if (format.empty()) return Status::ok();  // read off the template
   const std::vector<std::string> names = tool_call_format_names();
   if (std::find(names.begin(), names.end(), format) != names.end()) return Status::ok();
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
   return r.error(node, "tool_call_format", "must be one of " + list + ", not '" + format + "'");
+}
+
+// served_model_name: a name, or a list of names (none empty).
+Status read_served_names(const ConfigReader& r, const YAML::Node& node, std::vector<std::string>& names) {
+  AUTOGLM_RETURN_IF_ERROR(r.strings(node, "served_model_name", names));
+  for (const std::string& n : names)
+    if (n.empty()) return r.error(node, "served_model_name", "holds an empty name");
+  return Status::ok();
 }
 
 // The top-level keys, each read into `c`.
@@ -513,6 +522,7 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", o.n_cpu_moe, 0, 1 << 20); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", o.chat_template); }},
       {"tool_call_format", [&](const YAML::Node& n) { return read_tool_call_format(r, n, o.tool_call_format); }},
+      {"served_model_name", [&](const YAML::Node& n) { return read_served_names(r, n, c.served_model_name); }},
       {"context_window",
        [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "context_window", o.context_window, 16, 1 << 20); }},
       {"host", [&](const YAML::Node& n) { return r.scalar(n, "host", c.host); }},
@@ -589,11 +599,12 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 }
 
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
-const std::set<std::string> kPerModelKeys = {"path",          "quantize",         "mmap",           "mlock",
-                                             "device",        "cpu_moe",          "n_cpu_moe",      "engine",
-                                             "chat_template", "tool_call_format", "context_window", "speculative",
-                                             "max_running",   "max_batch_tokens", "max_queued",     "scheduler",
-                                             "kv_cache",      "lora_adapters",    "max_loras"};
+const std::set<std::string> kPerModelKeys = {
+    "path",          "quantize",         "mmap",           "mlock",
+    "device",        "cpu_moe",          "n_cpu_moe",      "engine",
+    "chat_template", "tool_call_format", "context_window", "speculative",
+    "max_running",   "max_batch_tokens", "max_queued",     "scheduler",
+    "kv_cache",      "lora_adapters",    "max_loras",      "served_model_name"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.
@@ -608,6 +619,7 @@ Status read_models(const ConfigReader& r, const YAML::Node& node, const ServerCo
     auto config = std::make_shared<ServerConfig>(top);
     config->models.clear();
     config->routes.clear();
+    config->served_model_name.clear();  // each entry's own
     ServedModel m;
     KeyTable keys = top_level_keys(r, *config);
     keys["path"] = keys["model"];
@@ -629,8 +641,13 @@ Status read_models(const ConfigReader& r, const YAML::Node& node, const ServerCo
     }
     if (m.name.empty()) return r.error(entry, at + ".name", "is required (the name requests use as 'model')");
     if (config->model.empty()) return r.error(entry, at + ".path", "is required (a GGUF file or a model folder)");
+    m.aliases = config->served_model_name;
+    std::vector<std::string> own = m.aliases;
+    own.push_back(m.name);
     for (const ServedModel& other : models)
-      if (other.name == m.name) return r.error(entry, at + ".name", "'" + m.name + "' is already the name of a model");
+      for (const std::string& n : own)
+        if (other.name == n || std::find(other.aliases.begin(), other.aliases.end(), n) != other.aliases.end())
+          return r.error(entry, at, "'" + n + "' is already a name of model '" + other.name + "'");
     m.config = std::move(config);
     models.push_back(std::move(m));
   }
@@ -674,6 +691,9 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
     AUTOGLM_RETURN_IF_ERROR(it->second(kv.second));
   }
   if (models) {
+    if (!c.served_model_name.empty())
+      return r.error(*models, "served_model_name",
+                     "names one model: with 'models', give served_model_name in each entry that wants more names");
     if (!c.model.empty())
       return r.error(*models, "models", "and 'model' cannot both be given: name the single model in 'models' too");
     AUTOGLM_RETURN_IF_ERROR(read_models(r, *models, c, c.models));
@@ -699,7 +719,12 @@ std::string model_name_of_path(std::string path) {
 std::vector<ServedModel> served_models(const ServerConfig& c) {
   if (!c.models.empty()) return c.models;
   if (c.model.empty()) return {};
-  return {ServedModel{model_name_of_path(c.model), 1, std::make_shared<const ServerConfig>(c)}};
+  ServedModel m{model_name_of_path(c.model), {}, 1, std::make_shared<const ServerConfig>(c)};
+  if (!c.served_model_name.empty()) {  // the first replaces the file's name, as vLLM's does
+    m.name = c.served_model_name.front();
+    m.aliases.assign(c.served_model_name.begin() + 1, c.served_model_name.end());
+  }
+  return {m};
 }
 
 std::vector<std::string> served_model_names(const ServerConfig& c) {

@@ -26,6 +26,7 @@ struct ServerConfig;
 // One of several models behind the endpoint (`models:`).
 struct ServedModel {
   std::string name;                            // what requests give as `model`
+  std::vector<std::string> aliases;            // other names it answers to (served_model_name)
   double kv_cache_share = 0;                   // of the KV budget; 0: an equal part of what the others leave
   std::shared_ptr<const ServerConfig> config;  // the top-level keys with the entry's own on top
 };
@@ -49,7 +50,11 @@ inline RuntimeOptions server_runtime_defaults() {
 }
 
 struct ServerConfig {
-  std::string model;                             // GGUF file or Hugging Face folder
+  std::string model;  // GGUF file or Hugging Face folder
+  // The names requests may give as `model` (vLLM's --served-model-name, llama-server's --alias):
+  // for a single `model`, the first replaces its file name and the rest answer too; in a
+  // `models:` entry, more names beside its `name`.
+  std::vector<std::string> served_model_name;
   std::vector<LoraAdapterConfig> lora_adapters;  // over `model`
   // How each model is loaded and served, one spelling per setting; the YAML keys (docs/API.md,
   // config/default.yaml) map onto it: quantize, mmap (use_mmap), mlock (use_mlock), device, cpu_moe,
