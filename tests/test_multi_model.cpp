@@ -364,7 +364,8 @@ TEST(ServedModelName, ConflictsAndMisplacedNamesAreConfigErrors) {
       "  - {name: b, path: y.gguf, served_model_name: shared}\n",
       "t.yaml");
   ASSERT_FALSE(both.is_ok());
-  EXPECT_NE(both.status().message().find("'shared' is already a name of model 'a'"), std::string::npos)
+  EXPECT_NE(both.status().message().find("'models[1].served_model_name' 'shared' is already a name of model 'a'"),
+            std::string::npos)
       << both.status().message();
   auto top = parse_server_config("served_model_name: x\nmodels:\n  - {name: a, path: x.gguf}\n", "t.yaml");
   ASSERT_FALSE(top.is_ok());

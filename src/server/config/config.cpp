@@ -643,11 +643,16 @@ Status read_models(const ConfigReader& r, const YAML::Node& node, const ServerCo
     if (config->model.empty()) return r.error(entry, at + ".path", "is required (a GGUF file or a model folder)");
     m.aliases = config->served_model_name;
     std::vector<std::string> own = m.aliases;
-    own.push_back(m.name);
+    own.insert(own.begin(), m.name);
     for (const ServedModel& other : models)
-      for (const std::string& n : own)
-        if (other.name == n || std::find(other.aliases.begin(), other.aliases.end(), n) != other.aliases.end())
-          return r.error(entry, at, "'" + n + "' is already a name of model '" + other.name + "'");
+      for (const std::string& n : own) {
+        if (other.name != n && std::find(other.aliases.begin(), other.aliases.end(), n) == other.aliases.end())
+          continue;
+        const std::string field = at + (n == m.name ? ".name" : ".served_model_name");
+        return r.error(entry, field,
+                       other.name == n ? "'" + n + "' is already the name of a model"
+                                       : "'" + n + "' is already a name of model '" + other.name + "'");
+      }
     m.config = std::move(config);
     models.push_back(std::move(m));
   }
