@@ -13,6 +13,7 @@ if [ "${1:-}" != "--build-only" ]; then
              chromium               # real pages: CORS, the web UI (tests/clients)
              prometheus haproxy     # promtool and a Prometheus server, a load balancer (tests/deploy)
              python3-pytest python3-pytest-asyncio
+             python3-pil            # Pillow: the reference of the image processors' resize (test_image_preprocess)
              python3-venv)          # `python3 -m venv` with Debian's python3 (the python_venv test)
 fi
 missing=()
