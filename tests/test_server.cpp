@@ -365,6 +365,21 @@ TEST_F(Server, DeveloperMessagesAreSystemMessages) {
   EXPECT_EQ(prompt_tokens("developer"), prompt_tokens("system"));
 }
 
+// The phone agent's request shape (a screenshot part before the text) to a text-only model: a
+// 400 naming the image part.
+TEST_F(Server, AnImagePartToATextModelIsNamed) {
+  start();
+  const json body = {{"messages",
+                      {{{"role", "user"},
+                        {"content",
+                         {{{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,iVBORw0KGgo="}}}},
+                          {{"type", "text"}, {"text", "Tap the icon"}}}}}}},
+                     {"max_tokens", 1}};
+  const Response r = request(port, "POST", "/v1/chat/completions", body.dump());
+  expect_error(r, 400, "messages[0].content[0]");
+  EXPECT_NE(r.j()["error"]["message"].get<std::string>().find("read text only"), std::string::npos) << r.body;
+}
+
 // GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.
 TEST_F(Server, ModelRetrievalAndHead) {
   start();

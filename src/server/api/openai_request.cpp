@@ -12,9 +12,13 @@ std::string content_text(const json& content, const std::string& param) {
   if (content.is_string()) return check_utf8(content.get<std::string>(), param);
   if (!content.is_array()) bad(param, "'" + param + "' must be a string or an array of text parts");
   std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") ||
-        !part["text"].is_string())
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string type = part.is_object() ? string_field(part, "type") : "";
+    if (type == "image_url" || type == "input_image" || type == "image")  // named: a client sending screenshots
+      bad(param + "[" + std::to_string(j) + "]",
+          "'" + param + "[" + std::to_string(j) + "]' is an image: the models served here read text only");
+    if (type != "text" || !part.contains("text") || !part["text"].is_string())
       bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"}");
     text += check_utf8(part["text"].get<std::string>(), param);
   }
