@@ -114,14 +114,20 @@ std::string ResponseWriter::tool_call_part(size_t index, const OutputPart& part)
     entry["id"] = call["id"];
     entry["type"] = "function";
     entry["function"] = {{"name", part.text}, {"arguments", ""}};
-    if (!c.sent_role) delta["role"] = "assistant";
-    c.sent_role = true;
   } else {
     entry["function"] = {{"arguments", part.text}};
   }
+  return delta_chunk(index, std::move(delta));
+}
+
+// A stream chunk of one choice's delta (the role with its first), no logprobs, not finished.
+std::string ResponseWriter::delta_chunk(size_t index, json delta) {
+  Choice& c = choices_[index];
+  if (!c.sent_role) delta["role"] = "assistant";
+  c.sent_role = true;
   json chunk = chunk_envelope();
   chunk["choices"] =
-      json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
   return sse(chunk);
 }
 
@@ -168,14 +174,7 @@ std::string ResponseWriter::reasoning_chunk(size_t index, const std::string& rea
   Choice& c = choices_[index];
   c.reasoning += reasoning;
   if (!shape_.stream || reasoning.empty()) return "";
-  json delta = json::object();
-  if (!c.sent_role) delta["role"] = "assistant";
-  delta["reasoning_content"] = reasoning;
-  c.sent_role = true;
-  json chunk = chunk_envelope();
-  chunk["choices"] =
-      json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-  return sse(chunk);
+  return delta_chunk(index, json{{"reasoning_content", reasoning}});
 }
 
 ReplyChunk ResponseWriter::consume(const StreamEvent& ev, size_t index) {

@@ -58,6 +58,7 @@ class ResponseWriter {
 
   std::string content_chunk(size_t index, const std::string& content, const json& items);
   std::string reasoning_chunk(size_t index, const std::string& reasoning);
+  std::string delta_chunk(size_t index, json delta);
   std::string call_id(size_t index, int32_t tool_index) const;
   std::string tool_call_part(size_t index, const OutputPart& part);
   std::string tool_call_parts(size_t index, const std::vector<OutputPart>& parts);
