@@ -46,8 +46,13 @@ void ReplyShaper::shape_harmony(StreamEvent& event) {
   }
   if (!out.reasoning.empty())
     event.parts.push_back({harmony_reasoning_ ? PartKind::kReasoning : PartKind::kText, out.reasoning, 0});
-  if (!out.content.empty()) event.parts.push_back({PartKind::kText, out.content, 0});
-  add_calls(out.calls, event);
+  add_answer(out.content, out.calls, event);
+}
+
+// The answer's text, then its calls; a reply that made calls and stopped ends with kToolCalls.
+void ReplyShaper::add_answer(const std::string& content, const std::vector<ToolCall>& calls, StreamEvent& event) {
+  if (!content.empty()) event.parts.push_back({PartKind::kText, content, 0});
+  add_calls(calls, event);
   if (event.finished && calls_ > 0 && event.finish_reason == FinishReason::kStop)
     event.finish_reason = FinishReason::kToolCalls;
 }
@@ -76,10 +81,7 @@ void ReplyShaper::shape(StreamEvent& event) {
     out.content += rest.content;
     out.calls.insert(out.calls.end(), rest.calls.begin(), rest.calls.end());
   }
-  if (!out.content.empty()) event.parts.push_back({PartKind::kText, out.content, 0});
-  add_calls(out.calls, event);
-  if (event.finished && calls_ > 0 && event.finish_reason == FinishReason::kStop)
-    event.finish_reason = FinishReason::kToolCalls;
+  add_answer(out.content, out.calls, event);
 }
 
 }  // namespace autoglm

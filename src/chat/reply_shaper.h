@@ -46,6 +46,7 @@ class ReplyShaper {
  private:
   void add_calls(const std::vector<ToolCall>& calls, StreamEvent& event);
   void shape_harmony(StreamEvent& event);
+  void add_answer(const std::string& content, const std::vector<ToolCall>& calls, StreamEvent& event);
 
   bool parallel_;
   std::unique_ptr<ReasoningSplit> reasoning_;  // null unless the reasoning is split off

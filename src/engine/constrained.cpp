@@ -2,12 +2,22 @@
 
 namespace autoglm {
 
+namespace {
+
+// The trie of the vocabulary's token bytes (control tokens left out, but for `visible_control`,
+// under their text).
+std::shared_ptr<const TokenTrie> build_trie(const Tokenizer& tokenizer, const std::vector<int32_t>& visible_control) {
+  std::vector<std::string> bytes(size_t(tokenizer.n_vocab()));
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) bytes[size_t(id)] = tokenizer.token_to_piece(id, false);
+  for (int32_t id : visible_control)
+    if (id >= 0 && id < tokenizer.n_vocab()) bytes[size_t(id)] = tokenizer.token_to_piece(id, true);
+  return std::make_shared<const TokenTrie>(bytes);
+}
+
+}  // namespace
+
 std::shared_ptr<const TokenTrie> VocabularyTrie::get() const {
-  std::call_once(built_, [this] {
-    std::vector<std::string> bytes(size_t(tokenizer_.n_vocab()));
-    for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) bytes[size_t(id)] = tokenizer_.token_to_piece(id, false);
-    trie_ = std::make_shared<const TokenTrie>(bytes);
-  });
+  std::call_once(built_, [this] { trie_ = build_trie(tokenizer_, {}); });
   return trie_;
 }
 
@@ -15,13 +25,7 @@ std::shared_ptr<const TokenTrie> VocabularyTrie::get(const std::vector<int32_t>&
   if (visible_control.empty()) return get();
   std::lock_guard<std::mutex> lock(with_control_mutex_);
   std::shared_ptr<const TokenTrie>& trie = with_control_[visible_control];
-  if (!trie) {
-    std::vector<std::string> bytes(size_t(tokenizer_.n_vocab()));
-    for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) bytes[size_t(id)] = tokenizer_.token_to_piece(id, false);
-    for (int32_t id : visible_control)
-      if (id >= 0 && id < tokenizer_.n_vocab()) bytes[size_t(id)] = tokenizer_.token_to_piece(id, true);
-    trie = std::make_shared<const TokenTrie>(bytes);
-  }
+  if (!trie) trie = build_trie(tokenizer_, visible_control);
   return trie;
 }
 

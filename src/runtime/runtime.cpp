@@ -108,6 +108,26 @@ Status load_draft(Runtime::Parts& p) {
   return Status::ok();
 }
 
+// The control tokens among `markers` (each one token when the vocabulary has it as one).
+std::vector<int32_t> control_tokens(const Tokenizer& tokenizer, const std::vector<std::string>& markers) {
+  std::vector<int32_t> ids;
+  for (const std::string& m : markers) {
+    const std::vector<int32_t> t = tokenizer.encode(m, false, true);
+    if (t.size() == 1 && tokenizer.vocab().types[size_t(t[0])] == TokenType::kControl) ids.push_back(t[0]);
+  }
+  return ids;
+}
+
+ReplyMarkers reply_markers(const Tokenizer& tokenizer, ToolCallFamily family, const std::string& template_source) {
+  ReplyMarkers m;
+  m.template_thinks = template_thinks(template_source);
+  m.visible_control = control_tokens(tokenizer, tool_call_markers(family));
+  const bool harmony = family == ToolCallFamily::kHarmony;  // its analysis message is the thinking
+  m.think_open = tokenizer.encode(harmony ? "<|channel|>analysis<|message|>" : kThinkOpen, false, true);
+  m.think_close = tokenizer.encode(harmony ? "<|end|>" : kThinkClose, false, true);
+  return m;
+}
+
 // The chat template (checked by a dry render) and the prompt builder over it.
 Status prepare_prompts(Runtime::Parts& p) {
   AUTOGLM_RETURN_IF_ERROR(load_chat_template(p));
@@ -124,6 +144,7 @@ Status prepare_prompts(Runtime::Parts& p) {
   }
   p.prompts =
       std::make_unique<PromptBuilder>(*p.chat_template, *p.tokenizer, GrammarLimits::of(p.options.limits), family);
+  p.reply_markers = reply_markers(*p.tokenizer, p.prompts->family(), p.chat_template->source());
   return dry_render(p);
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autoglm/runtime.h"
 #include "chat/chat_template.h"
@@ -18,6 +19,14 @@
 
 namespace autoglm {
 
+// What every chat reply of a model is read with, the same for each request: made once with the
+// prompt builder (not per request).
+struct ReplyMarkers {
+  bool template_thinks = false;                  // the template marks <think>
+  std::vector<int32_t> visible_control;          // the tool-call format's markers that are control tokens
+  std::vector<int32_t> think_open, think_close;  // the thinking phase's markers as tokens (harmony's analysis)
+};
+
 struct Runtime::Parts {
   std::string model_path;
   std::string template_origin;  // where the chat template came from, for messages
@@ -26,6 +35,7 @@ struct Runtime::Parts {
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;
   std::unique_ptr<PromptBuilder> prompts;
+  ReplyMarkers reply_markers;                   // made with `prompts`
   std::shared_ptr<ThreadPool> pool;             // shared with the runtimes opened beside this one
   EngineConfig engine_config;                   // context, KV type and blocks, limits
   std::unique_ptr<Model> draft;                 // the draft model of speculative = "draft"

@@ -40,31 +40,17 @@ Status with_field(const Status& st, const std::string& field) {
   return Status(st.code(), st.message(), st.field().empty() ? field : st.field());
 }
 
-// The control tokens among `markers` (each one token when the vocabulary has it as one).
-std::vector<int32_t> control_tokens(const Tokenizer& tokenizer, const std::vector<std::string>& markers) {
-  std::vector<int32_t> ids;
-  for (const std::string& m : markers) {
-    const std::vector<int32_t> t = tokenizer.encode(m, false, true);
-    if (t.size() == 1 && tokenizer.vocab().types[size_t(t[0])] == TokenType::kControl) ids.push_back(t[0]);
-  }
-  return ids;
-}
-
 // A thinking model's reasoning phase (thinking_gate.h): <think>...</think> where the template
-// marks it, harmony's analysis message (ended by <|end|>) for gpt-oss; none for other models.
-std::optional<ThinkingSpec> thinking_spec(const Tokenizer& tokenizer, ToolCallFamily family, bool template_thinks,
-                                          const std::string& prompt_text, int32_t budget) {
+// marks it, harmony's analysis message for gpt-oss; none for other models.
+std::optional<ThinkingSpec> thinking_spec(const ReplyMarkers& m, ToolCallFamily family, const std::string& prompt_text,
+                                          int32_t budget) {
+  if (family != ToolCallFamily::kHarmony && !m.template_thinks) return std::nullopt;
   ThinkingSpec s;
-  if (family == ToolCallFamily::kHarmony) {
-    s.open = tokenizer.encode("<|channel|>analysis<|message|>", false, true);
-    s.close = tokenizer.encode("<|end|>", false, true);
-  } else if (template_thinks) {
-    s.open = tokenizer.encode(kThinkOpen, false, true);
-    s.close = tokenizer.encode(kThinkClose, false, true);
+  s.open = m.think_open;
+  s.close = m.think_close;
+  if (family != ToolCallFamily::kHarmony) {
     s.starts_inside = prompt_opens_thinking(prompt_text);
     s.starts_closed = prompt_closes_thinking(prompt_text);
-  } else {
-    return std::nullopt;
   }
   s.budget = budget;
   return s;
@@ -92,14 +78,12 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     }
     // A harmony reply shows its markers always (under reasoning_format none too: raw is raw).
     if (out.format.tools || family == ToolCallFamily::kHarmony)
-      out.request.visible_control_tokens = control_tokens(*p.tokenizer, tool_call_markers(family));
-    const bool thinks = template_thinks(p.chat_template->source());
-    if (thinks && split && family != ToolCallFamily::kHarmony) {
+      out.request.visible_control_tokens = p.reply_markers.visible_control;
+    if (p.reply_markers.template_thinks && split && family != ToolCallFamily::kHarmony) {
       out.format.reasoning = true;
       out.format.starts_thinking = prompt_opens_thinking(built->text);
     }
-    out.request.thinking =
-        thinking_spec(*p.tokenizer, family, thinks, built->text, request.chat->thinking_budget_tokens);
+    out.request.thinking = thinking_spec(p.reply_markers, family, built->text, request.chat->thinking_budget_tokens);
     return Status::ok();
   }
   if (!request.text.empty()) {

@@ -1,5 +1,7 @@
 #include "server/api/anthropic_request.h"
 
+#include "server/api/openai_request.h"
+
 #include <utility>
 
 namespace autoglm {
@@ -212,14 +214,11 @@ json anthropic_to_chat(const json& body, bool count_only) {
   }
   for (const char* k : {"model", "temperature", "top_p", "top_k"})
     if (body.contains(k)) chat[k] = body[k];
-  // This server's extensions, as on chat completions.
-  for (const char* k : {"grammar", "reasoning_format", "seed", "priority", "cache_salt"})
-    if (body.contains(k)) chat[k] = body[k];
+  copy_chat_extensions(body, chat);  // `thinking` below sets its own kwargs and budget
   if (body.contains("stream") && !body["stream"].is_null()) {
     if (!body["stream"].is_boolean()) bad("stream", "must be a boolean");
     chat["stream"] = body["stream"];
   }
-  if (body.contains("chat_template_kwargs")) chat["chat_template_kwargs"] = body["chat_template_kwargs"];
   if (body.contains("stop_sequences") && !body["stop_sequences"].is_null())
     chat["stop"] = stop_sequences(body["stop_sequences"]);
   if (body.contains("metadata") && !body["metadata"].is_null()) {

@@ -270,6 +270,12 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
 
 }  // namespace
 
+void copy_chat_extensions(const json& from, json& chat) {
+  for (const char* k : {"grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens", "seed",
+                        "priority", "cache_salt"})
+    if (from.contains(k)) chat[k] = from[k];
+}
+
 ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   ChatRequest r;
   r.messages = chat_messages(j);

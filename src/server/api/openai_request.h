@@ -57,6 +57,10 @@ struct CompletionRequest {
 };
 
 ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
+// This server's chat extensions (grammar, reasoning_format, chat_template_kwargs,
+// thinking_budget_tokens, seed, priority, cache_salt), copied as they are from another API's body
+// (Responses, Messages) into the chat body it becomes.
+void copy_chat_extensions(const json& from, json& chat);
 // Message content: a string, or an array of {"type": "text", "text": ...} parts, as one text
 // (throws ParamError naming `param` when it is neither).
 std::string content_text(const json& content, const std::string& param);

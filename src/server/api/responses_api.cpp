@@ -1,5 +1,7 @@
 #include "server/api/responses_api.h"
 
+#include "server/api/openai_request.h"
+
 #include <algorithm>
 #include <ctime>
 #include <utility>
@@ -154,9 +156,7 @@ json responses_to_chat(const json& body, const json& previous_messages, json& co
   if (chat["stream"].is_boolean() && chat["stream"].get<bool>()) chat["stream_options"] = {{"include_usage", true}};
   for (const char* k : {"model", "temperature", "top_p", "seed", "parallel_tool_calls", "tool_choice"})
     if (body.contains(k)) chat[k] = body[k];
-  // This server's extensions, as on chat completions.
-  for (const char* k : {"grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens"})
-    if (body.contains(k)) chat[k] = body[k];
+  copy_chat_extensions(body, chat);
   if (body.contains("reasoning") && !body["reasoning"].is_null()) {
     if (!body["reasoning"].is_object()) bad("reasoning", "'reasoning' must be an object");
     if (body["reasoning"].contains("effort") && !body["reasoning"]["effort"].is_null())
