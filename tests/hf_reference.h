@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,8 @@ class HfReference {
   // `dir` holds config.json and model.safetensors (F32 or BF16).
   explicit HfReference(const std::string& dir) {
     config_ = nlohmann::json::parse(read_file(dir + "/config.json"));
+    if (config_.contains("text_config"))  // a vision-language model: the decoder's fields
+      for (const auto& [key, value] : config_["text_config"].items()) config_[key] = value;
     auto ck = SafetensorsCheckpoint::open_folder(dir);
     EXPECT_TRUE(ck.is_ok()) << ck.status().message();
     for (const auto& f : (*ck)->files())
@@ -41,13 +44,21 @@ class HfReference {
         if (t.dtype == "U8")
           raw_[t.name] = std::vector<uint8_t>(t.data, t.data + t.n_bytes);
         else
-          tensors_[t.name] = to_double(t);
+          tensors_[decoder_name(t.name)] = to_double(t);
       }
     if (arch() == "GptOssForCausalLM") dequantize_gpt_oss_experts();
   }
 
   // MXFP4 experts multiply 8-bit-quantized activations, as llama.cpp computes them.
   void quantize_mxfp4_activations(bool on) { q8_mxfp4_ = on; }
+
+  // Vision-language models: the input embeddings of some positions (an image's, in place of
+  // its placeholder tokens' rows: null keeps the token's) and every position's (t, h, w) for
+  // M-RoPE (rope_scaling.mrope_section); both set for the next forward.
+  void set_multimodal(std::vector<const double*> embeds, std::vector<std::array<double, 3>> positions) {
+    embeds_ = std::move(embeds);
+    mrope_ = std::move(positions);
+  }
 
   // Logits of every position, [tokens.size()][vocab]; `hidden` (optional) gets the final
   // normed hidden state of every position, [tokens.size()][hidden_size].
@@ -63,6 +74,7 @@ class HfReference {
     for (size_t p = 0; p < tokens.size(); ++p) {
       std::vector<double> x(embed.begin() + long(size_t(tokens[p]) * d),
                             embed.begin() + long((size_t(tokens[p]) + 1) * d));
+      if (p < embeds_.size() && embeds_[p]) x.assign(embeds_[p], embeds_[p] + d);
       for (size_t il = 0; il < n_layer; ++il) {
         const std::string L = "model.layers." + std::to_string(il) + ".";
         auto h = rmsnorm(x, t(L + "input_layernorm.weight"), eps);
@@ -93,7 +105,20 @@ class HfReference {
   using Cache = std::vector<LayerCache>;
 
   std::string arch() const { return config_["architectures"][0]; }
-  bool glm4() const { return arch() == "Glm4ForCausalLM"; }
+  bool glm4() const { return arch() == "Glm4ForCausalLM" || arch() == "Glm4vForConditionalGeneration"; }
+  // transformers 4.52+ keeps a vision-language model's decoder under model.language_model.
+  static std::string decoder_name(const std::string& name) {
+    const std::string moved = "model.language_model.";
+    return name.rfind(moved, 0) == 0 ? "model." + name.substr(moved.size()) : name;
+  }
+  // The rotation angle's position for pair i at position p: M-RoPE's axis of the pair
+  // (mrope_section runs of t, h, w over the pairs), else p.
+  double rope_position(size_t p, size_t i) const {
+    if (p >= mrope_.size()) return double(p);
+    const auto& sec = config_["rope_scaling"]["mrope_section"];
+    const size_t t = sec[0], h = sec[1];
+    return mrope_[p][i < t ? 0 : i < t + h ? 1 : 2];
+  }
   bool mla() const { return config_.contains("kv_lora_rank"); }
   bool is_moe_layer(const std::string& L) const {
     return tensors_.count(L + "mlp.gate.weight") || tensors_.count(L + "block_sparse_moe.gate.weight") ||
@@ -537,7 +562,7 @@ class HfReference {
     if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) {
       const auto& rs = c["rope_scaling"];
       const std::string type = rs.value("rope_type", rs.value("type", std::string()));
-      const double factor = rs["factor"];
+      const double factor = rs.value("factor", 1.0);
       if (type == "linear") linear = factor;
       if (type == "yarn") return yarn_inv_freq(rot, base, rs);
       if (type == "dynamic") {  // transformers' formula at seq_len = factor * max_position_embeddings
@@ -560,7 +585,7 @@ class HfReference {
     }
     const double m = rope_attention_factor();
     for (size_t i = 0; i < rot / 2; ++i) {
-      const double a = double(pos) * inv_freq[i], cs = m * std::cos(a), sn = m * std::sin(a);
+      const double a = rope_position(pos, i) * inv_freq[i], cs = m * std::cos(a), sn = m * std::sin(a);
       const size_t x0 = off + (interleaved ? 2 * i : i), x1 = off + (interleaved ? 2 * i + 1 : i + rot / 2);
       const double u = v[x0], w = v[x1];
       v[x0] = u * cs - w * sn;
@@ -569,6 +594,8 @@ class HfReference {
   }
 
   nlohmann::json config_;
+  std::vector<const double*> embeds_;
+  std::vector<std::array<double, 3>> mrope_;
   std::map<std::string, std::vector<double>> tensors_;
   std::map<std::string, std::vector<uint8_t>> raw_;  // U8 tensors (MXFP4 blocks and scales)
   bool q8_mxfp4_ = false;

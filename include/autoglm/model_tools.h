@@ -47,15 +47,21 @@ struct ConvertModelOptions {
   std::string type = "f16";
   int threads = 0;  // 0: one per physical core
   ToolProgress progress;
+  // A vision-language folder's projector (its vision tower, llama.cpp's mmproj layout) goes
+  // here; "": beside `out` as X.mmproj.gguf for X.gguf.
+  std::string mmproj_out;
 };
 
 struct ConvertModelReport {
   int64_t tensors = 0;
   int64_t bytes_out = 0;
+  std::string mmproj_path;  // "" when the folder has no vision tower
+  int64_t mmproj_tensors = 0, mmproj_bytes = 0;
 };
 
 // Writes the Hugging Face folder `folder` (config.json, *.safetensors, tokenizer.json) as the
-// GGUF file `out`, with its tokenizer and chat template in the tokenizer.* metadata.
+// GGUF file `out`, with its tokenizer and chat template in the tokenizer.* metadata; a
+// vision-language folder's vision tower as a projector GGUF too (mmproj_out).
 Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std::string& out,
                                             const ConvertModelOptions& options = {});
 

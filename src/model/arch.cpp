@@ -27,6 +27,8 @@ const std::vector<ArchTraits>& arch_table() {
       {.name = "mistral"},
       {.name = "qwen2", .rope_style = cpu::RopeStyle::kNeox, .qkv_bias = true},
       {.name = "qwen3", .rope_style = cpu::RopeStyle::kNeox, .qk_norm = true},
+      // Qwen2-VL / Qwen2.5-VL's text model: qwen2 with M-RoPE (rope.dimension_sections).
+      {.name = "qwen2vl", .rope_style = cpu::RopeStyle::kNeox, .qkv_bias = true},
       // GLM-4-9B / ChatGLM: fused [q; k; v] with bias, fused [gate; up], RoPE on the first n_rot dims.
       {.name = "chatglm", .qkv_bias = true},
       // GLM-4-0414: RMSNorm of the attention and MLP outputs too.
@@ -146,6 +148,32 @@ Status read_yarn(const GgufFile& f, const std::string& p, ModelSpec& s) {
   return Status::ok();
 }
 
+// rope.dimension_sections (M-RoPE): [t, h, w, e] pair counts; llama.cpp's M-RoPE rotates the
+// pairs (i, i + n_rot/2), so a file that has them is NeoX-style whatever its architecture
+// (its converter reorders GLM-4.1V's q/k rows so).
+Status read_rope_sections(const GgufFile& f, const std::string& p, ModelSpec& s) {
+  const GgufValue* v = f.find(p + "rope.dimension_sections");
+  if (!v) {
+    if (s.arch == "qwen2vl") return corrupt(f.path() + ": missing metadata key '" + p + "rope.dimension_sections'");
+    return Status::ok();
+  }
+  const auto bad = [&](const std::string& why) {
+    return corrupt(f.path() + ": metadata key '" + p + "rope.dimension_sections' " + why);
+  };
+  if (v->type != GgufValueType::kArray || v->ints.size() < 3 || v->ints.size() > 4)
+    return bad("must be an array of 3 or 4 integers");
+  for (size_t i = 0; i < v->ints.size(); ++i)
+    if (v->ints[i] < 0 || v->ints[i] > 4096) return bad("holds " + std::to_string(v->ints[i]));
+  if (v->ints.size() == 4 && v->ints[3] != 0) return bad("has a fourth section, which no supported model uses");
+  if (v->ints[0] == 0 || v->ints[1] == 0) return Status::ok();  // llama.cpp: no M-RoPE
+  const int64_t sum = v->ints[0] + v->ints[1] + v->ints[2];
+  if (sum != s.n_rot / 2)
+    return bad("sums to " + std::to_string(sum) + ", not n_rot / 2 = " + std::to_string(s.n_rot / 2));
+  s.rope_sections = {int32_t(v->ints[0]), int32_t(v->ints[1]), int32_t(v->ints[2])};
+  s.rope_style = cpu::RopeStyle::kNeox;
+  return Status::ok();
+}
+
 }  // namespace
 
 const std::vector<std::string>& supported_architectures() {
@@ -211,6 +239,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& f, const std::string& arch_over
   if (s.sliding_window < 0) return corrupt(f.path() + ": attention.sliding_window must not be negative");
 
   if (it->mla) AUTOGLM_RETURN_IF_ERROR(read_mla(f, p, s));
+  AUTOGLM_RETURN_IF_ERROR(read_rope_sections(f, p, s));
   const auto scaling = f.get_string(p + "rope.scaling.type").value_or("none");
   if (scaling == "yarn") {
     AUTOGLM_RETURN_IF_ERROR(read_yarn(f, p, s));

@@ -32,6 +32,9 @@ struct RopeTable {
   int64_t head_dim, n_rot;
   cpu::RopeStyle style;
   float mscale = 1.0f;  // cos and sin times this (YaRN)
+  // M-RoPE: the axis of each pair (ModelSpec::rope_pair_axes), read with the batch's
+  // rope_positions; null: one position.
+  const uint8_t* pair_axes = nullptr;
 };
 
 class Backend {

@@ -65,10 +65,20 @@ void CpuBackend::rmsnorm_logit_rows(const float* x, const Vec& w, float eps, int
 }
 
 void CpuBackend::rope(float* x, int64_t n_heads, const RopeTable& rope) {
-  const int64_t T = int64_t(batch_->tokens.size());
-  for (int64_t t = 0; t < T; ++t)
-    cpu::rope(x + t * n_heads * rope.head_dim, int(n_heads), int(rope.head_dim), int(rope.n_rot),
-              float(batch_->positions[size_t(t)]), rope.inv_freq, rope.style, rope.mscale);
+  const int64_t T = int64_t(batch_->tokens.size()), width = n_heads * rope.head_dim;
+  const std::vector<int32_t>& grid = batch_->rope_positions;
+  if (!rope.pair_axes || grid.empty()) {
+    for (int64_t t = 0; t < T; ++t)
+      cpu::rope(x + t * width, int(n_heads), int(rope.head_dim), int(rope.n_rot), float(batch_->positions[size_t(t)]),
+                rope.inv_freq, rope.style, rope.mscale);
+    return;
+  }
+  std::vector<float> pair_pos(size_t(rope.n_rot / 2));  // M-RoPE: each pair at its axis's position
+  for (int64_t t = 0; t < T; ++t) {
+    for (size_t i = 0; i < pair_pos.size(); ++i) pair_pos[i] = float(grid[size_t(3 * t + rope.pair_axes[i])]);
+    cpu::rope_pairs(x + t * width, int(n_heads), int(rope.head_dim), int(rope.n_rot), pair_pos.data(), rope.inv_freq,
+                    rope.style, rope.mscale);
+  }
 }
 
 void CpuBackend::silu_mul(float* gate, const float* up, int64_t n) {

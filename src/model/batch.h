@@ -24,6 +24,12 @@ struct Batch {
   int32_t exit_layer = 0;
   // LoRA adapters per sequence (indexed like caches; absent, null or empty: the base alone).
   std::vector<const LoraSet*> loras;
+  // Multimodal prompts (the cpu only). Empty, or one entry per token: n_embd floats that stand
+  // for the token's embedding row (an image's rows at its placeholder tokens), or null.
+  std::vector<const float*> embeddings;
+  // Empty, or 3 per token (t, h, w; token-major): the M-RoPE position of each token, where an
+  // image's tokens sit on a grid. Empty: every axis at the token's position.
+  std::vector<int32_t> rope_positions;
 
   // Appends a run of tokens of sequence `seq_index` at consecutive positions from `start_pos`.
   void add_sequence_tokens(int32_t seq_index, const int32_t* ids, int64_t n, int32_t start_pos, bool logits_for_last,

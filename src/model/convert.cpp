@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/hf_checkpoint.h"
+#include "model/hf_vision.h"
 #include "model/quantize_model.h"
 #include "tokenizer/hf_tokenizer.h"
 
@@ -85,6 +86,18 @@ Result<ConvertReport> convert_hf_folder(const std::string& dir, const std::strin
   const int64_t rows = embedding && embedding->dims.size() == 2 ? embedding->dims[1] : 0;
   AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*checkpoint, out, q, pool, tokenizer_metadata(*tok, rows), on_tensor, &qr));
   return ConvertReport{int64_t(checkpoint->tensors().size()), qr.bytes_out};
+}
+
+Result<ConvertReport> convert_hf_projector(const std::string& dir, const std::string& out, DType type, ThreadPool& pool,
+                                           const std::function<void(int64_t, int64_t)>& on_tensor) {
+  AUTOGLM_ASSIGN_OR_RETURN(auto projector, open_hf_projector(dir));
+  QuantizeOptions q;
+  q.type = type;
+  q.keep_type = std::nullopt;
+  q.vectors_to_f32 = true;
+  QuantizeReport qr;
+  AUTOGLM_RETURN_IF_ERROR(quantize_to_file(*projector, out, q, pool, {}, on_tensor, &qr));
+  return ConvertReport{int64_t(projector->tensors().size()), qr.bytes_out};
 }
 
 }  // namespace autoglm

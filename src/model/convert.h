@@ -27,6 +27,12 @@ struct ConvertReport {
 Result<ConvertReport> convert_hf_folder(const std::string& dir, const std::string& out, DType type, ThreadPool& pool,
                                         const std::function<void(int64_t, int64_t)>& on_tensor = {});
 
+// The vision tower of a vision-language folder (hf_vision.h) as the projector GGUF llama.cpp's
+// `convert_hf_to_gguf.py --mmproj` writes: matrices in `type`, the conv kernels as they are,
+// 1-D tensors as F32.
+Result<ConvertReport> convert_hf_projector(const std::string& dir, const std::string& out, DType type, ThreadPool& pool,
+                                           const std::function<void(int64_t, int64_t)>& on_tensor = {});
+
 // The tokenizer.* keys (tokenizer.ggml.model/pre/tokens/token_type/merges/scores, special ids,
 // add_bos/add_eos, chat_template) that describe `tok` in GGUF. A vocabulary shorter than the
 // embedding's `embedding_rows` is padded, as llama.cpp's converter does, with UNUSED tokens

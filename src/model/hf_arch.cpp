@@ -180,6 +180,15 @@ std::vector<HfArchitecture> build_table() {
   HfArchitecture gpt_oss = moe("GptOssForCausalLM", "gpt-oss", kGptOssLayer, {"mlp.experts.", {}});
   gpt_oss.gpt_oss_experts = true;
   t.push_back(gpt_oss);
+  // Vision-language models: the text decoders of GLM-4.1V (glm4 with M-RoPE) and Qwen2.5-VL.
+  HfArchitecture glm4v =
+      dense("Glm4vForConditionalGeneration", "glm4", "model.layers.", kDecoderGlobals, kDecoderLayer, false, 0.5);
+  glm4v.vision_language = glm4v.neox_rope_rows = true;
+  t.push_back(glm4v);
+  HfArchitecture qwen25vl =
+      dense("Qwen2_5_VLForConditionalGeneration", "qwen2vl", "model.layers.", kDecoderGlobals, kDecoderLayer);
+  qwen25vl.vision_language = true;
+  t.push_back(qwen25vl);
   t.push_back(mla("DeepseekV2ForCausalLM", kSoftmax, false));
   t.push_back(mla("DeepseekV3ForCausalLM", kSigmoid, false));
   t.push_back(mla("Glm4MoeLiteForCausalLM", kSigmoid, true));
@@ -192,6 +201,15 @@ const std::vector<HfArchitecture>& table() {
 }
 
 }  // namespace
+
+std::string text_tensor_name(const HfArchitecture& arch, const std::string& name) {
+  if (!arch.vision_language) return name;
+  const auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("model.visual.") || starts("visual.")) return "";
+  const std::string moved = "model.language_model.";
+  if (starts(moved.c_str())) return "model." + name.substr(moved.size());
+  return name;
+}
 
 const HfArchitecture* find_hf_architecture(const std::string& hf_name) {
   for (const auto& a : table())

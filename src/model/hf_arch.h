@@ -35,7 +35,19 @@ struct HfArchitecture {
   // gpt-oss: experts stacked already, gate and up interleaved (rows 0::2 and 1::2), MXFP4
   // *_blocks/*_scales (or dense [experts, in, out] in dequantized folders), with biases.
   bool gpt_oss_experts = false;
+  // A vision-language model (hf_vision.h reads its tower): config.json's text_config holds the
+  // decoder's fields (older folders keep them at the top), its tensors may sit under
+  // model.language_model. (transformers 4.52+), and rope_scaling.mrope_section becomes
+  // rope.dimension_sections.
+  bool vision_language = false;
+  // GLM-4.1V: each head's rotated dims of q and k go from adjacent pairs to NeoX halves, the
+  // order llama.cpp's M-RoPE (and its converter) uses.
+  bool neox_rope_rows = false;
 };
+
+// The decoder's name of a vision-language checkpoint's text tensor (model.language_model.X ->
+// model.X); "" for the vision tower's tensors. Other architectures' names pass unchanged.
+std::string text_tensor_name(const HfArchitecture& arch, const std::string& name);
 
 // Null when the name is not supported.
 const HfArchitecture* find_hf_architecture(const std::string& hf_name);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -191,6 +192,25 @@ Status write_yarn(const Config& c, const json& rs, double factor, const std::str
   return Status::ok();
 }
 
+// M-RoPE's mrope_section (rotated pairs per axis t, h, w) as llama.cpp's rope.dimension_sections.
+Status write_mrope_sections(const Config& c, const json& sections, const Hparams& h, const std::string& p,
+                            Metadata& md) {
+  if (!sections.is_array() || sections.size() != 3)
+    return corrupt(c.path() + ": rope_scaling.mrope_section must be a list of 3 integers");
+  std::vector<int32_t> v;
+  for (const json& n : sections) {
+    if (!n.is_number_integer() || n.get<int64_t>() <= 0)
+      return corrupt(c.path() + ": rope_scaling.mrope_section must hold positive integers");
+    v.push_back(n.get<int32_t>());
+  }
+  if (int64_t(v[0]) + v[1] + v[2] != h.n_rot / 2)
+    return corrupt(c.path() + ": rope_scaling.mrope_section sums to " + std::to_string(int64_t(v[0]) + v[1] + v[2]) +
+                   ", not half the rotated dims (" + std::to_string(h.n_rot / 2) + ")");
+  v.push_back(0);
+  md.emplace_back(p + "rope.dimension_sections", GgufValue::i32_array(v));
+  return Status::ok();
+}
+
 // rope_scaling: linear becomes a frequency scale, dynamic NTK a larger base (fixed at the
 // scaled context, as vLLM does, so that cached keys never need re-rotating), llama3
 // per-frequency factors.
@@ -203,7 +223,8 @@ Status apply_rope_scaling(const Config& c, Hparams& h, const std::string& p, Met
   const std::string type = rs->value("rope_type", rs->value("type", std::string("default")));
   const double factor = rs->value("factor", 1.0);
   if (!(factor > 0)) return corrupt(c.path() + ": rope_scaling.factor must be positive");
-  if (type == "default") return Status::ok();
+  if (rs->contains("mrope_section")) AUTOGLM_RETURN_IF_ERROR(write_mrope_sections(c, (*rs)["mrope_section"], h, p, md));
+  if (type == "default" || type == "mrope") return Status::ok();
   if (type == "linear") {
     md.emplace_back(p + "rope.scaling.type", GgufValue::string("linear"));
     md.emplace_back(p + "rope.scaling.factor", GgufValue::f32(float(factor)));
@@ -216,7 +237,7 @@ Status apply_rope_scaling(const Config& c, Hparams& h, const std::string& p, Met
     AUTOGLM_RETURN_IF_ERROR(write_yarn(c, *rs, factor, p, md));
   } else {
     return unsupported(c.path() + ": rope_scaling type '" + type +
-                       "' is not supported (linear, dynamic, llama3, yarn)");
+                       "' is not supported (linear, dynamic, llama3, yarn, mrope)");
   }
   return Status::ok();
 }
@@ -397,6 +418,20 @@ std::vector<uint8_t> permute_rows_for_rope(const uint8_t* data, int64_t rows, in
 
 namespace {
 
+// Each head's first n_rot rows from adjacent pairs (2i, 2i + 1) to halves (i, i + n_rot/2).
+std::vector<uint8_t> neox_rope_rows(const uint8_t* data, int64_t rows, int64_t row_bytes, int64_t head_dim,
+                                    int64_t n_rot) {
+  std::vector<uint8_t> out(data, data + rows * row_bytes);
+  const int64_t half = n_rot / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t in_head = r % head_dim;
+    if (in_head >= n_rot) continue;
+    const int64_t src = r - in_head + (in_head < half ? 2 * in_head : 2 * (in_head - half) + 1);
+    std::memcpy(out.data() + r * row_bytes, data + src * row_bytes, size_t(row_bytes));
+  }
+  return out;
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -419,6 +454,14 @@ Result<GgufTensorInfo> map_tensor(const SafetensorsTensor& t, const std::string&
       return corrupt(file + ": tensor '" + t.name + "' has " + std::to_string(rows) + " rows, expected " +
                      std::to_string((is_q ? h.n_head : h.n_head_kv) * h.head_dim));
     storage.buffers.push_back(permute_rows_for_rope(t.data, rows, row_bytes, h.head_dim));
+    g.data = storage.buffers.back().data();
+  }
+  if (arch.neox_rope_rows && (is_q || is_k)) {
+    const int64_t rows = g.dims.size() == 2 ? g.dims[1] : g.dims[0];
+    if (rows % h.head_dim != 0)
+      return corrupt(file + ": tensor '" + t.name + "' has " + std::to_string(rows) + " rows, not whole heads of " +
+                     std::to_string(h.head_dim));
+    storage.buffers.push_back(neox_rope_rows(t.data, rows, int64_t(t.n_bytes) / rows, h.head_dim, h.n_rot));
     g.data = storage.buffers.back().data();
   }
   return g;
@@ -708,6 +751,17 @@ bool is_hf_folder(const std::string& path) {
 
 namespace {
 
+// A vision-language config's decoder fields: text_config over the top level (older folders
+// keep them all at the top).
+json text_fields(const json& j) {
+  json merged = j;
+  merged.erase("vision_config");
+  merged.erase("text_config");
+  if (j.contains("text_config") && j["text_config"].is_object())
+    for (const auto& [key, value] : j["text_config"].items()) merged[key] = value;
+  return merged;
+}
+
 Result<std::unique_ptr<GgufFile>> open_checked(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   AUTOGLM_ASSIGN_OR_RETURN(json j, read_json_file(config_path));
@@ -723,15 +777,25 @@ Result<std::unique_ptr<GgufFile>> open_checked(const std::string& dir) {
                        "' is not supported (supported: " + supported_hf_architectures() + ")");
   std::vector<float> rope_factors;
   Hparams h{};
-  AUTOGLM_ASSIGN_OR_RETURN(Metadata md, metadata_from_config(config, *arch, dir, rope_factors, h));
+  const Config text_config(arch->vision_language ? text_fields(j) : j, config_path);
+  AUTOGLM_ASSIGN_OR_RETURN(Metadata md, metadata_from_config(text_config, *arch, dir, rope_factors, h));
 
   auto storage = std::make_shared<Storage>();
   AUTOGLM_ASSIGN_OR_RETURN(storage->checkpoint, SafetensorsCheckpoint::open_folder(dir));
   std::vector<GgufTensorInfo> tensors;
   Pending pending;
+  std::deque<SafetensorsTensor> renamed;  // text tensors of a vision-language folder, under decoder names
   for (const auto& file : storage->checkpoint->files())
     for (const SafetensorsTensor& t : file->tensors()) {
-      AUTOGLM_ASSIGN_OR_RETURN(auto mapped, map_any(t, file->path(), *arch, h, pending, *storage));
+      const SafetensorsTensor* text = &t;
+      if (arch->vision_language) {
+        const std::string name = text_tensor_name(*arch, t.name);
+        if (name.empty()) continue;  // the vision tower's (hf_vision.h)
+        renamed.push_back(t);
+        renamed.back().name = name;
+        text = &renamed.back();
+      }
+      AUTOGLM_ASSIGN_OR_RETURN(auto mapped, map_any(*text, file->path(), *arch, h, pending, *storage));
       for (GgufTensorInfo& g : mapped) tensors.push_back(std::move(g));
     }
   for (const auto& [name, parts] : pending.experts) {

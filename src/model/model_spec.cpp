@@ -34,6 +34,17 @@ std::vector<double> ModelSpec::rope_inv_freq() const {
   return inv;
 }
 
+std::vector<uint8_t> ModelSpec::rope_pair_axes() const {
+  std::vector<uint8_t> axes;
+  if (!mrope()) return axes;
+  const int32_t total = rope_sections[0] + rope_sections[1] + rope_sections[2];
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const int32_t sector = int32_t(i % total);  // as llama.cpp: the runs repeat past their sum
+    axes.push_back(sector < rope_sections[0] ? 0 : sector < rope_sections[0] + rope_sections[1] ? 1 : 2);
+  }
+  return axes;
+}
+
 float ModelSpec::attention_scale() const {
   return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(float(head_dim));
 }

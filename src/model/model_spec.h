@@ -2,6 +2,7 @@
 // supported architectures apart. Architecture files fill it in; one forward serves all.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ struct ModelSpec {
   int64_t yarn_orig_ctx = 0;
   float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
   float rope_mscale = 1.0f;  // cos and sin times this (YaRN's attention factor)
+  // Multimodal RoPE (Qwen2-VL, GLM-4.1V; GGUF rope.dimension_sections): the rotated pairs are cut
+  // into runs for the axes t, h, w of a token's 3-D position (an image token's frame, row and
+  // column); pair i turns by its axis's position. All zero: one position for every pair.
+  std::array<int32_t, 3> rope_sections{};
   float rms_eps = 1e-5f;
   int64_t sliding_window = 0;    // a token sees only this many latest positions (Mistral); 0: all
   bool swa_even_layers = false;  // the window applies to layers 0, 2, 4...; the others see all (gpt-oss)
@@ -91,6 +96,9 @@ struct ModelSpec {
 
   // Inverse frequency of each rotated pair, scaling, YaRN and factors applied.
   std::vector<double> rope_inv_freq() const;
+  bool mrope() const { return rope_sections[0] > 0; }
+  // M-RoPE: the axis (0 t, 1 h, 2 w) of each of the n_rot / 2 rotated pairs; empty without it.
+  std::vector<uint8_t> rope_pair_axes() const;
   // The window of layer il (0: it sees every position).
   int64_t layer_window(int64_t il) const { return swa_even_layers && il % 2 != 0 ? 0 : sliding_window; }
   // The window every layer keeps to (0 when some layer sees every position): what the KV

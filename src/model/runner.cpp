@@ -12,7 +12,8 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool)
       spec_(model.spec()),
       pool_(pool),
       backend_(make_backend(model, pool)),
-      rope_inv_freq_(spec_.rope_inv_freq()) {}
+      rope_inv_freq_(spec_.rope_inv_freq()),
+      rope_pair_axes_(spec_.rope_pair_axes()) {}
 
 // Runs of consecutive positions of one sequence, at most kAttentionTileTokens long; their
 // starts go to tile_start_ (with the end as the last entry). Returns the number of tiles.
@@ -41,7 +42,8 @@ AttentionShape ModelRunner::attention_shape(int64_t il) const {
 }
 
 RopeTable ModelRunner::rope_table(int64_t head_dim) const {
-  return {rope_inv_freq_.data(), head_dim, spec_.n_rot, spec_.rope_style, spec_.rope_mscale};
+  return {rope_inv_freq_.data(), head_dim,          spec_.n_rot,
+          spec_.rope_style,      spec_.rope_mscale, rope_pair_axes_.empty() ? nullptr : rope_pair_axes_.data()};
 }
 
 Status ModelRunner::validate(const Batch& b) const {
@@ -67,6 +69,13 @@ Status ModelRunner::validate(const Batch& b) const {
                             "), not " + std::to_string(b.loras.size()));
   if (!b.loras.empty() && device().kind != DeviceKind::kCpu)
     return unsupported("batch: LoRA adapters run on the cpu only, not on " + device_name(device()));
+  if (!b.embeddings.empty() && b.embeddings.size() != n)
+    return invalid_argument("batch: embeddings must hold one entry per token");
+  if (!b.rope_positions.empty() && (b.rope_positions.size() != 3 * n || !spec_.mrope()))
+    return invalid_argument(spec_.mrope() ? "batch: rope_positions must hold 3 per token"
+                                          : "batch: rope_positions given to a model without M-RoPE");
+  if ((!b.embeddings.empty() || !b.rope_positions.empty()) && device().kind != DeviceKind::kCpu)
+    return unsupported("batch: image embeddings run on the cpu only, not on " + device_name(device()));
   if (b.exit_layer < 0 || b.exit_layer > spec_.n_layer)
     return invalid_argument("batch: exit_layer " + std::to_string(b.exit_layer) + " is outside [0, " +
                             std::to_string(spec_.n_layer) + "]");
@@ -307,6 +316,7 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
   OpTimer timer(profile_, Op::kEmbedding);
 
   be.embed(w.token_embd, x_.floats());
+  place_embeddings(b);
   be.rmsnorm(x_.floats(), w.layers[0].attn_norm, s.rms_eps, s.n_embd, T, xn_.floats());
 
   const int64_t n_run = b.exit_layer > 0 ? b.exit_layer : s.n_layer;
@@ -315,6 +325,12 @@ Status ModelRunner::forward(const Batch& b, std::vector<float>& logits) {
 
   timer.mark(Op::kLogits);
   return output_rows(b, w.output_norm, w.output, logits);
+}
+
+// An image's rows over its placeholder tokens' embeddings (host memory: the cpu only).
+void ModelRunner::place_embeddings(const Batch& b) {
+  for (size_t t = 0; t < b.embeddings.size(); ++t)
+    if (const float* row = b.embeddings[t]) std::copy(row, row + spec_.n_embd, x_.floats() + int64_t(t) * spec_.n_embd);
 }
 
 // The two halves go side by side in nextn_in_ (rmsnorm writes packed rows), then one matmul.

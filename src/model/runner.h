@@ -60,6 +60,7 @@ class ModelRunner {
   // The logits (or normed rows, batch.hidden_states) of the batch's logit tokens from x_.
   Status output_rows(const Batch& batch, const Vec& norm, const cpu::WeightMatrix& head, std::vector<float>& logits);
   // x_ = eh_proj [enorm(embedding) ; hnorm(hidden)], and xn_ its attention input.
+  void place_embeddings(const Batch& batch);
   void nextn_input(const NextnWeights& w, const float* hidden, int64_t n_tokens);
   void attention_layer(const Batch& batch, int64_t il, OpTimer& timer);
   void latent_attention(int64_t il, int64_t n_tokens);
@@ -100,6 +101,7 @@ class ModelRunner {
   int64_t last_tokens_ = 0;          // tokens of the latest pass (rows of x_ that last_hidden reads)
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
   std::vector<double> rope_inv_freq_;
+  std::vector<uint8_t> rope_pair_axes_;  // M-RoPE (spec.rope_pair_axes())
   OpProfile profile_;
   std::vector<LoraGroup> lora_groups_;  // of the current batch
   std::vector<float> lora_scratch_;

@@ -1,85 +1,12 @@
 #include "model/weights.h"
 
 #include "kernels/ref/quants.h"
+#include "model/tensor_binder.h"
 
 namespace autoglm {
 namespace {
 
-std::string shape_string(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-class Binder {
- public:
-  explicit Binder(const GgufFile& f) : f_(f) {}
-
-  const GgufTensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
-  const std::string& path() const { return f_.path(); }
-
-  // A matrix with `rows` outputs of `cols` inputs: GGUF dims [cols, rows].
-  Result<cpu::WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) const {
-    const GgufTensorInfo* t = find(name);
-    if (!t) return corrupt(f_.path() + ": missing tensor '" + name + "'");
-    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
-      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected " +
-                     shape_string({cols, rows}));
-    if (!ref::dtype_is_supported(t->type))
-      return unsupported(f_.path() + ": tensor '" + name + "' has weight type " + std::string(dtype_name(t->type)) +
-                         ", which this build cannot compute with");
-    return cpu::WeightMatrix{t->type, t->data, rows, cols, dtype_row_bytes(t->type, cols)};
-  }
-
-  // A stack of n matrices of `rows` outputs of `cols` inputs: GGUF dims [cols, rows, n], one
-  // view per matrix.
-  Result<std::vector<cpu::WeightMatrix>> stack(const std::string& name, int64_t n, int64_t rows, int64_t cols) const {
-    const GgufTensorInfo* t = find(name);
-    if (!t) return corrupt(f_.path() + ": missing tensor '" + name + "'");
-    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n)
-      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected " +
-                     shape_string({cols, rows, n}));
-    if (!ref::dtype_is_supported(t->type))
-      return unsupported(f_.path() + ": tensor '" + name + "' has weight type " + std::string(dtype_name(t->type)) +
-                         ", which this build cannot compute with");
-    const int64_t row_bytes = dtype_row_bytes(t->type, cols);
-    std::vector<cpu::WeightMatrix> views;
-    for (int64_t e = 0; e < n; ++e) views.push_back({t->type, t->data + e * rows * row_bytes, rows, cols, row_bytes});
-    return views;
-  }
-
-  // A vector of n floats; absent optional vectors give an empty result.
-  Result<Vec> vector(const std::string& name, int64_t n, bool required = true) const {
-    const GgufTensorInfo* t = find(name);
-    if (!t) {
-      if (!required) return Vec{};
-      return corrupt(f_.path() + ": missing tensor '" + name + "'");
-    }
-    if (t->n_elements() != n)
-      return corrupt(f_.path() + ": tensor '" + name + "' has shape " + shape_string(t->dims) + ", expected [" +
-                     std::to_string(n) + "]");
-    if (!ref::dtype_is_supported(t->type))
-      return unsupported(f_.path() + ": tensor '" + name + "' has unsupported type " +
-                         std::string(dtype_name(t->type)));
-    Vec v(static_cast<size_t>(n));
-    ref::dequantize_row(t->type, t->data, v.data(), n);
-    return v;
-  }
-
- private:
-  const GgufFile& f_;
-};
-
-// Rows [first, first + n) of a matrix, as a matrix of its own.
-cpu::WeightMatrix row_range(const cpu::WeightMatrix& m, int64_t first, int64_t n) {
-  return {m.type, m.data + first * m.row_bytes, n, m.cols, m.row_bytes};
-}
-
-Vec slice(const Vec& v, int64_t first, int64_t n) {
-  return Vec(v.begin() + first, v.begin() + first + n);
-}
-
-Status bind_attention(const Binder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
+Status bind_attention(const TensorBinder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
   const bool fused = b.find(p + "attn_qkv.weight") != nullptr;
   if (fused) {  // rows: [q (q_dim) | k (kv_dim) | v (v_dim)]
     AUTOGLM_ASSIGN_OR_RETURN(auto qkv, b.matrix(p + "attn_qkv.weight", s.q_dim() + s.kv_dim() + s.v_dim(), s.n_embd));
@@ -103,7 +30,7 @@ Status bind_attention(const Binder& b, const ModelSpec& s, const std::string& p,
   return Status::ok();
 }
 
-Status bind_mlp(const Binder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
+Status bind_mlp(const TensorBinder& b, const ModelSpec& s, const std::string& p, LayerWeights& l) {
   if (!b.find(p + "ffn_gate.weight")) {  // fused: ffn_up rows are [gate (n_ff) | up (n_ff)]
     AUTOGLM_ASSIGN_OR_RETURN(auto gate_up, b.matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd));
     l.gate = row_range(gate_up, 0, s.n_ff);
@@ -116,7 +43,7 @@ Status bind_mlp(const Binder& b, const ModelSpec& s, const std::string& p, Layer
   return Status::ok();
 }
 
-Status bind_experts(const Binder& b, const ModelSpec& s, const std::string& p, ExpertWeights& x) {
+Status bind_experts(const TensorBinder& b, const ModelSpec& s, const std::string& p, ExpertWeights& x) {
   const MoeSpec& m = s.moe;
   AUTOGLM_ASSIGN_OR_RETURN(x.router, b.matrix(p + "ffn_gate_inp.weight", m.n_expert, s.n_embd));
   AUTOGLM_ASSIGN_OR_RETURN(x.router_bias, b.vector(p + "ffn_gate_inp.bias", m.n_expert, false));
@@ -139,7 +66,7 @@ Status bind_experts(const Binder& b, const ModelSpec& s, const std::string& p, E
   return Status::ok();
 }
 
-Status bind_mla(const Binder& b, const ModelSpec& s, const std::string& p, MlaWeights& w) {
+Status bind_mla(const TensorBinder& b, const ModelSpec& s, const std::string& p, MlaWeights& w) {
   const MlaSpec& m = s.mla;
   const int64_t q_width = s.n_head * (m.qk_nope + s.n_rot);
   if (m.q_lora_rank > 0) {
@@ -160,7 +87,7 @@ Status bind_mla(const Binder& b, const ModelSpec& s, const std::string& p, MlaWe
   return Status::ok();
 }
 
-Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il) {
+Result<LayerWeights> bind_layer(const TensorBinder& b, const ModelSpec& s, int64_t il) {
   const std::string p = "blk." + std::to_string(il) + ".";
   LayerWeights l;
   AUTOGLM_ASSIGN_OR_RETURN(l.attn_norm, b.vector(p + "attn_norm.weight", s.n_embd));
@@ -202,7 +129,7 @@ Result<LayerWeights> bind_layer(const Binder& b, const ModelSpec& s, int64_t il)
 
 // NextN block k: the decoder layer at n_layer + k and its nextn.* tensors; absent optional
 // ones fall back on the model's embedding, output norm and output.
-Result<NextnWeights> bind_nextn(const Binder& b, const ModelSpec& s, const ModelWeights& w, int64_t k) {
+Result<NextnWeights> bind_nextn(const TensorBinder& b, const ModelSpec& s, const ModelWeights& w, int64_t k) {
   const int64_t il = s.n_layer + k;
   const std::string p = "blk." + std::to_string(il) + ".nextn.";
   NextnWeights n;
@@ -226,7 +153,7 @@ Result<NextnWeights> bind_nextn(const Binder& b, const ModelSpec& s, const Model
 }  // namespace
 
 Result<ModelWeights> bind_weights(const GgufFile& file, ModelSpec& spec) {
-  Binder b(file);
+  TensorBinder b(file);
   const GgufTensorInfo* embd = b.find("token_embd.weight");
   if (!embd) return corrupt(file.path() + ": missing tensor 'token_embd.weight'");
   if (embd->dims.size() != 2 || embd->dims[0] != spec.n_embd)

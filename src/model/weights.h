@@ -7,10 +7,9 @@
 #include "formats/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "model/model_spec.h"
+#include "model/tensor_binder.h"
 
 namespace autoglm {
-
-using Vec = std::vector<float>;  // small per-channel parameters, kept as floats
 
 // The routed experts of one layer and what picks them. Expert matrices are views of the
 // file's 3-D tensors, one per expert (rows of expert e follow those of e - 1).

@@ -6,6 +6,7 @@
 #include "formats/gguf.h"
 #include "model/convert.h"
 #include "model/create_model.h"
+#include "model/hf_vision.h"
 #include "model/lora.h"
 #include "model/lora_merge.h"
 #include "model/model.h"
@@ -62,7 +63,14 @@ Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std
   AUTOGLM_ASSIGN_OR_RETURN(const DType type, weight_type(options.type, "type"));
   ThreadPool pool(tool_threads(options.threads));
   AUTOGLM_ASSIGN_OR_RETURN(const ConvertReport report, convert_hf_folder(folder, out, type, pool, options.progress));
-  return ConvertModelReport{report.tensors, report.bytes_out};
+  ConvertModelReport result{report.tensors, report.bytes_out, "", 0, 0};
+  if (!hf_folder_has_vision(folder)) return result;
+  result.mmproj_path = options.mmproj_out.empty() ? projector_path_beside(out) : options.mmproj_out;
+  AUTOGLM_ASSIGN_OR_RETURN(const ConvertReport vision,
+                           convert_hf_projector(folder, result.mmproj_path, type, pool, options.progress));
+  result.mmproj_tensors = vision.tensors;
+  result.mmproj_bytes = vision.bytes_out;
+  return result;
 }
 
 Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,

@@ -23,11 +23,14 @@ void add_rmsnorm(float* x, const float* delta, const float* w, float eps, int64_
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
-void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style,
-          float mscale) {
+namespace {
+
+// Rotates pair i of every head by theta(i).
+template <typename Theta>
+void rotate_pairs(float* x, int n_heads, int head_dim, int n_rot, RopeStyle style, float mscale, Theta theta_of) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
-    const double theta = double(pos) * inv_freq[i];
+    const double theta = theta_of(i);
     const float c = float(std::cos(theta)) * mscale, s = float(std::sin(theta)) * mscale;
     const int a = style == RopeStyle::kNeox ? i : 2 * i;
     const int b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;
@@ -38,6 +41,18 @@ void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const doubl
       v[b] = x0 * s + x1 * c;
     }
   }
+}
+
+}  // namespace
+
+void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style,
+          float mscale) {
+  rotate_pairs(x, n_heads, head_dim, n_rot, style, mscale, [&](int i) { return double(pos) * inv_freq[i]; });
+}
+
+void rope_pairs(float* x, int n_heads, int head_dim, int n_rot, const float* pair_pos, const double* inv_freq,
+                RopeStyle style, float mscale) {
+  rotate_pairs(x, n_heads, head_dim, n_rot, style, mscale, [&](int i) { return double(pair_pos[i]) * inv_freq[i]; });
 }
 
 void softmax(float* x, int64_t n) {

@@ -21,6 +21,11 @@ enum class RopeStyle { kAdjacentPairs, kNeox };  // pairs (2i, 2i+1) or (i, i + 
 void rope(float* x, int n_heads, int head_dim, int n_rot, float pos, const double* inv_freq, RopeStyle style,
           float mscale = 1.0f);
 
+// rope with a position per rotated pair (M-RoPE: each pair turns by its axis's position):
+// theta_i = pair_pos[i] * inv_freq[i].
+void rope_pairs(float* x, int n_heads, int head_dim, int n_rot, const float* pair_pos, const double* inv_freq,
+                RopeStyle style, float mscale = 1.0f);
+
 // In-place softmax of n values.
 void softmax(float* x, int64_t n);
 
