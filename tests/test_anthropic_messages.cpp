@@ -55,6 +55,24 @@ TEST(AnthropicToChat, BlocksBecomeTurnsToolCallsAndToolMessages) {
   EXPECT_EQ(chat["chat_template_kwargs"]["enable_thinking"], true);
 }
 
+// Image blocks become the chat API's image_url parts in order with the text around them:
+// base64 sources as data: URLs, url sources as they are.
+TEST(AnthropicToChat, ImageBlocksBecomeImageUrlParts) {
+  const ojson body = ojson::parse(R"({
+    "max_tokens": 10,
+    "messages": [{"role": "user", "content": [
+      {"type": "text", "text": "Before "},
+      {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+      {"type": "image", "source": {"type": "url", "url": "https://example.com/a.jpg"}},
+      {"type": "text", "text": "after"}]}]})");
+  const ojson expected = ojson::parse(R"([{"role": "user", "content": [
+    {"type": "text", "text": "Before "},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/a.jpg"}},
+    {"type": "text", "text": "after"}]}])");
+  EXPECT_EQ(anthropic_to_chat(body)["messages"], expected) << anthropic_to_chat(body).dump(2);
+}
+
 TEST(AnthropicToChat, ToolChoiceAndThinkingForms) {
   ojson body = ojson::parse(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
     "tools": [{"name": "f", "input_schema": {"type": "object"}}]})");
@@ -91,7 +109,13 @@ TEST(AnthropicToChat, BadBodiesNameTheField) {
             {"type": "tool_result", "content": "r"}]}]})"),
             "messages.0.content.1.tool_use_id");
   EXPECT_EQ(refused_field(R"({"max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "image",
-            "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]})"),
+            "source": {"type": "file", "file_id": "f"}}]}]})"),
+            "messages.0.content.0.source.type");
+  EXPECT_EQ(refused_field(R"({"max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "image",
+            "source": {"type": "base64", "data": "AA=="}}]}]})"),
+            "messages.0.content.0.source.media_type");
+  EXPECT_EQ(refused_field(R"({"max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": ""}}]}]})"),
             "messages.0.content.0.type");
   EXPECT_EQ(refused_field(R"({"max_tokens": 9, "messages": [{"role": "assistant", "content": [{"type": "tool_use",
             "id": "t", "name": "f", "input": "x"}]}]})"),

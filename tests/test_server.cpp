@@ -377,7 +377,7 @@ TEST_F(Server, AnImagePartToATextModelIsNamed) {
                      {"max_tokens", 1}};
   const Response r = request(port, "POST", "/v1/chat/completions", body.dump());
   expect_error(r, 400, "messages[0].content[0]");
-  EXPECT_NE(r.j()["error"]["message"].get<std::string>().find("read text only"), std::string::npos) << r.body;
+  EXPECT_NE(r.j()["error"]["message"].get<std::string>().find("reads text only"), std::string::npos) << r.body;
 }
 
 // GET /v1/models/{id}, and HEAD on every GET route: GET's headers (Content-Length included), no body.

@@ -20,6 +20,9 @@ struct RequestLimits {
   int64_t grammar_stacks = 4096;                      // parses a grammar keeps alive at once
   int64_t template_steps = 4000000;                   // statements, expressions, loop items of one chat render
   int64_t template_output_bytes = int64_t(32) << 20;  // the rendered prompt text
+  int64_t image_bytes = int64_t(20) << 20;            // one image's encoded bytes (a data URL's, a file's)
+  int64_t image_pixels = int64_t(40) << 20;           // one image's decoded width x height
+  int64_t images_per_request = 16;                    // images in one request's messages
 };
 
 }  // namespace autoglm

@@ -85,8 +85,9 @@ Result<QuantizeModelReport> quantize_model(const std::string& in, const std::str
 
 struct RandomModelOptions {
   // Dense: llama, qwen2, qwen3. Mixture of experts: qwen3moe, glm4moe, gpt-oss, deepseek2.
+  // Vision-language: glm4v, qwen25vl (the model and its projector, projector_path_for(path)).
   std::string arch = "llama";
-  std::string preset = "tiny";  // dense: tiny, 150m, 1b; mixture of experts: tiny, 30b-a3b
+  std::string preset = "tiny";  // dense: tiny, 150m, 1b; mixture of experts: tiny, 30b-a3b; vision: tiny, 9b
   std::string type = "f16";     // of every matrix and expert stack (norms, biases, routers: F32)
   uint64_t seed = 1;
   int64_t n_vocab = 0;  // 0: the preset's
@@ -100,6 +101,10 @@ const std::vector<std::string>& random_model_presets();
 
 // Writes a deterministic random-weight model to `path` as GGUF v3 with a small built-in vocabulary.
 Status write_random_model(const RandomModelOptions& options, const std::string& path);
+
+// Where a vision-language model's projector lies beside it, and where `convert` and
+// write_random_model put it: X.mmproj.gguf for X.gguf.
+std::string projector_path_for(const std::string& model_path);
 
 // Writes a deterministic random LoRA adapter (GGUF, F32) of `rank` over every attention and MLP
 // matrix of the model at `base_path`.

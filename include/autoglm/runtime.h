@@ -46,6 +46,17 @@ struct LoraOption {
   float scale = 1.0f;
 };
 
+// Where a vision-language model's images may come from, and the pixel limits of its image
+// processor (preprocessor_config.json's, unless set here or per request).
+struct MediaOptions {
+  // image_url parts may name files under these folders (absolute paths or file:// URLs); none: refused.
+  std::vector<std::string> allowed_local_dirs;
+  // Hosts whose http(s) image URLs may be fetched; none: every remote URL is refused.
+  std::vector<std::string> allowed_hosts;
+  int64_t min_pixels = 0, max_pixels = 0;  // 0: the processor's
+  int64_t embedding_cache_mib = 256;       // image embeddings kept by content hash (a resent screenshot is free)
+};
+
 struct RuntimeOptions {
   // Where the forward pass runs: the cpu, or a GPU (parse_device("cuda:1")) in a build with the
   // CUDA backend (a missing GPU or a build without CUDA is an error naming the device).
@@ -97,6 +108,11 @@ struct RuntimeOptions {
   // request holds is unloaded, and read again when a request names it. <= 0: no bound.
   int max_loras = 8;
   bool start_engine = true;  // false: no engine or KV pool (tokenizer, chat and logits only)
+  // A vision-language model's projector (llama.cpp's mmproj GGUF): "" finds it beside the model
+  // (X.mmproj.gguf, or the one mmproj-*.gguf in its folder; a Hugging Face folder holds its own);
+  // "none": none (text only).
+  std::string mmproj;
+  MediaOptions media;
   RequestLimits limits;
   LogSink log;  // where the library's log lines go (null: keep the current sink)
   // Once this is true, chat template renders in progress stop at their next step and fail (a
@@ -129,6 +145,9 @@ struct Conversation {
   // A thinking model's thinking ends after this many tokens: the close marker (</think>) is
   // forced. -1: no limit.
   int32_t thinking_budget_tokens = -1;
+  // Images (image_url parts of messages_json): the image processor's pixel limits for this
+  // request (mm_processor_kwargs' min_pixels / max_pixels); 0: the runtime's.
+  int64_t min_pixels = 0, max_pixels = 0;
 };
 
 enum class ConstraintKind {
@@ -252,6 +271,8 @@ struct ModelInfo {
   // How the model pools embeddings: a GGUF's `<arch>.pooling_type`, a folder's
   // 1_Pooling/config.json (sentence-transformers), else the last token.
   Pooling pooling = Pooling::kLast;
+  // A vision-language model's projector (its file, llama.cpp's clip.projector_type); "": text only.
+  std::string projector_path, projector_type;
 };
 
 struct SpecialTokens {

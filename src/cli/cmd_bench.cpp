@@ -14,7 +14,9 @@
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/compute_peak.h"
 #include "kernels/cuda/cuda_api.h"
+#include "media/image_preprocess.h"
 #include "model/runner.h"
+#include "model/vision_encoder.h"
 #include "runtime/runtime_parts.h"  // bench measures the model and kernels below the API
 #include "sample/sampler.h"
 
@@ -33,10 +35,48 @@ struct BenchArgs {
   SpecOptions spec;
   std::vector<std::string> lora;
   bool lora_spread = false;  // sequence i runs adapter i % n alone, instead of all stacked
+  std::string mmproj;        // a projector: also time its vision tower on an image of image_size
+  std::string image_size = "1080x2400";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A screenshot-like picture: flat panels, text-like stripes and gradients.
+Image synthetic_screen(int32_t w, int32_t h) {
+  Image img{w, h, std::vector<uint8_t>(size_t(w) * size_t(h) * 4, 255)};
+  for (int32_t y = 0; y < h; ++y)
+    for (int32_t x = 0; x < w; ++x) {
+      uint8_t* p = img.rgba.data() + (size_t(y) * size_t(w) + size_t(x)) * 4;
+      const bool text = (y / 24) % 3 == 0 && (x / 9) % 5 != 0;
+      p[0] = text ? 30 : uint8_t(240 - y * 40 / h);
+      p[1] = text ? 30 : uint8_t(240 - x * 30 / w);
+      p[2] = text ? 40 : 250;
+    }
+  return img;
+}
+
+// The vision tower's time for one image (preprocessing included) on `threads` threads.
+Status bench_image(const Projector& projector, const std::string& size, int threads, int reps) {
+  int32_t w = 0, h = 0;
+  if (std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2 || w < 28 || h < 28 || w > 16384 || h > 16384)
+    return invalid_argument("--image-size '" + size + "' is not WIDTHxHEIGHT (28..16384)");
+  ThreadPool pool(threads, pin_threads_from_environment());
+  const Image image = synthetic_screen(w, h);
+  std::vector<double> seconds;
+  int64_t tokens = 0;
+  for (int r = 0; r < reps + 1; ++r) {  // the first pages the weights in
+    const auto t0 = std::chrono::steady_clock::now();
+    AUTOGLM_ASSIGN_OR_RETURN(const PixelPatches patches, preprocess_image(image, projector.vision->spec().preprocess));
+    AUTOGLM_ASSIGN_OR_RETURN(const ImageEmbedding e, VisionEncoder(*projector.vision, pool).encode(patches));
+    tokens = e.n_tokens();
+    if (r > 0) seconds.push_back(seconds_since(t0));
+  }
+  const auto [mean, sd] = mean_and_sd(seconds);
+  std::printf("image %dx%d (%s): %lld image tokens, encoded in %.3f s +- %.3f (%d threads, preprocessing included)\n",
+              w, h, projector.path.c_str(), (long long)tokens, mean, sd, threads);
+  return Status::ok();
 }
 
 // Bytes of the matrices one forward step streams (every projection and the output; the
@@ -285,8 +325,12 @@ int bench(const BenchArgs& a) {
   auto lora = lora_options(a.lora);
   if (!lora) return fail(lora.status());
   options.lora = *lora;
+  options.mmproj = a.mmproj.empty() ? "none" : a.mmproj;
   auto rt = open_runtime(a.model, options);
   if (!rt) return fail(rt.status());
+  if (const Projector* projector = runtime_parts(**rt).projector.get())
+    for (int threads : a.threads)
+      if (Status st = bench_image(*projector, a.image_size, threads, a.reps); !st.is_ok()) return fail(st);
   const Model& m = *runtime_parts(**rt).model;
   std::vector<std::shared_ptr<const LoraSet>> loras;
   if (const auto& stacked = runtime_parts(**rt).default_lora; stacked && a.lora_spread)
@@ -372,6 +416,9 @@ void register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mmproj", a->mmproj, "A projector (vision tower) GGUF: also time it on an image of --image-size");
+  cmd->add_option("--image-size", a->image_size, "The timed image, WIDTHxHEIGHT (a phone screenshot by default)")
+      ->capture_default_str();
   cmd->add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-d,--n-depth", a->depth, "Tokens already in the context before the pp and tg tests (untimed)")
       ->check(CLI::NonNegativeNumber);

@@ -11,9 +11,11 @@ void register_create_model(CLI::App& app) {
   auto o = std::make_shared<RandomModelOptions>();
   auto type = std::make_shared<std::string>("f16");
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3 | qwen3moe | glm4moe | gpt-oss | deepseek2")
+  cmd->add_option("--arch", o->arch,
+                  "llama | qwen2 | qwen3 | qwen3moe | glm4moe | gpt-oss | deepseek2 | glm4v | qwen25vl")
       ->check(CLI::IsMember(random_model_archs()));
-  cmd->add_option("--preset", o->preset, "Dense: tiny | 150m | 1b; mixture of experts: tiny | 30b-a3b")
+  cmd->add_option("--preset", o->preset,
+                  "Dense: tiny | 150m | 1b; mixture of experts: tiny | 30b-a3b; vision (glm4v, qwen25vl): tiny | 9b")
       ->check(CLI::IsMember(random_model_presets()));
   cmd->add_option("--type", *type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k");
   cmd->add_option("--seed", o->seed, "Seed of the weights");
@@ -47,6 +49,8 @@ void register_create_model(CLI::App& app) {
     }
     std::printf("wrote %s: %s %s, %s weights, seed %llu\n", out->c_str(), o->arch.c_str(), o->preset.c_str(),
                 t->c_str(), (unsigned long long)o->seed);
+    if (o->arch == "glm4v" || o->arch == "qwen25vl")
+      std::printf("wrote %s: its projector (vision tower)\n", projector_path_for(*out).c_str());
   });
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/common.h"
@@ -28,6 +30,8 @@ struct RunArgs {
   SpecOptions spec;
   Request request;
   std::vector<std::string> lora;
+  std::string mmproj;
+  std::vector<std::string> images;
 };
 
 // The runtime for one sequence: its KV pool holds one whole context window (drafts included).
@@ -47,7 +51,22 @@ Result<RuntimeOptions> run_options(const RunArgs& a) {
   o.max_batch_tokens = 512;
   AUTOGLM_RETURN_IF_ERROR(a.spec.apply_to(o));
   AUTOGLM_ASSIGN_OR_RETURN(o.lora, lora_options(a.lora));
+  o.mmproj = a.mmproj;
+  for (const std::string& image : a.images)  // files named on the command line may be read
+    o.media.allowed_local_dirs.push_back(std::filesystem::absolute(image).parent_path().string());
   return o;
+}
+
+// --image: a user message of the images and the prompt, through the model's chat template.
+Conversation image_chat(const RunArgs& a) {
+  nlohmann::json content = nlohmann::json::array();
+  for (const std::string& image : a.images)
+    content.push_back({{"type", "image_url"}, {"image_url", {{"url", std::filesystem::absolute(image).string()}}}});
+  content.push_back({{"type", "text"}, {"text", a.prompt}});
+  Conversation c;
+  c.messages_json = nlohmann::json::array({{{"role", "user"}, {"content", content}}}).dump();
+  c.reasoning_format = ReasoningFormat::kNone;  // the text as the model writes it
+  return c;
 }
 
 void print_stats(const StreamEvent& last, double decode_seconds, const RunArgs& a) {
@@ -76,7 +95,10 @@ int run(const RunArgs& a) {
   auto constraint = output_constraint(a.grammar_file, a.schema_file);
   if (!constraint) return fail(constraint.status());
   r.constraint = *constraint;
-  r.tokens = (*rt)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  if (a.images.empty())
+    r.tokens = (*rt)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  else
+    r.chat = image_chat(a);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   auto handle = (*rt)->submit(r);
@@ -108,6 +130,11 @@ void register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  cmd->add_option("--image", a->images,
+                  "Image file (PNG, JPEG, WebP; repeatable) for a vision-language model: the images and the "
+                  "prompt go in as one user message through the chat template");
+  cmd->add_option("--mmproj", a->mmproj,
+                  "The model's projector (vision tower) GGUF (default: X.mmproj.gguf beside X.gguf; none: text only)");
   add_kv_type_option(*cmd, a->kv_type);
   add_device_option(*cmd, a->device);
   add_bf16_activations_option(*cmd);

@@ -13,7 +13,7 @@ namespace autoglm::cli {
 namespace {
 
 struct ServeArgs {
-  std::string config_path, model, host, chat_template, reasoning_format, tool_call_format;
+  std::string config_path, model, host, chat_template, reasoning_format, tool_call_format, mmproj;
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
@@ -78,6 +78,7 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   number("speculative.draft_min", a.draft_min, a.draft_min >= 0);
   number("speculative.draft_p_min", a.draft_p_min, a.draft_p_min >= 0);
   text("chat_template", a.chat_template);
+  text("mmproj", a.mmproj);
   text("reasoning_format", a.reasoning_format);
   text("tool_call_format", a.tool_call_format);
   if (!a.served_names.empty()) o.emplace_back("served_model_name", nlohmann::json(a.served_names).dump());
@@ -145,6 +146,9 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV across requests");
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
+  cmd->add_option("--mmproj", a->mmproj,
+                  "A vision-language model's projector GGUF (mmproj; default: X.mmproj.gguf beside X.gguf; none: "
+                  "text only)");
   cmd->add_option("--api-key", a->api_keys, "Accepted API key (repeatable)");
   cmd->add_option("--served-model-name,--alias", a->served_names,
                   "A name requests may give as 'model' (repeatable; the first replaces the file's name in "

@@ -159,6 +159,8 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   if ((n + 1 + config_.block_size - 1) / config_.block_size > config_.kv_blocks)
     return out_of_range("the prompt has " + std::to_string(n) + " tokens; the KV cache holds " +
                         std::to_string(config_.kv_blocks * config_.block_size));
+  AUTOGLM_RETURN_IF_ERROR(check_images(request));
+  if (!request.images.empty()) request.speculative = false;  // drafters read no images
   request.cache_salt = salt_with_lora(request.cache_salt, request.lora.get());
   auto seq = std::make_unique<Sequence>(tokenizer_, trie_, blocks_, config_.spec, drafter_ ? drafter_->token_cost() : 0,
                                         std::move(request));
@@ -177,6 +179,29 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
   }
   submit_ready_.notify_one();
   return handle;
+}
+
+// A prompt's images: within it, in order, of the model's width; M-RoPE positions for every
+// prompt token of a model that has them.
+Status Engine::check_images(const GenerationRequest& r) const {
+  const ModelSpec& spec = model_.spec();
+  const int64_t n = int64_t(r.prompt.size());
+  if (!r.rope_positions.empty() && (!spec.mrope() || int64_t(r.rope_positions.size()) != 3 * n))
+    return invalid_argument("prompt: M-RoPE positions need a model with rope sections and 3 per prompt token");
+  if (r.images.empty()) return Status::ok();
+  if (!spec.mrope() || r.rope_positions.empty())
+    return invalid_argument("prompt: images need a vision-language model (M-RoPE) and their positions");
+  if (model_.device().kind != DeviceKind::kCpu)
+    return unsupported("prompt: images run on the cpu only, not on " + device_name(model_.device()));
+  int64_t end = 0;
+  for (const PromptImage& image : r.images) {
+    const ImageEmbedding* e = image.embedding.get();
+    if (!e || image.first < end || image.end() > n || e->rows != image.rows || e->cols != image.cols ||
+        e->width != spec.n_embd || int64_t(e->values.size()) != e->n_tokens() * e->width)
+      return invalid_argument("prompt: an image's rows do not fit its placeholder tokens or the model's width");
+    end = image.end();
+  }
+  return Status::ok();
 }
 
 std::future<Result<std::vector<std::vector<float>>>> Engine::embed(EmbeddingJob job) {
@@ -356,10 +381,21 @@ void Engine::drop_cancelled_and_expired() {
     }
 }
 
+// Block b's key in the prefix cache after `parent`: its tokens, and the content of the images
+// whose placeholders it holds (two images of one size have the same placeholder tokens).
+uint64_t Engine::block_hash(const Sequence& seq, uint64_t parent, int64_t b) const {
+  const int64_t bs = blocks_.block_size();
+  uint64_t h = BlockPool::chain_hash(parent, seq.tokens.data() + b * bs, bs);
+  for (const PromptImage& image : seq.request.images)
+    if (image.first < (b + 1) * bs && image.end() > b * bs)
+      h = BlockPool::chain_hash(h, reinterpret_cast<const int32_t*>(&image.hash), 2);
+  return h;
+}
+
 void Engine::publish_full_blocks(Sequence& seq) {
   const int64_t bs = blocks_.block_size();
   while ((seq.n_hashed + 1) * bs <= seq.n_computed && seq.n_hashed < int64_t(seq.kv.blocks().size())) {
-    seq.chain = BlockPool::chain_hash(seq.chain, seq.tokens.data() + seq.n_hashed * bs, bs);
+    seq.chain = block_hash(seq, seq.chain, seq.n_hashed);
     blocks_.publish(seq.kv.blocks()[size_t(seq.n_hashed)], seq.chain);
     ++seq.n_hashed;
   }
@@ -372,7 +408,7 @@ int64_t Engine::reuse_prefix(Sequence& seq) {
   uint64_t chain = seq.request.cache_salt;
   int64_t matched = 0;
   for (; matched < reusable; ++matched) {
-    const uint64_t h = BlockPool::chain_hash(chain, seq.tokens.data() + matched * bs, bs);
+    const uint64_t h = block_hash(seq, chain, matched);
     auto block = blocks_.acquire_cached(h);
     if (!block) break;
     seq.kv.append_block(*block);
@@ -480,7 +516,8 @@ bool Engine::step() {
   }
   if (std::all_of(batch.loras.begin(), batch.loras.end(), [](const LoraSet* l) { return !l || l->empty(); }))
     batch.loras.clear();  // the base alone: no grouping
-  StepShape shape;        // what ran, for the cost model (kept only when it plans the steps)
+  add_image_inputs(plan, planner, batch);
+  StepShape shape;  // what ran, for the cost model (kept only when it plans the steps)
   shape.tokens = int64_t(batch.tokens.size());
   if (max_step_ms_ != 0)
     for (int32_t p : batch.positions) shape.attended += p + 1;
@@ -511,6 +548,29 @@ bool Engine::step() {
   std::erase_if(running_, [](const auto& s) { return s->finished; });
   update_gauges();
   return true;
+}
+
+// Images in the step: each token's image row (at its placeholder) and M-RoPE position; none
+// when no sequence of the step has an image (text positions serve a text prompt).
+void Engine::add_image_inputs(const ScheduleOutput& plan, Planner& planner, Batch& batch) const {
+  const bool any = std::any_of(plan.work.begin(), plan.work.end(),
+                               [&](const ScheduledChunk& w) { return !planner.seq(w.id).request.images.empty(); });
+  if (!any) return;
+  batch.embeddings.assign(batch.tokens.size(), nullptr);
+  batch.rope_positions.resize(3 * batch.tokens.size());
+  size_t t = 0;
+  for (const ScheduledChunk& w : plan.work) {
+    const Sequence& s = planner.seq(w.id);
+    const GenerationRequest& r = s.request;
+    const int64_t given = int64_t(r.rope_positions.size() / 3);
+    for (int64_t i = s.n_computed; i < s.n_computed + w.n_tokens; ++i, ++t) {
+      for (int axis = 0; axis < 3; ++axis)
+        batch.rope_positions[3 * t + size_t(axis)] =
+            i < given ? r.rope_positions[size_t(3 * i + axis)] : int32_t(i + r.rope_delta);
+      for (const PromptImage& image : r.images)
+        if (i >= image.first && i < image.end()) batch.embeddings[t] = image.embedding->token(i - image.first);
+    }
+  }
 }
 
 void Engine::record_prefill_chunk(int64_t n) {

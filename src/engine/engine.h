@@ -148,6 +148,9 @@ class Engine {
   void after_verifying(Sequence& seq, int64_t n_run, const float* rows);
   // Samples the next token from a row of logits and streams it; false once the sequence finished.
   bool emit_next_token(Sequence& seq, const float* logits);
+  uint64_t block_hash(const Sequence& seq, uint64_t parent, int64_t block) const;
+  Status check_images(const GenerationRequest& request) const;
+  void add_image_inputs(const ScheduleOutput& plan, Planner& planner, Batch& batch) const;
   void publish_full_blocks(Sequence& seq);
   void release_out_of_window(Sequence& seq);
   void update_gauges();

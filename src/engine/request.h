@@ -15,12 +15,29 @@
 #include "engine/stream.h"
 #include "engine/thinking_gate.h"
 #include "model/lora.h"
+#include "model/vision_encoder.h"
 #include "sample/grammar.h"
 
 namespace autoglm {
 
+// An image in a prompt: its embedding rows stand for the placeholder tokens
+// [first, first + rows * cols) (the merged grid, raster order).
+struct PromptImage {
+  int64_t first = 0;
+  int32_t rows = 0, cols = 0;
+  uint64_t hash = 0;  // of its content: the prefix cache tells images apart by it
+  std::shared_ptr<const ImageEmbedding> embedding;
+  int64_t end() const { return first + int64_t(rows) * cols; }
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
+  // A vision-language model's prompt: its images (ascending, not overlapping), and every prompt
+  // token's M-RoPE position (3 each, model/mrope.h); a later token at index n is at n + rope_delta.
+  // Empty: text, each token at its index.
+  std::vector<PromptImage> images;
+  std::vector<int32_t> rope_positions;
+  int64_t rope_delta = 0;
   int32_t max_tokens = 256;
   SamplingParams sampling;
   std::vector<std::string> stop;

@@ -50,20 +50,20 @@ void attend_block(const Work& w, int64_t n, int64_t lo, int64_t hi, const float*
 }  // namespace
 
 void vision_attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t n_head,
-                      int64_t head_dim, const std::vector<int64_t>& bounds, float* out) {
+                      int64_t head_dim, const std::vector<int64_t>& bounds, float* out, int64_t first, int64_t last) {
   std::vector<Work> work;
   for (size_t s = 0; s + 1 < bounds.size(); ++s)
     for (int64_t h = 0; h < n_head; ++h)
-      for (int64_t first = bounds[s]; first < bounds[s + 1]; first += kQueryBlock)
-        work.push_back({int64_t(s), h, first});
+      for (int64_t q0 = std::max(bounds[s], first); q0 < std::min(bounds[s + 1], last); q0 += kQueryBlock)
+        work.push_back({int64_t(s), h, q0});
   std::vector<std::vector<float>> scratch(size_t(pool.size()));
   const int64_t width = n_head * head_dim;
   pool.parallel_for(int64_t(work.size()), [&](int share, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Work& w = work[size_t(i)];
       const int64_t lo = bounds[size_t(w.segment)], hi = bounds[size_t(w.segment) + 1];
-      attend_block(w, std::min(kQueryBlock, hi - w.first_query), lo, hi, q, k, v, width, head_dim, out,
-                   scratch[size_t(share)]);
+      attend_block(w, std::min({kQueryBlock, hi - w.first_query, last - w.first_query}), lo, hi, q, k, v, width,
+                   head_dim, out, scratch[size_t(share)]);
     }
   });
 }

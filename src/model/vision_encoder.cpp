@@ -63,8 +63,15 @@ void rmsnorm_rows(const float* x, const Vec& w, float eps, int64_t width, int64_
 
 }  // namespace
 
+// Rows of activations per unit of work (between_units runs between them).
+constexpr int64_t kUnitRows = 512;
+
 void VisionEncoder::linear(const cpu::WeightMatrix& w, const Vec& bias, const float* x, int64_t n, float* y) {
-  cpu::matmul(pool_, w, x, n, y);
+  for (int64_t r0 = 0; r0 < n; r0 += kUnitRows) {
+    const int64_t rows = std::min(kUnitRows, n - r0);
+    cpu::matmul(pool_, w, x + r0 * w.cols, rows, y + r0 * w.rows);
+    unit_done();
+  }
   if (bias.empty()) return;
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < w.rows; ++i) y[r * w.rows + i] += bias[size_t(i)];
@@ -137,7 +144,11 @@ void VisionEncoder::attention(Pass& p, const VisionLayerWeights& l, const std::v
   linear(l.wv, l.bv, p.xn.data(), p.n, p.v.data());
   rotate(p, p.q.data());
   rotate(p, p.k.data());
-  vision_attention(pool_, p.q.data(), p.k.data(), p.v.data(), s.n_head, s.head_dim, bounds, p.attn.data());
+  for (int64_t q0 = 0; q0 < p.n; q0 += kUnitRows) {
+    vision_attention(pool_, p.q.data(), p.k.data(), p.v.data(), s.n_head, s.head_dim, bounds, p.attn.data(), q0,
+                     std::min(p.n, q0 + kUnitRows));
+    unit_done();
+  }
   linear(l.wo, l.bo, p.attn.data(), p.n, p.xn.data());
 }
 

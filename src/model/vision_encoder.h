@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "autoglm/status.h"
@@ -27,7 +28,11 @@ struct ImageEmbedding {
 
 class VisionEncoder {
  public:
-  VisionEncoder(const VisionModel& model, ThreadPool& pool) : model_(model), pool_(pool) {}
+  // between_units (may be null) is called between the pass's units of work (a few hundred
+  // rows of one matmul or of one attention): where a caller sharing the pool with engines
+  // lets their steps run (TurnQueue::Turn::yield), so that decodes keep their pace.
+  VisionEncoder(const VisionModel& model, ThreadPool& pool, std::function<void()> between_units = {})
+      : model_(model), pool_(pool), between_units_(std::move(between_units)) {}
 
   // Errors: patches that are not one image's of this model (columns, grid).
   Result<ImageEmbedding> encode(const PixelPatches& patches);
@@ -43,8 +48,13 @@ class VisionEncoder {
   ImageEmbedding qwen_merger(Pass& p);
   void linear(const cpu::WeightMatrix& w, const Vec& bias, const float* x, int64_t n, float* y);
 
+  void unit_done() {
+    if (between_units_) between_units_();
+  }
+
   const VisionModel& model_;
   ThreadPool& pool_;
+  std::function<void()> between_units_;
 };
 
 }  // namespace autoglm

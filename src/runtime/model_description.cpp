@@ -70,6 +70,9 @@ std::string describe_model(const std::string& path, const Model& m, const Vocab&
   add(out, "feed-forward:    %lld\n", (long long)s.n_ff);
   add(out, "rope:            %s, %lld dims, base %g, scale %g\n", rope, (long long)s.n_rot, s.rope_freq_base,
       s.rope_freq_scale);
+  if (s.mrope())
+    add(out, "m-rope:          sections t %d, h %d, w %d (pairs of the rotated dims)\n", s.rope_sections[0],
+        s.rope_sections[1], s.rope_sections[2]);
   add(out, "rms eps:         %g\n", s.rms_eps);
   add(out, "switches:        qkv_bias=%d qk_norm=%d post_norms=%d tied_embeddings=%d rope_factors=%d\n", s.qkv_bias,
       s.qk_norm, s.post_norms, s.tied_embeddings, int(!s.rope_freq_factors.empty()));
@@ -99,6 +102,28 @@ std::string describe_model(const std::string& path, const Model& m, const Vocab&
   add(out, "cpu kernels:     %s (%s)\n", cpu::kernel_isa(), cpu_features_string().c_str());
   add(out, "bf16 activations: %s\n",
       cpu::bf16_activations() ? "rounded to bf16 (--bf16-activations off: floats)" : "floats");
+  return out;
+}
+
+std::string describe_projector(const std::string& path, const VisionModel& vision) {
+  std::string out;
+  const VisionSpec& v = vision.spec();
+  const VisionPreprocess& p = v.preprocess;
+  add(out, "projector:       %s (%s, %s)\n", path.c_str(), projector_type_name(v.projector),
+      projector_display_name(v.projector));
+  add(out, "vision tower:    %lld layers, width %lld, %lld heads of %lld, ffn %lld, %lld params\n",
+      (long long)v.n_layer, (long long)v.n_embd, (long long)v.n_head, (long long)v.head_dim, (long long)v.n_ff,
+      (long long)vision.n_params());
+  if (v.window_units > 0)
+    add(out, "vision attention: windows of %lldx%lld patches; whole image every %lld layers\n",
+        (long long)(v.window_units * v.merge()), (long long)(v.window_units * v.merge()), (long long)v.full_every);
+  add(out, "image tokens:    patch %d, 2x2 merged into tokens of %lld; pixels %lld..%lld%s\n", p.patch_size,
+      (long long)v.n_out, (long long)p.min_pixels, (long long)p.max_pixels,
+      p.limits_count_frames ? " (x2 frames, as GLM-4.1V counts)" : "");
+  const auto screen = smart_resize(2400, 1080, p);
+  if (screen)
+    add(out, "a 1080x2400 screenshot: resized to %dx%d, %lld image tokens\n", screen->width, screen->height,
+        (long long)(screen->height / (p.patch_size * 2)) * (screen->width / (p.patch_size * 2)));
   return out;
 }
 

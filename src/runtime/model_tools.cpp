@@ -58,6 +58,10 @@ Result<std::vector<TokenPiece>> tokenize_with_vocabulary(const std::string& path
   return out;
 }
 
+std::string projector_path_for(const std::string& model_path) {
+  return projector_path_beside(model_path);
+}
+
 Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std::string& out,
                                             const ConvertModelOptions& options) {
   AUTOGLM_ASSIGN_OR_RETURN(const DType type, weight_type(options.type, "type"));

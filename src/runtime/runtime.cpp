@@ -285,6 +285,8 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
     return corrupt(model_path + ": the tokenizer has " + std::to_string(p.tokenizer->n_vocab()) +
                    " tokens but the model only " + std::to_string(p.model->spec().n_vocab) + " logits");
   AUTOGLM_RETURN_IF_ERROR(prepare_prompts(p));
+  AUTOGLM_ASSIGN_OR_RETURN(p.projector, load_projector(model_path, options, *p.model, *p.tokenizer));
+  if (p.projector) p.image_cache = std::make_unique<ImageCache>(options.media.embedding_cache_mib << 20);
   const double available = available_bytes(p.model->device());
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options, available));
   AUTOGLM_RETURN_IF_ERROR(check_kv_fits(*p.model, p.engine_config, available));
@@ -439,7 +441,9 @@ std::vector<std::string> available_devices() {
 
 std::string Runtime::describe() const {
   if (!parts_->model) return "";
-  return describe_model(parts_->model_path, *parts_->model, parts_->tokenizer->vocab());
+  std::string text = describe_model(parts_->model_path, *parts_->model, parts_->tokenizer->vocab());
+  if (parts_->projector) text += describe_projector(parts_->projector->path, *parts_->projector->vision);
+  return text;
 }
 
 std::string Runtime::op_profile_table() const {
@@ -477,6 +481,10 @@ ModelInfo Runtime::info() const {
   const GenerationDefaults& d = parts_->model->generation_defaults();
   i.sampling_defaults = {d.temperature, d.top_p, d.repetition_penalty, d.top_k, d.greedy};
   i.pooling = parts_->pooling;
+  if (parts_->projector) {
+    i.projector_path = parts_->projector->path;
+    i.projector_type = projector_type_name(parts_->projector->vision->spec().projector);
+  }
   return i;
 }
 

@@ -14,7 +14,9 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runtime/image_cache.h"
 #include "runtime/lora_registry.h"
+#include "runtime/projector.h"
 #include "tokenizer/tokenizer.h"
 
 namespace autoglm {
@@ -43,6 +45,8 @@ struct Runtime::Parts {
   std::shared_ptr<const LoraSet> default_lora;  // options.lora, for every request (null: none)
   std::unique_ptr<LoraRegistry> loras;          // the named adapters
   Pooling pooling = Pooling::kLast;             // the model's own for embeddings
+  std::unique_ptr<Projector> projector;         // a vision-language model's (null: text only)
+  std::unique_ptr<ImageCache> image_cache;      // its images' embeddings by content hash
 };
 
 // A runtime's internals, for bench's kernel micro-paths (nothing else above the runtime).

@@ -10,6 +10,8 @@
 #include "core/json_request.h"
 #include "engine/embeddings.h"
 #include "engine/request_limits.h"
+#include "model/mrope.h"
+#include "runtime/chat_images.h"
 #include "runtime/prepared_request.h"
 #include "runtime/reply_events.h"
 #include "runtime/runtime_parts.h"
@@ -57,6 +59,27 @@ std::optional<ThinkingSpec> thinking_spec(const ReplyMarkers& m, ToolCallFamily 
 }
 
 // The prompt's ids (and, for a chat, how its reply is read and a forced call's grammar).
+// The images' rows at their markers, each marker repeated for its tokens, and the prompt's
+// M-RoPE positions; the prompt must still fit the context.
+Status place_images(const Runtime::Parts& p, const std::vector<ChatImage>& images, GenerationRequest& g) {
+  AUTOGLM_RETURN_IF_ERROR(expand_image_markers(g.prompt, p.projector->image_token, images, g.images));
+  const int64_t n = int64_t(g.prompt.size());
+  const int64_t cap = p.options.limits.prompt_tokens > 0
+                          ? std::min<int64_t>(p.options.limits.prompt_tokens, p.engine_config.n_ctx - 1)
+                          : p.engine_config.n_ctx - 1;
+  if (n > cap)
+    return Status(StatusCode::kOutOfRange,
+                  "the prompt with its images has " + std::to_string(n) + " tokens, more than the " +
+                      std::to_string(cap) + " the context (or limits.prompt_tokens) leaves (lower max_pixels?)",
+                  "messages");
+  std::vector<ImageSpan> spans;
+  for (const PromptImage& image : g.images) spans.push_back({image.first, image.rows, image.cols});
+  MropePositions rope = mrope_positions(n, spans);
+  g.rope_positions = std::move(rope.positions);
+  g.rope_delta = rope.delta;
+  return Status::ok();
+}
+
 Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRequest::State& out,
                      std::shared_ptr<const Grammar>& forced_call) {
   const TokenCap cap = prompt_cap(p.engine_config.n_ctx, p.options.limits);
@@ -64,10 +87,16 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     auto conversation = prompt_request(*request.chat, p.options.limits);
     if (!conversation) return with_field(conversation.status(), "messages");
     conversation->cap = cap;
+    const ImageContext images_from{p.projector.get(),       p.pool.get(),      p.image_cache.get(),
+                                   &p.options.media,        &p.options.limits, request.chat->min_pixels,
+                                   request.chat->max_pixels};
+    AUTOGLM_ASSIGN_OR_RETURN(const std::vector<ChatImage> images,
+                             take_chat_images(conversation->messages, images_from));
     std::string error_field;
     auto built = p.prompts->build(*conversation, &error_field);
     if (!built) return Status(built.status().code(), built.status().message(), error_field);
     out.request.prompt = std::move(built->ids);
+    if (!images.empty()) AUTOGLM_RETURN_IF_ERROR(place_images(p, images, out.request));
     forced_call = built->forced_call;
     const ToolCallFamily family = p.prompts->family();
     out.format = reply_format(*conversation, family, request.chat->parallel_tool_calls);
@@ -150,6 +179,17 @@ Result<PromptRequest> prompt_request(const Conversation& chat, const RequestLimi
   return r;
 }
 
+namespace {
+
+// The images by content (the prompt holds only their markers).
+nlohmann::json images_key(const std::vector<PromptImage>& images) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PromptImage& image : images) out.push_back({image.first, image.hash});
+  return out;
+}
+
+}  // namespace
+
 PreparedRequest::PreparedRequest(std::shared_ptr<const State> state) : state_(std::move(state)) {}
 
 const std::vector<int32_t>& PreparedRequest::prompt() const {
@@ -187,7 +227,8 @@ std::string PreparedRequest::output_key() const {
       {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
       {"harmony", f.harmony},
       {"thinking", g.thinking ? nlohmann::json{g.thinking->budget, g.thinking->constraint_after} : nullptr},
-      {"lora", adapters}};
+      {"lora", adapters},
+      {"images", images_key(g.images)}};
   std::string key = std::to_string(g.cache_salt) + '\n';  // the prefix cache's scope
   key.append(reinterpret_cast<const char*>(g.prompt.data()), g.prompt.size() * sizeof(int32_t));
   key += '\n';

@@ -29,8 +29,10 @@ std::string block_type(const json& block, const std::string& where) {
 }
 
 [[noreturn]] void unsupported_block(const std::string& type, const std::string& where, const char* allowed) {
-  if (type == "image" || type == "document")
-    bad(where + ".type", "'" + type + "' blocks are not supported: the models served here read text only");
+  if (type == "document")
+    bad(where + ".type",
+        "'document' blocks are not supported: the models served here read "
+        "text and images");
   bad(where + ".type", "unknown content block type '" + type + "' (" + allowed + ")");
 }
 
@@ -47,7 +49,27 @@ std::string text_blocks(const json& content, const std::string& where) {
   return text;
 }
 
-// A user turn: its text as a user message; each tool_result as a tool message, in order.
+// An image block's source as a URL: base64 data as a data: URL, or its url.
+std::string image_source_url(const json& block, const std::string& where) {
+  const json& source = required(block, "source", where);
+  const std::string w = where + ".source";
+  if (!source.is_object()) bad(w, "must be an object");
+  const std::string type = required_string(source, "type", w);
+  if (type == "base64")
+    return "data:" + required_string(source, "media_type", w) + ";base64," + required_string(source, "data", w);
+  if (type == "url") return required_string(source, "url", w);
+  bad(w + ".type", "image source type '" + type + "' is not supported (base64, url)");
+}
+
+// A user message of text and image parts: a string when it has no image.
+json user_content(const std::string& text, json& images) {
+  if (images.empty()) return text;
+  json parts = std::exchange(images, json::array());
+  if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+  return parts;
+}
+
+// A user turn: its text and images as a user message; each tool_result as a tool message, in order.
 void add_user_turn(const json& content, const std::string& where, json& messages) {
   if (content.is_string()) {
     messages.push_back({{"role", "user"}, {"content", check_utf8(content.get<std::string>(), where)}});
@@ -55,24 +77,30 @@ void add_user_turn(const json& content, const std::string& where, json& messages
   }
   if (!content.is_array()) bad(where, "must be a string or a list of content blocks");
   std::string text;
+  json parts = json::array();  // in order: text before an image goes in as its own part
   bool any_result = false;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& block = content[i];
     const std::string w = at(where, i), type = block_type(block, w);
     if (type == "text") {
       text += required_string(block, "text", w);
+    } else if (type == "image") {
+      if (!text.empty()) parts.push_back({{"type", "text"}, {"text", std::exchange(text, "")}});
+      parts.push_back(image_url_part(image_source_url(block, w)));
     } else if (type == "tool_result") {
-      if (!text.empty()) messages.push_back({{"role", "user"}, {"content", std::exchange(text, "")}});
+      if (!text.empty() || !parts.empty())
+        messages.push_back({{"role", "user"}, {"content", user_content(std::exchange(text, ""), parts)}});
       const std::string id = required_string(block, "tool_use_id", w);
       const std::string result = block.contains("content") ? text_blocks(block["content"], w + ".content") : "";
       if (block.contains("is_error") && !block["is_error"].is_boolean()) bad(w + ".is_error", "must be a boolean");
       messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
       any_result = true;
     } else {
-      unsupported_block(type, w, "text, tool_result");
+      unsupported_block(type, w, "text, image, tool_result");
     }
   }
-  if (!text.empty() || !any_result) messages.push_back({{"role", "user"}, {"content", text}});
+  if (!text.empty() || !parts.empty() || !any_result)
+    messages.push_back({{"role", "user"}, {"content", user_content(text, parts)}});
 }
 
 // An assistant turn: text as content, thinking as reasoning_content, tool_use as tool calls.

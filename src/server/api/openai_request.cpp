@@ -7,22 +7,46 @@
 
 namespace autoglm {
 
-std::string content_text(const json& content, const std::string& param) {
+namespace {
+
+// An image part's URL: image_url as {"url": ...} (OpenAI) or as the URL itself (Responses' input_image).
+std::string image_part_url(const json& part, const std::string& where) {
+  const json& u = part.contains("image_url") ? part["image_url"] : json();
+  if (u.is_string()) return check_utf8(u.get<std::string>(), where + ".image_url");
+  if (u.is_object() && u.contains("url") && u["url"].is_string())
+    return check_utf8(u["url"].get<std::string>(), where + ".image_url.url");
+  bad(where + ".image_url", "'" + where + ".image_url' must be {\"url\": \"data:image/...\"} (or the URL)");
+}
+
+}  // namespace
+
+json image_url_part(const std::string& url) {
+  return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
+}
+
+json message_content(const json& content, const std::string& param) {
   if (content.is_null()) return "";
   if (content.is_string()) return check_utf8(content.get<std::string>(), param);
-  if (!content.is_array()) bad(param, "'" + param + "' must be a string or an array of text parts");
+  if (!content.is_array()) bad(param, "'" + param + "' must be a string or an array of text and image parts");
   std::string text;
+  json parts = json::array();
+  bool images = false;
   for (size_t j = 0; j < content.size(); ++j) {
     const json& part = content[j];
+    const std::string where = param + "[" + std::to_string(j) + "]";
     const std::string type = part.is_object() ? string_field(part, "type") : "";
-    if (type == "image_url" || type == "input_image" || type == "image")  // named: a client sending screenshots
-      bad(param + "[" + std::to_string(j) + "]",
-          "'" + param + "[" + std::to_string(j) + "]' is an image: the models served here read text only");
-    if (type != "text" || !part.contains("text") || !part["text"].is_string())
-      bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"}");
-    text += check_utf8(part["text"].get<std::string>(), param);
+    if (type == "image_url" || type == "input_image") {  // the runtime reads it (or refuses it by name)
+      parts.push_back(image_url_part(image_part_url(part, where)));
+      images = true;
+      continue;
+    }
+    if ((type != "text" && type != "input_text") || !part.contains("text") || !part["text"].is_string())
+      bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"} or image_url parts");
+    const std::string piece = check_utf8(part["text"].get<std::string>(), param);
+    text += piece;
+    parts.push_back({{"type", "text"}, {"text", piece}});
   }
-  return text;
+  return images ? parts : json(text);
 }
 
 namespace {
@@ -197,7 +221,7 @@ json chat_messages(const json& body) {
     // OpenAI's newer name for the system role; chat templates know only "system" (and drop
     // roles they do not know).
     if (copy["role"] == "developer") copy["role"] = "system";
-    copy["content"] = content_text(m.value("content", json()), where + ".content");
+    copy["content"] = message_content(m.value("content", json()), where + ".content");
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       copy["tool_calls"] = template_tool_calls(m["tool_calls"], where + ".tool_calls");
     messages.push_back(copy);
@@ -270,9 +294,26 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
 
 }  // namespace
 
+// mm_processor_kwargs: {min_pixels, max_pixels} for this request's images (vLLM's name).
+void read_pixel_limits(const json& body, Conversation& c) {
+  const json& kwargs = body.value("mm_processor_kwargs", json());
+  if (kwargs.is_null()) return;
+  if (!kwargs.is_object()) bad("mm_processor_kwargs", "'mm_processor_kwargs' must be an object");
+  for (const auto& [key, value] : kwargs.items()) {
+    const std::string where = "mm_processor_kwargs." + key;
+    if (key != "min_pixels" && key != "max_pixels")
+      bad(where, "'" + where + "' is not supported (min_pixels, max_pixels)");
+    if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > (int64_t(1) << 32))
+      bad(where, "'" + where + "' must be a positive integer");
+    (key == "min_pixels" ? c.min_pixels : c.max_pixels) = value.get<int64_t>();
+  }
+  if (c.min_pixels > 0 && c.max_pixels > 0 && c.min_pixels > c.max_pixels)
+    bad("mm_processor_kwargs.min_pixels", "'mm_processor_kwargs.min_pixels' must not exceed max_pixels");
+}
+
 void copy_chat_extensions(const json& from, json& chat) {
   for (const char* k : {"grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens", "seed",
-                        "priority", "cache_salt"})
+                        "priority", "cache_salt", "mm_processor_kwargs"})
     if (from.contains(k)) chat[k] = from[k];
 }
 
@@ -293,6 +334,7 @@ ChatRequest parse_chat_request(const json& j, const ServerConfig& config) {
   if (forced && r.params.constraint.kind != ConstraintKind::kNone)
     bad("tool_choice", "a forced tool call cannot be combined with response_format or grammar");
   if (c.tool_choice != ToolChoice::kNone) c.parallel_tool_calls = bool_param(j, "parallel_tool_calls", true);
+  read_pixel_limits(j, c);
   c.reasoning_format = config.reasoning_format;
   if (j.contains("reasoning_format") && !j["reasoning_format"].is_null()) {
     auto format = j["reasoning_format"].is_string()

@@ -61,9 +61,13 @@ ChatRequest parse_chat_request(const json& body, const ServerConfig& config);
 // thinking_budget_tokens, seed, priority, cache_salt), copied as they are from another API's body
 // (Responses, Messages) into the chat body it becomes.
 void copy_chat_extensions(const json& from, json& chat);
-// Message content: a string, or an array of {"type": "text", "text": ...} parts, as one text
+// Message content: a string, or an array of text parts, as one text; with image parts
+// (image_url, input_image), the parts normalised to {"type": "text"} and {"type": "image_url",
+// "image_url": {"url"}} for the runtime, which reads the images or refuses them by name
 // (throws ParamError naming `param` when it is neither).
-std::string content_text(const json& content, const std::string& param);
+json message_content(const json& content, const std::string& param);
+// {"type": "image_url", "image_url": {"url": url}}: how an image reaches the runtime.
+json image_url_part(const std::string& url);
 CompletionRequest parse_completion_request(const json& body, const ServerConfig& config);
 
 enum class GenerationKind { kChat, kCompletion };

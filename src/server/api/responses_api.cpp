@@ -37,20 +37,25 @@ bool ResponseStore::erase(const std::string& id, const std::string& owner) {
 
 namespace {
 
-// Text of a message's content: a string, or parts of type input_text/output_text/text.
-std::string content_text(const json& content, const std::string& where) {
+// A message's content: a string, or parts of type input_text/output_text/text as one text; with
+// input_image parts, the parts as the chat API's (text and image_url).
+json message_parts(const json& content, const std::string& where) {
   if (content.is_string()) return content;
-  if (!content.is_array()) bad(where, "'" + where + "' must be a string or a list of text parts");
-  std::string text;
+  if (!content.is_array()) bad(where, "'" + where + "' must be a string or a list of text and image parts");
+  json chat_parts = json::array();
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string at = where + "[" + std::to_string(i) + "]";
     const std::string type = string_field(content[i], "type");
+    if (type == "input_image") {
+      chat_parts.push_back(content[i]);
+      continue;
+    }
     if (type != "input_text" && type != "output_text" && type != "text")
-      bad(at + ".type", "content part type '" + type + "' is not supported (input_text, output_text)");
+      bad(at + ".type", "content part type '" + type + "' is not supported (input_text, output_text, input_image)");
     if (!content[i].contains("text") || !content[i]["text"].is_string()) bad(at + ".text", "must be a string");
-    text += content[i]["text"].get<std::string>();
+    chat_parts.push_back({{"type", "text"}, {"text", content[i]["text"]}});
   }
-  return text;
+  return message_content(chat_parts, where);
 }
 
 void add_input_item(const json& item, const std::string& where, json& messages) {
@@ -61,7 +66,7 @@ void add_input_item(const json& item, const std::string& where, json& messages) 
     if (role != "user" && role != "system" && role != "developer" && role != "assistant")
       bad(where + ".role", "role must be user, system, developer or assistant");
     if (!item.contains("content")) bad(where + ".content", "a message needs content");
-    messages.push_back({{"role", role}, {"content", content_text(item["content"], where + ".content")}});
+    messages.push_back({{"role", role}, {"content", message_parts(item["content"], where + ".content")}});
   } else if (type == "function_call") {
     for (const char* k : {"call_id", "name", "arguments"})
       if (!item.contains(k) || !item[k].is_string()) bad(where + "." + k, std::string("'") + k + "' must be a string");

@@ -433,6 +433,9 @@ Status read_limits(const ConfigReader& r, const YAML::Node& node, RequestLimits&
       {"grammar_stacks", &l.grammar_stacks, 16, 1 << 20},
       {"template_steps", &l.template_steps, 1000, int64_t(1) << 40},
       {"template_output_bytes", &l.template_output_bytes, 1024, int64_t(64) << 20},
+      {"image_bytes", &l.image_bytes, 1024, int64_t(1) << 30},
+      {"image_pixels", &l.image_pixels, 64, int64_t(1) << 32},
+      {"images_per_request", &l.images_per_request, 0, 4096},
   };
   std::string known;
   for (const Key& k : keys) known += (known.empty() ? "" : ", ") + std::string(k.name);
@@ -498,6 +501,35 @@ Status read_tool_call_format(const ConfigReader& r, const YAML::Node& node, std:
   return r.error(node, "tool_call_format", "must be one of " + list + ", not '" + format + "'");
 }
 
+// media: where images may come from and the image processor's pixel limits.
+Status read_media(const ConfigReader& r, const YAML::Node& node, MediaOptions& m) {
+  if (!node.IsMap())
+    return r.error(node, "media",
+                   "must be a mapping (allowed_local_dirs, allowed_hosts, min_pixels, max_pixels, "
+                   "embedding_cache_mib)");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar(), at = "media." + key;
+    if (key == "allowed_local_dirs") {
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, m.allowed_local_dirs));
+    } else if (key == "allowed_hosts") {
+      AUTOGLM_RETURN_IF_ERROR(r.strings(kv.second, at, m.allowed_hosts));
+    } else if (key == "min_pixels") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, m.min_pixels, 0, int64_t(1) << 32));
+    } else if (key == "max_pixels") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, m.max_pixels, 0, int64_t(1) << 32));
+    } else if (key == "embedding_cache_mib") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged<int64_t>(kv.second, at, m.embedding_cache_mib, 0, int64_t(1) << 20));
+    } else {
+      return r.error(kv.first, at,
+                     "is not a known key (allowed_local_dirs, allowed_hosts, min_pixels, max_pixels, "
+                     "embedding_cache_mib)");
+    }
+  }
+  if (m.min_pixels > 0 && m.max_pixels > 0 && m.min_pixels > m.max_pixels)
+    return r.error(node, "media.min_pixels", "must not exceed media.max_pixels");
+  return Status::ok();
+}
+
 // served_model_name: a name, or a list of names (none empty).
 Status read_served_names(const ConfigReader& r, const YAML::Node& node, std::vector<std::string>& names) {
   AUTOGLM_RETURN_IF_ERROR(r.strings(node, "served_model_name", names));
@@ -521,6 +553,8 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"cpu_moe", [&](const YAML::Node& n) { return r.scalar(n, "cpu_moe", o.cpu_moe); }},
       {"n_cpu_moe", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "n_cpu_moe", o.n_cpu_moe, 0, 1 << 20); }},
       {"chat_template", [&](const YAML::Node& n) { return r.scalar(n, "chat_template", o.chat_template); }},
+      {"mmproj", [&](const YAML::Node& n) { return r.scalar(n, "mmproj", o.mmproj); }},
+      {"media", [&](const YAML::Node& n) { return read_media(r, n, o.media); }},
       {"tool_call_format", [&](const YAML::Node& n) { return read_tool_call_format(r, n, o.tool_call_format); }},
       {"served_model_name", [&](const YAML::Node& n) { return read_served_names(r, n, c.served_model_name); }},
       {"context_window",
@@ -599,12 +633,17 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
 }
 
 // The keys a `models:` entry may set for its own model; `path` is the top level's `model`.
-const std::set<std::string> kPerModelKeys = {
-    "path",          "quantize",         "mmap",           "mlock",
-    "device",        "cpu_moe",          "n_cpu_moe",      "engine",
-    "chat_template", "tool_call_format", "context_window", "speculative",
-    "max_running",   "max_batch_tokens", "max_queued",     "scheduler",
-    "kv_cache",      "lora_adapters",    "max_loras",      "served_model_name"};
+const std::set<std::string> kPerModelKeys = {"path",           "quantize",
+                                             "mmap",           "mlock",
+                                             "device",         "cpu_moe",
+                                             "n_cpu_moe",      "engine",
+                                             "chat_template",  "tool_call_format",
+                                             "context_window", "speculative",
+                                             "max_running",    "max_batch_tokens",
+                                             "max_queued",     "scheduler",
+                                             "kv_cache",       "lora_adapters",
+                                             "max_loras",      "served_model_name",
+                                             "mmproj",         "media"};
 
 // models: [{name, path, kv_cache_share, <per-model keys>}]: each model's configuration is the
 // top level's with its own keys on top.
