@@ -177,6 +177,26 @@ TEST_P(VisionRuntime, AResentImageIsNotEncodedAgainAndReusesItsKv) {
 
 INSTANTIATE_TEST_SUITE_P(Vlm, VisionRuntime, ::testing::Values("glm4v", "qwen25vl"));
 
+// GLM-4.1V's <answer> tag is a special token: dropped from the text by default (the phone
+// agent's parser needs it so, as vLLM's skip_special_tokens gives it), shown when asked.
+TEST(VisionRuntimeText, SpecialTokensAreShownOnlyWhenAskedFor) {
+  auto rt = open_vlm(vlm_path("glm4v"));
+  ASSERT_TRUE(rt);
+  const std::vector<int32_t> answer = rt->encode("<answer>", false, true);
+  ASSERT_EQ(answer.size(), 1u);
+  Request r = image_chat({data_url(png_of(56, 56, 1))});
+  r.sampling.logit_bias = {{answer[0], 100.0f}};  // the model writes it every time
+  r.max_tokens = 3;
+  const auto text = [&](bool skip) {
+    r.skip_special_tokens = skip;
+    auto out = rt->generate_text(r);
+    EXPECT_TRUE(out.is_ok()) << out.status().message();
+    return out.is_ok() ? *out : std::string();
+  };
+  EXPECT_EQ(text(true), "");
+  EXPECT_EQ(text(false), "<answer><answer><answer>");
+}
+
 // The refusals: each names the part (or the limit, the config key).
 TEST(VisionRuntimeErrors, BadImagesNameThePart) {
   const std::string path = vlm_path("glm4v");

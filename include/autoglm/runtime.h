@@ -186,7 +186,12 @@ struct Request {
   int32_t top_logprobs = -1;                         // -1: none; 0..20 alternatives per token
   bool ignore_eos = false;                           // generate past end-of-generation tokens
   bool speculative = true;                           // false: no drafts for this request
-  std::string lora;                                  // a named adapter (Runtime::load_lora); "" none
+  // false: the reply shows the special (control) tokens the model writes, as vLLM's
+  // skip_special_tokens = false does (GLM-4.1V's <think> and <answer> tags, for a client that
+  // parses them); true, the default: they are dropped from the text (a reply format's markers
+  // are read either way).
+  bool skip_special_tokens = true;
+  std::string lora;  // a named adapter (Runtime::load_lora); "" none
   // Requests share cached prompt prefixes only with the same salt (vLLM's cache_salt; a
   // server gives each API key its own, so no key can probe another's prompts). "": shared.
   std::string cache_salt;

@@ -11,7 +11,6 @@
 
 namespace autoglm {
 
-
 const std::vector<std::string>& create_model_presets();  // of all architectures
 const std::vector<std::string>& create_model_archs();
 

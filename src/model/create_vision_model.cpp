@@ -24,14 +24,15 @@ const std::vector<VlmPreset>& presets(bool glm) {
   return glm ? glm4v : qwen25vl;
 }
 
-// The markers each family's template and image processor use (control tokens but the reply's).
+// The markers each family's template and image processor use, all control tokens (GLM-4.1V's
+// tokenizer marks its <think> and <answer> tags special too: vLLM drops them from the text).
 std::vector<SpecialPiece> special_pieces(bool glm) {
-  const TokenType c = TokenType::kControl, u = TokenType::kUserDefined;
+  const TokenType c = TokenType::kControl;
   if (glm)
     return {{"[gMASK]", c},          {"<sop>", c},         {"<|system|>", c},         {"<|user|>", c},
             {"<|assistant|>", c},    {"<|endoftext|>", c}, {"<|begin_of_image|>", c}, {"<|image|>", c},
-            {"<|end_of_image|>", c}, {"<think>", u},       {"</think>", u},           {"<answer>", u},
-            {"</answer>", u}};
+            {"<|end_of_image|>", c}, {"<think>", c},       {"</think>", c},           {"<answer>", c},
+            {"</answer>", c}};
   return {{"<|im_start|>", c},     {"<|im_end|>", c},    {"<|endoftext|>", c},
           {"<|vision_start|>", c}, {"<|image_pad|>", c}, {"<|vision_end|>", c}};
 }

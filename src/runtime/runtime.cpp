@@ -125,6 +125,10 @@ ReplyMarkers reply_markers(const Tokenizer& tokenizer, ToolCallFamily family, co
   const bool harmony = family == ToolCallFamily::kHarmony;  // its analysis message is the thinking
   m.think_open = tokenizer.encode(harmony ? "<|channel|>analysis<|message|>" : kThinkOpen, false, true);
   m.think_close = tokenizer.encode(harmony ? "<|end|>" : kThinkClose, false, true);
+  m.think_control = control_tokens(tokenizer, {kThinkOpen, kThinkClose});
+  const Vocab& v = tokenizer.vocab();
+  for (int32_t id = 0; id < v.size(); ++id)
+    if (v.types[size_t(id)] == TokenType::kControl && !v.is_eog(id)) m.all_control.push_back(id);
   return m;
 }
 

@@ -27,6 +27,11 @@ struct ReplyMarkers {
   bool template_thinks = false;                  // the template marks <think>
   std::vector<int32_t> visible_control;          // the tool-call format's markers that are control tokens
   std::vector<int32_t> think_open, think_close;  // the thinking phase's markers as tokens (harmony's analysis)
+  // <think> and </think> where they are control tokens (GLM-4.1V's): shown to the reply's
+  // reader when it splits the reasoning off, else hidden like other special tokens.
+  std::vector<int32_t> think_control;
+  // Every control token but the end-of-generation ones: what skip_special_tokens = false shows.
+  std::vector<int32_t> all_control;
 };
 
 struct Runtime::Parts {

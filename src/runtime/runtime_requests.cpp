@@ -80,6 +80,13 @@ Status place_images(const Runtime::Parts& p, const std::vector<ChatImage>& image
   return Status::ok();
 }
 
+void show_tokens(GenerationRequest& g, const std::vector<int32_t>& tokens) {
+  for (int32_t t : tokens)
+    if (std::find(g.visible_control_tokens.begin(), g.visible_control_tokens.end(), t) ==
+        g.visible_control_tokens.end())
+      g.visible_control_tokens.push_back(t);
+}
+
 Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRequest::State& out,
                      std::shared_ptr<const Grammar>& forced_call) {
   const TokenCap cap = prompt_cap(p.engine_config.n_ctx, p.options.limits);
@@ -111,6 +118,7 @@ Status render_prompt(const Runtime::Parts& p, const Request& request, PreparedRe
     if (p.reply_markers.template_thinks && split && family != ToolCallFamily::kHarmony) {
       out.format.reasoning = true;
       out.format.starts_thinking = prompt_opens_thinking(built->text);
+      show_tokens(out.request, p.reply_markers.think_control);  // the splitter reads them
     }
     out.request.thinking = thinking_spec(p.reply_markers, family, built->text, request.chat->thinking_budget_tokens);
     return Status::ok();
@@ -226,6 +234,7 @@ std::string PreparedRequest::output_key() const {
       {"tools", f.tools ? nlohmann::json{f.tool_objects, int(f.family), f.parallel_tool_calls} : nullptr},
       {"reasoning", f.reasoning ? nlohmann::json{f.starts_thinking} : nullptr},
       {"harmony", f.harmony},
+      {"shown", g.visible_control_tokens},
       {"thinking", g.thinking ? nlohmann::json{g.thinking->budget, g.thinking->constraint_after} : nullptr},
       {"lora", adapters},
       {"images", images_key(g.images)}};
@@ -272,6 +281,7 @@ Result<PreparedRequest> Runtime::prepare(const Request& request) {
   g.top_logprobs = request.top_logprobs;
   g.ignore_eos = request.ignore_eos;
   g.speculative = request.speculative;
+  if (!request.skip_special_tokens) show_tokens(g, p.reply_markers.all_control);
   g.cache_salt = request.cache_salt.empty() ? 0 : prefix_cache_salt(request.cache_salt, "");
   g.make_shaper = reply_shaper_factory(state->format);
   if (auto over = check_request_limits(g, p.options.limits))

@@ -275,6 +275,7 @@ GenerationParams common_params(const json& j, const ServerConfig& config) {
   p.logit_bias = logit_bias_param(j);
   p.ignore_eos = bool_param(j, "ignore_eos", false);
   p.speculative = bool_param(j, "speculative", true);
+  p.skip_special_tokens = bool_param(j, "skip_special_tokens", true);
   p.constraint = constraint_param(j, config.runtime.limits);
   p.priority = priority_param(j, config);
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "'user' must be a string");
@@ -313,7 +314,7 @@ void read_pixel_limits(const json& body, Conversation& c) {
 
 void copy_chat_extensions(const json& from, json& chat) {
   for (const char* k : {"grammar", "reasoning_format", "chat_template_kwargs", "thinking_budget_tokens", "seed",
-                        "priority", "cache_salt", "mm_processor_kwargs"})
+                        "priority", "cache_salt", "mm_processor_kwargs", "skip_special_tokens"})
     if (from.contains(k)) chat[k] = from[k];
 }
 
@@ -401,6 +402,7 @@ Request runtime_request(const GenerationCall& call, const SamplingDefaults& d) {
   r.stop = p.stop;
   r.ignore_eos = p.ignore_eos;
   r.speculative = p.speculative;
+  r.skip_special_tokens = p.skip_special_tokens;
   r.constraint = p.constraint;
   r.priority = p.priority;
   if (p.timeout_seconds) r.timeout = std::chrono::milliseconds(int64_t(1000 * *p.timeout_seconds));

@@ -28,8 +28,9 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
-  bool speculative = true;      // false: this request drafts nothing (where the server speculates)
-  OutputConstraint constraint;  // response_format json_object/json_schema, or `grammar` (compiled)
+  bool speculative = true;          // false: this request drafts nothing (where the server speculates)
+  bool skip_special_tokens = true;  // false: special tokens the model writes are shown (vLLM's name)
+  OutputConstraint constraint;      // response_format json_object/json_schema, or `grammar` (compiled)
   int32_t priority = 0;
   std::optional<double> timeout_seconds;
   bool stream = false, include_usage = false;
