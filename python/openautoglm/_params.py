@@ -6,7 +6,8 @@ _SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.
 _FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty")
 GENERATION_KWARGS = ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                      "frequency_penalty", "presence_penalty", "stop", "seed", "json_schema", "grammar", "ignore_eos",
-                     "speculative", "priority", "streamer", "pad_token_id", "eos_token_id", "attention_mask")
+                     "speculative", "priority", "streamer", "pad_token_id", "eos_token_id", "attention_mask",
+                     "skip_special_tokens", "min_pixels", "max_pixels")
 
 
 def request_fields(kwargs):
@@ -50,9 +51,14 @@ def request_fields(kwargs):
         if schema is not None:
             raise ValueError("grammar: give json_schema or grammar, not both")
         r["grammar"] = str(kwargs["grammar"])
-    for name in ("ignore_eos", "speculative"):
+    for name in ("ignore_eos", "speculative", "skip_special_tokens"):
         if name in kwargs:
             r[name] = bool(kwargs[name])
+    for name in ("min_pixels", "max_pixels"):  # a chat's images: the image processor's limits
+        if kwargs.get(name) is not None:
+            if not isinstance(kwargs[name], int) or kwargs[name] < 1:
+                raise ValueError(f"{name}: must be a positive integer, not {kwargs[name]!r}")
+            r[name] = kwargs[name]
     if "priority" in kwargs:
         r["priority"] = int(kwargs["priority"])
     return r

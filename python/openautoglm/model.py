@@ -1,7 +1,9 @@
 """AutoModelForCausalLM: generation through the continuous-batching engine, shaped like
 transformers (generate, __call__ with .logits), plus chat, streaming, asyncio and callbacks."""
 import asyncio
+import base64
 import concurrent.futures
+import io
 import json
 import math
 import os
@@ -23,6 +25,38 @@ class CausalLMOutput(BatchEncoding):
 class GenerationResult(BatchEncoding):
     """text, token_ids, parts (the text typed: (kind, text, call index)), finish_reason, prompt_tokens,
     completion_tokens."""
+
+
+def _image_url(part):
+    """A transformers-style image part ({"type": "image", "url" | "path" | "image": ...}) as the
+    runtime's image_url part: files and in-memory images (bytes, PIL) become data: URLs."""
+    source = part.get("url") or part.get("path") or part.get("image")
+    if isinstance(source, str) and (source.startswith(("data:", "http://", "https://", "file://"))):
+        return {"type": "image_url", "image_url": {"url": source}}
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            data = f.read()
+    elif isinstance(source, (bytes, bytearray)):
+        data = bytes(source)
+    elif hasattr(source, "save"):  # a PIL image
+        buffer = io.BytesIO()
+        source.save(buffer, format="PNG")
+        data = buffer.getvalue()
+    else:
+        raise ValueError(f"an image part needs 'url', 'path' or 'image' (a file, bytes or a PIL image), not {part!r}")
+    return {"type": "image_url", "image_url": {"url": "data:application/octet-stream;base64," + base64.b64encode(data).decode()}}
+
+
+def _chat_messages(messages):
+    """The messages as JSON for the runtime, image parts of either shape as image_url parts."""
+    out = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            m = dict(m, content=[_image_url(p) if isinstance(p, dict) and p.get("type") == "image" else p
+                                 for p in content])
+        out.append(m)
+    return json.dumps(out, ensure_ascii=False)
 
 
 def _is_chat(prompt):
@@ -98,7 +132,7 @@ class CausalLM:
         if self._adapter:
             fields["lora"] = self._adapter
         if _is_chat(prompt):
-            fields["messages_json"] = json.dumps(list(prompt), ensure_ascii=False)
+            fields["messages_json"] = _chat_messages(prompt)
             if chat_tools:
                 fields["tools_json"] = json.dumps(chat_tools, ensure_ascii=False)
             if template_kwargs:

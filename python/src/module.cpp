@@ -89,6 +89,8 @@ py::dict info_dict(const ModelInfo& i) {
   d["n_layer"] = i.n_layer;
   d["n_embd"] = i.n_embd;
   d["has_chat_template"] = i.has_chat_template;
+  d["projector_path"] = i.projector_path;  // a vision-language model's projector ("": text only)
+  d["projector_type"] = i.projector_type;
   return d;
 }
 

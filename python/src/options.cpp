@@ -93,6 +93,9 @@ const Setters<RuntimeOptions>& runtime_setters() {
       {"kv_block_size", field(&O::kv_block_size)},
       {"prefix_cache", field(&O::prefix_cache)},
       {"chat_template", field(&O::chat_template)},
+      {"mmproj", field(&O::mmproj)},
+      {"allowed_local_dirs",
+       [](O& o, const py::handle& v) { o.media.allowed_local_dirs = v.cast<std::vector<std::string>>(); }},
       {"max_running", field(&O::max_running)},
       {"max_batch_tokens", field(&O::max_batch_tokens)},
       {"max_queued", field(&O::max_queued)},
@@ -138,6 +141,7 @@ const Setters<Request>& request_setters() {
         {"top_logprobs", field(&Request::top_logprobs)},
         {"ignore_eos", field(&Request::ignore_eos)},
         {"speculative", field(&Request::speculative)},
+        {"skip_special_tokens", field(&Request::skip_special_tokens)},
         {"lora", field(&Request::lora)},
         {"json_schema",
          [](Request& r, const py::handle& v) {
@@ -156,6 +160,16 @@ const Setters<Request>& request_setters() {
          [](Request& r, const py::handle& v) {
            if (!r.chat) r.chat.emplace();
            r.chat->tools_json = v.cast<std::string>();
+         }},
+        {"min_pixels",
+         [](Request& r, const py::handle& v) {
+           if (!r.chat) r.chat.emplace();
+           r.chat->min_pixels = v.cast<int64_t>();
+         }},
+        {"max_pixels",
+         [](Request& r, const py::handle& v) {
+           if (!r.chat) r.chat.emplace();
+           r.chat->max_pixels = v.cast<int64_t>();
          }},
         {"template_kwargs_json",
          [](Request& r, const py::handle& v) {
