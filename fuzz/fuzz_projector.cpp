@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec) return 0;
   const autoglm::VisionSpec& s = *spec;
   if (s.head_dim * s.n_head != s.n_embd || s.head_dim % 4 != 0 || s.n_out <= 0 || s.preprocess.min_pixels <= 0 ||
-      s.preprocess.max_pixels < s.preprocess.min_pixels || (s.projector == autoglm::ProjectorType::kQwen25vl &&
-                                                             (s.window_units <= 0 || s.full_every <= 0)))
+      s.preprocess.max_pixels < s.preprocess.min_pixels ||
+      (s.projector == autoglm::ProjectorType::kQwen25vl && (s.window_units <= 0 || s.full_every <= 0)))
     std::abort();
   const autoglm::TensorBinder b(**file);
   const int64_t p = s.preprocess.patch_size;
