@@ -6,6 +6,7 @@
 
 #include "core/read_file.h"
 #include "media/data_url.h"
+#include "media/http_fetch.h"
 #include "media/image_decode.h"
 #include "media/image_preprocess.h"
 
@@ -13,6 +14,8 @@ namespace autoglm {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr double kFetchSeconds = 30;  // one remote image's whole fetch
 
 Status part_error(const std::string& field, const std::string& why) {
   return Status(StatusCode::kInvalidArgument, "'" + field + "': " + why, field);
@@ -79,9 +82,13 @@ Result<std::string> image_bytes(const std::string& field, const std::string& url
     const auto& hosts = c.media->allowed_hosts;
     if (std::find(hosts.begin(), hosts.end(), host) == hosts.end())
       return part_error(field, "remote image URLs are refused: host '" + host + "' is not in media.allowed_hosts");
-    return Status(StatusCode::kUnsupported,
-                  "'" + field + "': fetching images over http is not built in yet; send the image as a data: URL",
-                  field);
+    auto parsed = parse_http_url(url);
+    if (!parsed) return part_error(field, parsed.status().message());
+    auto body = http_get(*parsed, c.limits->image_bytes, kFetchSeconds);
+    if (!body)
+      return part_error(
+          field, body.status().message() + " (limits.image_bytes is " + std::to_string(c.limits->image_bytes) + ")");
+    return std::move(body).value();
   }
   if (scheme == "file:" || (!url.empty() && url[0] == '/')) return read_local(field, url, c);
   return part_error(field,
