@@ -316,6 +316,18 @@ TEST(Vision, Qwen25vlTwoImagesMatchFloat64Reference) {
   expect_prompt_logits_match(qwen25vl_folder(), {picture(168, 140, 3), picture(112, 224, 4)});
 }
 
+// Images of at least 512 patches attend on the matmul kernels (GLM's every layer, Qwen's
+// full-attention layers; Qwen's windows stay small blocks): the same embeddings.
+TEST(Vision, LongImagesMatchFloat64ReferenceOnTheMatmulPath) {
+  ThreadPool pool(2);
+  for (const std::string& dir : {glm4v_folder(), qwen25vl_folder()}) {
+    auto vision = VisionModel::load(dir);
+    ASSERT_TRUE(vision.is_ok()) << vision.status().message();
+    const EncodedImage e = encode_both(dir, **vision, picture(392, 336, 5), pool);  // 28 x 24 patches
+    EXPECT_EQ(e.mine.n_tokens(), 14 * 12);
+  }
+}
+
 TEST(Vision, MropePositionsFollowGetRopeIndex) {
   // text, a 2 x 3 image, text: the text after it resumes at start + max(2, 3).
   const MropePositions p = mrope_positions(9, {{1, 2, 3}});

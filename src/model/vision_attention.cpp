@@ -3,10 +3,52 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+
 namespace autoglm {
 namespace {
 
 constexpr int64_t kQueryBlock = 16;  // queries that share each key row's load
+// Segments at least this long (a whole image) run as two matmuls per head on the matmul
+// kernels; shorter ones (windows) as small blocks spread over the threads.
+constexpr int64_t kMatmulSegment = 512;
+
+// Rows [first, first + n) of one head's columns [off, off + head_dim) of x (rows `width`
+// apart), packed; transposed: [head_dim, n].
+void gather_head(const float* x, int64_t width, int64_t off, int64_t head_dim, int64_t first, int64_t n,
+                 bool transposed, std::vector<float>& out) {
+  out.resize(size_t(n * head_dim));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t e = 0; e < head_dim; ++e)
+      out[size_t(transposed ? e * n + r : r * head_dim + e)] = x[(first + r) * width + off + e];
+}
+
+// One head of a long segment [lo, hi), queries [q0, q1): scores = Q K^T on the matmul kernels
+// (K as the weights), softmax per row, values = P V (V^T as the weights).
+void attend_head_by_matmul(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t width,
+                           int64_t head_dim, int64_t head, int64_t lo, int64_t hi, int64_t q0, int64_t q1, float* out) {
+  const int64_t len = hi - lo, n = q1 - q0, off = head * head_dim;
+  std::vector<float> keys, values_t, queries, scores(size_t(n * len)), result(size_t(n * head_dim));
+  gather_head(k, width, off, head_dim, lo, len, false, keys);
+  gather_head(v, width, off, head_dim, lo, len, true, values_t);
+  gather_head(q, width, off, head_dim, q0, n, false, queries);
+  const cpu::WeightMatrix key_rows{DType::F32, reinterpret_cast<const uint8_t*>(keys.data()), len, head_dim,
+                                   head_dim * 4};
+  const cpu::WeightMatrix value_rows{DType::F32, reinterpret_cast<const uint8_t*>(values_t.data()), head_dim, len,
+                                     len * 4};
+  cpu::matmul(pool, key_rows, queries.data(), n, scores.data());
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  pool.parallel_for(n, [&](int, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = scores.data() + r * len;
+      for (int64_t j = 0; j < len; ++j) row[j] *= scale;
+      cpu::softmax(row, len);
+    }
+  });
+  cpu::matmul(pool, value_rows, scores.data(), n, result.data());
+  for (int64_t r = 0; r < n; ++r) std::copy_n(result.data() + r * head_dim, head_dim, out + (q0 + r) * width + off);
+}
 
 struct Work {
   int64_t segment, head, first_query;
@@ -52,12 +94,19 @@ void attend_block(const Work& w, int64_t n, int64_t lo, int64_t hi, const float*
 void vision_attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t n_head,
                       int64_t head_dim, const std::vector<int64_t>& bounds, float* out, int64_t first, int64_t last) {
   std::vector<Work> work;
-  for (size_t s = 0; s + 1 < bounds.size(); ++s)
-    for (int64_t h = 0; h < n_head; ++h)
-      for (int64_t q0 = std::max(bounds[s], first); q0 < std::min(bounds[s + 1], last); q0 += kQueryBlock)
-        work.push_back({int64_t(s), h, q0});
-  std::vector<std::vector<float>> scratch(size_t(pool.size()));
   const int64_t width = n_head * head_dim;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    const int64_t q0 = std::max(bounds[s], first), q1 = std::min(bounds[s + 1], last);
+    if (q0 >= q1) continue;
+    if (bounds[s + 1] - bounds[s] >= kMatmulSegment) {
+      for (int64_t h = 0; h < n_head; ++h)
+        attend_head_by_matmul(pool, q, k, v, width, head_dim, h, bounds[s], bounds[s + 1], q0, q1, out);
+      continue;
+    }
+    for (int64_t h = 0; h < n_head; ++h)
+      for (int64_t qb = q0; qb < q1; qb += kQueryBlock) work.push_back({int64_t(s), h, qb});
+  }
+  std::vector<std::vector<float>> scratch(size_t(pool.size()));
   pool.parallel_for(int64_t(work.size()), [&](int share, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Work& w = work[size_t(i)];
