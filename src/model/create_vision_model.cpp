@@ -193,7 +193,7 @@ Status write_projector(const CreateModelOptions& o, bool glm, const VlmPreset& p
   }
   AUTOGLM_RETURN_IF_ERROR(make.vector("v.patch_embd.bias", c, 0.0f, 0.02f));
   AUTOGLM_RETURN_IF_ERROR(make.vector("v.norm_embd.weight", c, 1.0f, 0.05f));
-  AUTOGLM_RETURN_IF_ERROR(make.matrix("v.position_embd.weight", 24 * 24, c));
+  AUTOGLM_RETURN_IF_ERROR(make.vector("v.position_embd.weight", {c, 24 * 24}, 0.0f, 0.02f));  // F32, as llama.cpp
   AUTOGLM_RETURN_IF_ERROR(make.vector("mm.patch_merger.weight", {2, 2, c, d}, 0.0f, 0.5f / 22.6f));
   AUTOGLM_RETURN_IF_ERROR(make.vector("mm.patch_merger.bias", d, 0.0f, 0.02f));
   AUTOGLM_RETURN_IF_ERROR(make.matrix("mm.model.fc.weight", d, d));

@@ -44,10 +44,16 @@ bool stays_float(const std::string& name) {
   const auto ends_with = [&](const std::string& tail) {
     return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
   };
-  return !ends_with(".weight") || ends_with("ffn_gate_inp.weight") || ends_with("ffn_gate_inp_shexp.weight");
+  return !ends_with(".weight") || ends_with("ffn_gate_inp.weight") || ends_with("ffn_gate_inp_shexp.weight") ||
+         ends_with("position_embd.weight");  // a projector's learned positions (resampled as floats)
 }
 
 TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
+  // A projector's convolution kernels (4-D): F16 in an F16 file, else F32, as llama.cpp's converter writes them.
+  if (t.dims.size() == 4 && o.vectors_to_f32 && ref::dtype_is_supported(t.type)) {
+    const DType type = o.type == DType::F16 ? DType::F16 : DType::F32;
+    return {type, type != t.type, false};
+  }
   // Matrices and stacks of them (the experts' 3-D tensors) are re-encoded; MXFP4 experts are kept.
   const bool matrix = t.dims.size() == 2 || t.dims.size() == 3;
   if (matrix && !stays_float(t.name) && t.type != DType::MXFP4 && ref::dtype_is_supported(t.type)) {

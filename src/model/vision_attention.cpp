@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 
 namespace autoglm {
 namespace {
@@ -26,17 +27,27 @@ void gather_head(const float* x, int64_t width, int64_t off, int64_t head_dim, i
 
 // One head of a long segment [lo, hi), queries [q0, q1): scores = Q K^T on the matmul kernels
 // (K as the weights), softmax per row, values = P V (V^T as the weights).
+// Buffers reused by every head of a call (same sizes: no allocation or zeroing after the first).
+struct HeadScratch {
+  std::vector<float> keys, values_t, queries, scores, result;
+};
+
 void attend_head_by_matmul(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t width,
-                           int64_t head_dim, int64_t head, int64_t lo, int64_t hi, int64_t q0, int64_t q1, float* out) {
+                           int64_t head_dim, int64_t head, int64_t lo, int64_t hi, int64_t q0, int64_t q1, float* out,
+                           HeadScratch& s) {
   const int64_t len = hi - lo, n = q1 - q0, off = head * head_dim;
-  std::vector<float> keys, values_t, queries, scores(size_t(n * len)), result(size_t(n * head_dim));
+  std::vector<float>&keys = s.keys, &values_t = s.values_t, &queries = s.queries, &scores = s.scores,
+  &result = s.result;
+  scores.resize(size_t(n * len));
+  result.resize(size_t(n * head_dim));
   gather_head(k, width, off, head_dim, lo, len, false, keys);
   gather_head(v, width, off, head_dim, lo, len, true, values_t);
   gather_head(q, width, off, head_dim, q0, n, false, queries);
-  const cpu::WeightMatrix key_rows{DType::F32, reinterpret_cast<const uint8_t*>(keys.data()), len, head_dim,
-                                   head_dim * 4};
-  const cpu::WeightMatrix value_rows{DType::F32, reinterpret_cast<const uint8_t*>(values_t.data()), head_dim, len,
-                                     len * 4};
+  cpu::WeightMatrix key_rows{DType::F32, reinterpret_cast<const uint8_t*>(keys.data()), len, head_dim, head_dim * 4};
+  cpu::WeightMatrix value_rows{DType::F32, reinterpret_cast<const uint8_t*>(values_t.data()), head_dim, len, len * 4};
+  // Interleaved for the packed float kernels: O(len x head_dim) once, for n x len x head_dim of work.
+  const cpu::PackedBuffer packed_keys = cpu::pack_matrix(pool, key_rows);
+  const cpu::PackedBuffer packed_values = cpu::pack_matrix(pool, value_rows);
   cpu::matmul(pool, key_rows, queries.data(), n, scores.data());
   const float scale = 1.0f / std::sqrt(float(head_dim));
   pool.parallel_for(n, [&](int, int64_t r0, int64_t r1) {
@@ -95,12 +106,13 @@ void vision_attention(ThreadPool& pool, const float* q, const float* k, const fl
                       int64_t head_dim, const std::vector<int64_t>& bounds, float* out, int64_t first, int64_t last) {
   std::vector<Work> work;
   const int64_t width = n_head * head_dim;
+  HeadScratch head_scratch;
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
     const int64_t q0 = std::max(bounds[s], first), q1 = std::min(bounds[s + 1], last);
     if (q0 >= q1) continue;
     if (bounds[s + 1] - bounds[s] >= kMatmulSegment) {
       for (int64_t h = 0; h < n_head; ++h)
-        attend_head_by_matmul(pool, q, k, v, width, head_dim, h, bounds[s], bounds[s + 1], q0, q1, out);
+        attend_head_by_matmul(pool, q, k, v, width, head_dim, h, bounds[s], bounds[s + 1], q0, q1, out, head_scratch);
       continue;
     }
     for (int64_t h = 0; h < n_head; ++h)

@@ -39,22 +39,39 @@ Status bind_layer(const TensorBinder& b, const VisionSpec& s, int64_t il, Vision
 
 }  // namespace
 
-Result<std::unique_ptr<VisionModel>> VisionModel::load(const std::string& path) {
+Result<std::unique_ptr<VisionModel>> VisionModel::load(const std::string& path, bool repack) {
   std::unique_ptr<GgufFile> file;
   if (is_hf_folder(path)) {
     AUTOGLM_ASSIGN_OR_RETURN(file, open_hf_projector(path));
   } else {
     AUTOGLM_ASSIGN_OR_RETURN(file, GgufFile::open(path));
   }
-  return from_gguf(std::move(file));
+  return from_gguf(std::move(file), repack);
 }
 
-Result<std::unique_ptr<VisionModel>> VisionModel::from_gguf(std::unique_ptr<GgufFile> file) {
+Result<std::unique_ptr<VisionModel>> VisionModel::from_gguf(std::unique_ptr<GgufFile> file, bool repack) {
   auto m = std::unique_ptr<VisionModel>(new VisionModel());
   m->file_ = std::move(file);
   AUTOGLM_ASSIGN_OR_RETURN(m->spec_, vision_spec_from_gguf(*m->file_));
   AUTOGLM_RETURN_IF_ERROR(m->bind());
+  if (repack) AUTOGLM_RETURN_IF_ERROR(m->repack());
   return m;
+}
+
+// Every matrix of the tower interleaved for the packed kernels, as the text model's are.
+Status VisionModel::repack() {
+  VisionWeights& w = weights_;
+  std::vector<cpu::WeightMatrix*> matrices = {&w.patch, &w.merge, &w.fc, &w.m_gate, &w.m_up, &w.m_down, &w.mm0, &w.mm2};
+  for (VisionLayerWeights& l : w.layers)
+    for (cpu::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) matrices.push_back(m);
+  ThreadPool pool(physical_core_count());
+  for (cpu::WeightMatrix* m : matrices) {
+    if (m->rows == 0 || !cpu::packable(m->type)) continue;
+    repacked_bytes_ += cpu::packed_bytes(*m);
+    packed_.push_back(cpu::pack_matrix(pool, *m));
+    if (!packed_.back()) return resource_exhausted("out of memory repacking the projector " + file_->path());
+  }
+  return Status::ok();
 }
 
 cpu::WeightMatrix VisionModel::own(std::vector<float> values, int64_t rows, int64_t cols) {

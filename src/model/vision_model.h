@@ -9,6 +9,7 @@
 
 #include "autoglm/status.h"
 #include "formats/gguf.h"
+#include "kernels/cpu/packed.h"
 #include "model/tensor_binder.h"
 #include "model/vision_spec.h"
 
@@ -43,18 +44,22 @@ struct VisionWeights {
 class VisionModel {
  public:
   // `path`: a projector GGUF (llama.cpp's mmproj) or a Hugging Face folder with a vision_config.
-  static Result<std::unique_ptr<VisionModel>> load(const std::string& path);
-  static Result<std::unique_ptr<VisionModel>> from_gguf(std::unique_ptr<GgufFile> file);
+  // repack: the matrices interleaved for the packed kernels (a copy of them; false: the
+  // per-row kernels read the file, as AUTOGLM_REPACK=0 does for the text model).
+  static Result<std::unique_ptr<VisionModel>> load(const std::string& path, bool repack = true);
+  static Result<std::unique_ptr<VisionModel>> from_gguf(std::unique_ptr<GgufFile> file, bool repack = true);
 
   const GgufFile& file() const { return *file_; }
   const VisionSpec& spec() const { return spec_; }
   const VisionWeights& weights() const { return weights_; }
   int64_t n_params() const;  // elements of all tensors
+  int64_t repacked_bytes() const { return repacked_bytes_; }
 
  private:
   Status bind();
   Status bind_patch_embedding(const TensorBinder& b);
   Status bind_glm_merger(const TensorBinder& b);
+  Status repack();
   // An owned float matrix [rows, cols].
   cpu::WeightMatrix own(std::vector<float> values, int64_t rows, int64_t cols);
 
@@ -62,6 +67,8 @@ class VisionModel {
   VisionSpec spec_;
   VisionWeights weights_;
   std::vector<std::vector<float>> owned_;
+  std::vector<cpu::PackedBuffer> packed_;
+  int64_t repacked_bytes_ = 0;
 };
 
 }  // namespace autoglm

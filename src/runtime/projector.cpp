@@ -66,7 +66,7 @@ Result<std::unique_ptr<Projector>> load_projector(const std::string& model_path,
   }
   auto p = std::make_unique<Projector>();
   p->path = path;
-  auto vision = VisionModel::load(path);
+  auto vision = VisionModel::load(path, options.repack_weights);
   if (!vision) return Status(vision.status().code(), "mmproj: " + vision.status().message());
   p->vision = std::move(vision).value();
   const VisionSpec& v = p->vision->spec();
