@@ -5,10 +5,14 @@
 // prompt, earlier user turns whose screenshots were stripped (text-only part lists), assistant
 // turns holding the literal <think>...</think><answer>...</answer> the client writes back, and the
 // newest user turn as [a full-resolution PNG screenshot as a data: URL, the task and screen info],
-// with temperature 0, top_p 0.85, frequency_penalty 0.2 and max_tokens 3000. The model is a random
-// GLM-4.1V-shaped one create-model writes (with its projector), so the plumbing is tested: the
-// image reaches the model (its tokens count in the prompt), every chunk is one the SDK reads, and
-// the client's own reply parser (ported below) gets text without the model's special tags.
+// with temperature 0, top_p 0.85, frequency_penalty 0.2 and max_tokens 3000, on a server with
+// reasoning_format none. The model is a random GLM-4.1V-shaped one create-model writes (with its
+// projector), each reply forced into the agent's action syntax by this server's `grammar` added
+// to the client's body by a fetch wrapper, so the plumbing is tested: the image reaches the
+// model (its tokens count in the prompt), every chunk is one the SDK reads, and the client's own
+// reply parser (ported below) gets text without the model's special tags and parses each action.
+// The client itself is Python and needs the openai package, which Debian does not carry (and
+// this machine reaches no PyPI): the npm openai client sends its request shape instead.
 // Usage: node-22 --test phone_agent.test.mjs  (env AUTOGLM_BIN)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,6 +27,17 @@ const bin = process.env.AUTOGLM_BIN;
 const MODEL = 'autoglm-phone-9b';
 let server;
 let client;
+let agent;
+let stepIndex = 0;
+
+// Each step's forced reply: some thinking, then one action in the client's syntax.
+const ACTIONS = ['do(action="Launch", app="WeChat")', 'do(action="Tap", element=[500,120])', 'finish(message="Done")'];
+function withGrammar(url, init) {
+  const body = JSON.parse(init.body);
+  const reply = `Looking at the screen. ${ACTIONS[stepIndex % ACTIONS.length]}`;
+  body.grammar = `root ::= ${JSON.stringify(reply)}`;
+  return fetch(url, { ...init, body: JSON.stringify(body) });
+}
 
 before(async () => {
   const dir = mkdtempSync(`${tmpdir()}/phone-agent-`);
@@ -30,10 +45,13 @@ before(async () => {
   const made = spawnSync(bin, ['create-model', '--arch', 'glm4v', '--preset', 'tiny', '--type', 'f16', '-o', model]);
   assert.equal(made.status, 0, String(made.stderr));
   // Upstream's recommended context (vLLM --max-model-len 25480).
-  const started = startServer(bin, ['-m', model, '--served-model-name', MODEL, '-c', '25480']);
+  const started = startServer(bin, ['-m', model, '--served-model-name', MODEL, '-c', '25480', '--reasoning-format', 'none']);
   server = started.server;
   const port = await started.port;
   client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'EMPTY' });
+  // The same client, its bodies untouched but for this server's `grammar` (a random model's
+  // reply forced into the agent's action syntax; the client itself sends extra_body {}).
+  agent = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'EMPTY', fetch: withGrammar });
 });
 after(() => server?.kill('SIGTERM'));
 
@@ -103,7 +121,7 @@ const screenInfo = (app) => JSON.stringify({ current_app: app });
 
 // The client's request: the SDK's streamed create with its fixed sampling, content pieces joined.
 async function step(messages) {
-  const stream = await client.chat.completions.create({
+  const stream = await agent.chat.completions.create({
     messages,
     model: MODEL,
     max_tokens: 3000,
@@ -143,28 +161,28 @@ test('the start-up probe: a "Hi" string, no system prompt, not streamed', async 
   assert.equal(r.model, MODEL);
 });
 
-test('two agent steps as the client sends them: screenshot in the newest turn, stripped before', async () => {
+test('three agent steps as the client sends them: screenshot in the newest turn, stripped before', async () => {
   const screenshot = screenshotPng(1080, 2400);
   const messages = [{ role: 'system', content: SYSTEM }];
   let lastPromptTokens = 0;
-  for (const [i, app] of ['System Home', '微信'].entries()) {
+  for (const [i, app] of ['System Home', '微信', '微信'].entries()) {
+    stepIndex = i;
     const text = i === 0 ? `Open WeChat and message Li Lei\n\n${screenInfo(app)}` : `** Screen Info **\n\n${screenInfo(app)}`;
     messages.push({ role: 'user', content: [{ type: 'image_url', image_url: { url: screenshot } }, { type: 'text', text }] });
     const raw = await step(messages);
     for (const tag of ['<think>', '</think>', '<answer>', '</answer>'])
       assert.ok(!raw.includes(tag), `the model's special ${tag} is not in the content (vLLM's skip_special_tokens)`);
     const { thinking, action } = parseResponse(raw);
+    // The client's parse_action: a do(...) call with keyword arguments, or finish(message=...).
+    assert.equal(action, ACTIONS[i], `step ${i + 1}: the action the client executes`);
+    assert.match(action, /^(do\((\w+=("[^"]*"|\[\d+,\d+\])(, )?)+\)|finish\(message=".*"\))$/);
+    assert.equal(thinking, 'Looking at the screen.');
+    // The same request unstreamed tells how many prompt tokens the screenshot took.
+    const probe = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1, temperature: 0.0 });
+    lastPromptTokens = probe.usage.prompt_tokens;
     // The client writes the turn back with the tags, and strips the screenshot from the user turn.
     messages.push({ role: 'assistant', content: `<think>${thinking}</think><answer>${action}</answer>` });
     messages[messages.length - 2].content = messages[messages.length - 2].content.filter((p) => p.type === 'text');
-    // The same request unstreamed tells how many prompt tokens the image took.
-    const probe = await client.chat.completions.create({
-      model: MODEL,
-      messages: messages.slice(0, -1),
-      max_tokens: 1,
-      temperature: 0.0,
-    });
-    lastPromptTokens = probe.usage.prompt_tokens;
   }
   // 1080x2400 resized to 1092x2408 (GLM-4.1V's processor): 39 x 86 = 3354 image tokens in the newest turn.
   assert.ok(lastPromptTokens > 3354, `prompt tokens ${lastPromptTokens} hold the screenshot's 3354`);
