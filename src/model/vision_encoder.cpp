@@ -144,9 +144,13 @@ void VisionEncoder::attention(Pass& p, const VisionLayerWeights& l, const std::v
   linear(l.wv, l.bv, p.xn.data(), p.n, p.v.data());
   rotate(p, p.q.data());
   rotate(p, p.k.data());
-  for (int64_t q0 = 0; q0 < p.n; q0 += kUnitRows) {
+  // A unit of attention is about as much work as kUnitRows queries over 2048 keys: a whole
+  // phone screenshot (13k patches) takes fewer queries per unit, so the engines wait no longer.
+  const int64_t longest = bounds.size() == 2 ? p.n : 2048;
+  const int64_t queries = std::clamp<int64_t>(kUnitRows * 2048 / std::max<int64_t>(longest, 1), 64, kUnitRows);
+  for (int64_t q0 = 0; q0 < p.n; q0 += queries) {
     vision_attention(pool_, p.q.data(), p.k.data(), p.v.data(), s.n_head, s.head_dim, bounds, p.attn.data(), q0,
-                     std::min(p.n, q0 + kUnitRows));
+                     std::min(p.n, q0 + queries));
     unit_done();
   }
   linear(l.wo, l.bo, p.attn.data(), p.n, p.xn.data());
