@@ -97,6 +97,16 @@ class HfReference {
     return logits;
   }
 
+  // x / sqrt(mean(x^2) + eps) * w, as transformers' RMSNorm (the vision reference's too).
+  static std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w, double eps) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double s = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
+    return y;
+  }
+
  private:
   // Per layer: the keys and values of every position so far, per head concatenated.
   struct LayerCache {
@@ -539,15 +549,6 @@ class HfReference {
       for (size_t c = 0; c < x.size(); ++c) y[r] += w[r * x.size() + c] * x[c];
     if (tensors_.count(name + ".bias"))
       for (size_t r = 0; r < out; ++r) y[r] += t(name + ".bias")[r];
-    return y;
-  }
-
-  static std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w, double eps) {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double s = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
     return y;
   }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "hf_reference.h"
 #include "test_util.h"
 
 namespace autoglm::test {
@@ -145,12 +146,7 @@ class HfVisionReference {
   }
 
   static std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<double>& w, double eps) {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double s = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
-    return y;
+    return HfReference::rmsnorm(x, w, eps);
   }
 
   std::vector<double> mlp(const std::string& p, const std::vector<double>& x) const {

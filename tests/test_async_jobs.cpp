@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_test_util.h"
+#include "loopback_http_server.h"
 #include "server/api.h"
 #include "server/http/http_server.h"
 #include "server/jobs/hmac.h"
@@ -36,56 +37,28 @@ class Receiver {
     std::string body, job, attempt, signature;
   };
   explicit Receiver(std::vector<int> statuses, uint16_t port = 0)
-      : statuses_(std::move(statuses)), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), port}) {
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~Receiver() {
-    stopping_ = true;
-    boost::system::error_code ec;
-    boost::asio::io_context wake_ioc;
-    boost::asio::ip::tcp::socket wake(wake_ioc);
-    wake.connect({boost::asio::ip::make_address("127.0.0.1"), port()}, ec);  // ends the blocking accept
-    thread_.join();
-    acceptor_.close(ec);
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+      : statuses_(std::move(statuses)),
+        server_([this](const test::LoopbackHttpServer::Request& req,
+                       test::LoopbackHttpServer::Response& res) { answer(req, res); },
+                port) {}
+  uint16_t port() const { return server_.port(); }
   std::vector<Got> got() {
     std::lock_guard<std::mutex> lock(mutex_);
     return got_;
   }
 
  private:
-  void serve() {
-    namespace http = boost::beast::http;
-    while (!stopping_) {
-      boost::system::error_code ec;
-      boost::asio::ip::tcp::socket socket(ioc_);
-      acceptor_.accept(socket, ec);
-      if (ec || stopping_) return;
-      boost::beast::flat_buffer buffer;
-      http::request<http::string_body> req;
-      http::read(socket, buffer, req, ec);
-      if (ec) continue;
-      int status;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        got_.push_back({req.body(), std::string(req["X-AutoGLM-Job"]), std::string(req["X-AutoGLM-Attempt"]),
-                        std::string(req["X-AutoGLM-Signature"])});
-        status = statuses_[std::min(got_.size(), statuses_.size()) - 1];
-      }
-      http::response<http::string_body> res(http::status(status), 11);
-      res.body() = "ok";
-      res.prepare_payload();
-      http::write(socket, res, ec);
-    }
+  void answer(const test::LoopbackHttpServer::Request& req, test::LoopbackHttpServer::Response& res) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    got_.push_back({req.body(), std::string(req["X-AutoGLM-Job"]), std::string(req["X-AutoGLM-Attempt"]),
+                    std::string(req["X-AutoGLM-Signature"])});
+    res.result(boost::beast::http::status(statuses_[std::min(got_.size(), statuses_.size()) - 1]));
+    res.body() = "ok";
   }
   std::vector<int> statuses_;
-  boost::asio::io_context ioc_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
   std::mutex mutex_;
   std::vector<Got> got_;
+  test::LoopbackHttpServer server_;  // last: its thread stops before the rest goes
 };
 
 class AsyncJobsApi : public ::testing::Test {

@@ -43,6 +43,13 @@ json text_config(const std::string& arch, json mrope_section) {
           {"rope_scaling", {{"type", "mrope"}, {"mrope_section", mrope_section}}}};
 }
 
+// The vision_config fields both towers have.
+json vision_config(int64_t depth, int64_t hidden, int64_t ff, int64_t out) {
+  return {{"depth", depth},          {"hidden_size", hidden},    {"num_heads", 2},
+          {"intermediate_size", ff}, {"out_hidden_size", out},   {"patch_size", 14},
+          {"spatial_merge_size", 2}, {"temporal_patch_size", 2}, {"hidden_act", "silu"}};
+}
+
 // GLM-4.1V as transformers 4.5x saves it: text_config, model.language_model.*, model.visual.*.
 std::string glm4v_folder() {
   json text = text_config("Glm4vForConditionalGeneration", {2, 3, 3});  // 16 rotated dims of 32
@@ -81,18 +88,9 @@ std::string glm4v_folder() {
                  {"image_start_token_id", kImageStart},
                  {"image_end_token_id", kImageEnd},
                  {"text_config", text},
-                 {"vision_config",
-                  {{"depth", 2},
-                   {"hidden_size", c},
-                   {"num_heads", 2},
-                   {"intermediate_size", ff},
-                   {"out_hidden_size", out},
-                   {"patch_size", 14},
-                   {"spatial_merge_size", 2},
-                   {"temporal_patch_size", 2},
-                   {"image_size", 56},
-                   {"rms_norm_eps", 1e-5},
-                   {"hidden_act", "silu"}}}};
+                 {"vision_config", vision_config(2, c, ff, out)}};
+  config["vision_config"]["image_size"] = 56;
+  config["vision_config"]["rms_norm_eps"] = 1e-5;
   b.replace_config(config);
   return b.write("vlm_glm4v", false);
 }
@@ -128,17 +126,9 @@ std::string qwen25vl_folder() {
   config["vision_start_token_id"] = kImageStart;
   config["image_token_id"] = kImageToken;
   config["vision_end_token_id"] = kImageEnd;
-  config["vision_config"] = {{"depth", 4},
-                             {"hidden_size", c},
-                             {"num_heads", 2},
-                             {"intermediate_size", ff},
-                             {"out_hidden_size", out},
-                             {"patch_size", 14},
-                             {"spatial_merge_size", 2},
-                             {"temporal_patch_size", 2},
-                             {"window_size", 112},
-                             {"fullatt_block_indexes", {1, 3}},
-                             {"hidden_act", "silu"}};
+  config["vision_config"] = vision_config(4, c, ff, out);
+  config["vision_config"]["window_size"] = 112;
+  config["vision_config"]["fullatt_block_indexes"] = {1, 3};
   b.replace_config(config);
   return b.write("vlm_qwen25vl", false);
 }

@@ -5,16 +5,13 @@
 // image of the same size does not; bad images, paths and hosts are refused naming the part.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast.hpp>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "autoglm/model_tools.h"
 #include "autoglm/runtime.h"
 #include "core/base64.h"
 #include "image_test_util.h"
+#include "loopback_http_server.h"
 #include "media/image_decode.h"
 #include "media/image_preprocess.h"
 #include "model/kv_cache.h"
@@ -251,51 +248,15 @@ TEST(VisionRuntimeErrors, LocalFilesUnderAnAllowedFolderAreRead) {
   EXPECT_NE(escape.status().message().find("media.allowed_local_dirs"), std::string::npos);
 }
 
-// Serves one file at /shot.png (anything else: 404) on a loopback port, until destroyed.
-class ImageHost {
- public:
-  explicit ImageHost(std::string png)
-      : png_(std::move(png)), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~ImageHost() {
-    stopping_ = true;
-    boost::system::error_code ec;
-    boost::asio::ip::tcp::socket poke(ioc_);
-    poke.connect(acceptor_.local_endpoint(), ec);  // wakes the accept
-    thread_.join();
-  }
-  int port() const { return acceptor_.local_endpoint().port(); }
-
- private:
-  void serve() {
-    namespace http = boost::beast::http;
-    while (!stopping_) {
-      boost::system::error_code ec;
-      boost::asio::ip::tcp::socket socket(ioc_);
-      acceptor_.accept(socket, ec);
-      if (ec || stopping_) return;
-      boost::beast::flat_buffer buffer;
-      http::request<http::string_body> req;
-      http::read(socket, buffer, req, ec);
-      if (ec) continue;
-      const bool found = req.target() == "/shot.png";
-      http::response<http::string_body> res(found ? http::status::ok : http::status::not_found, 11);
-      res.body() = found ? png_ : "no";
-      res.prepare_payload();
-      http::write(socket, res, ec);
-    }
-  }
-  std::string png_;
-  boost::asio::io_context ioc_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-};
-
 TEST(VisionRuntimeErrors, ImagesOfAnAllowedHostAreFetched) {
   const std::string png = png_of(56, 84, 4);
-  ImageHost host(png);
+  // Serves the picture at /shot.png, anything else 404.
+  test::LoopbackHttpServer host(
+      [&](const test::LoopbackHttpServer::Request& req, test::LoopbackHttpServer::Response& res) {
+        const bool found = req.target() == "/shot.png";
+        res.result(found ? boost::beast::http::status::ok : boost::beast::http::status::not_found);
+        res.body() = found ? png : "no";
+      });
   RuntimeOptions o;
   o.media.allowed_hosts = {"127.0.0.1"};
   auto rt = open_vlm(vlm_path("glm4v"), o);

@@ -14,6 +14,8 @@ struct VisionEncoder::Pass {
   int32_t grid_h = 0, grid_w = 0;  // in patches
   std::vector<float> x, xn, q, k, v, attn, gate, up;
   std::vector<int32_t> row, col;  // each token's patch row and column (its rotary position)
+  std::vector<double> rope_inv;   // the rotary's frequency per pair (rotary_table)
+  std::vector<float> rope_pos;    // [n, head_dim / 2]: each token's position per pair
   // Qwen: merge units in window order (unit i of the pass is unit order[i] of the image) and
   // the windows' token bounds; GLM: the identity and one window.
   std::vector<int64_t> order, window_bounds;
@@ -125,14 +127,22 @@ void VisionEncoder::add_learned_positions(Pass& p) {
 // half of the pairs) or column (the second), at frequencies 10000^(-i / (head_dim / 4)).
 void VisionEncoder::rotate(Pass& p, float* x) {
   const VisionSpec& s = model_.spec();
-  const int64_t hd = s.head_dim, quarter = hd / 4;
-  std::vector<double> inv(size_t(hd / 2));
-  for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = std::pow(10000.0, -double(i % quarter) / double(quarter));
-  std::vector<float> pos(size_t(hd / 2));
-  for (int64_t t = 0; t < p.n; ++t) {
-    for (int64_t i = 0; i < hd / 2; ++i) pos[size_t(i)] = float(i < quarter ? p.row[size_t(t)] : p.col[size_t(t)]);
-    cpu::rope_pairs(x + t * s.n_embd, int(s.n_head), int(hd), int(hd), pos.data(), inv.data(), cpu::RopeStyle::kNeox);
-  }
+  const int64_t half = s.head_dim / 2;
+  for (int64_t t = 0; t < p.n; ++t)
+    cpu::rope_pairs(x + t * s.n_embd, int(s.n_head), int(s.head_dim), int(s.head_dim), p.rope_pos.data() + t * half,
+                    p.rope_inv.data(), cpu::RopeStyle::kNeox);
+}
+
+// The rotary's angles for every layer, once per image: each pair's frequency, and each token's
+// position per pair (its patch row on the first half of the pairs, its column on the second).
+void VisionEncoder::rotary_table(Pass& p) {
+  const int64_t half = model_.spec().head_dim / 2, quarter = half / 2;
+  p.rope_inv.resize(size_t(half));
+  for (int64_t i = 0; i < half; ++i) p.rope_inv[size_t(i)] = std::pow(10000.0, -double(i % quarter) / double(quarter));
+  p.rope_pos.resize(size_t(p.n * half));
+  for (int64_t t = 0; t < p.n; ++t)
+    for (int64_t i = 0; i < half; ++i)
+      p.rope_pos[size_t(t * half + i)] = float(i < quarter ? p.row[size_t(t)] : p.col[size_t(t)]);
 }
 
 void VisionEncoder::attention(Pass& p, const VisionLayerWeights& l, const std::vector<int64_t>& bounds) {
@@ -240,6 +250,7 @@ Result<ImageEmbedding> VisionEncoder::encode(const PixelPatches& patches) {
     }
     p.x.swap(x), p.row.swap(row), p.col.swap(col);
   }
+  rotary_table(p);
   for (int64_t il = 0; il < s.n_layer; ++il) run_block(p, il);
   return s.projector == ProjectorType::kGlm4v ? glm_merger(p) : qwen_merger(p);
 }

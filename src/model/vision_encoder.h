@@ -44,6 +44,7 @@ class VisionEncoder {
   void run_block(Pass& p, int64_t il);
   void attention(Pass& p, const VisionLayerWeights& l, const std::vector<int64_t>& bounds);
   void rotate(Pass& p, float* x);
+  void rotary_table(Pass& p);
   ImageEmbedding glm_merger(Pass& p);
   ImageEmbedding qwen_merger(Pass& p);
   void linear(const cpu::WeightMatrix& w, const Vec& bias, const float* x, int64_t n, float* y);
