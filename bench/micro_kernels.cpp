@@ -1,9 +1,11 @@
 // Google Benchmark micro-benchmarks of the CPU kernels: matmul of every weight type at decode
 // (1 token) and prefill (64 tokens) shapes, packed where the type has a packed layout, and
-// the fused attention over f16 / q8_0 KV rows. Counters: weight GB/s and GFLOP/s.
+// the fused attention over f16 / q8_0 KV rows, and a vision tower's attention over one image
+// (GLM-4.1V's 12 heads of 128). Counters: weight GB/s and GFLOP/s.
 //   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -14,6 +16,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/ref/quants.h"
+#include "model/vision_attention.h"
 
 namespace autoglm {
 namespace {
@@ -90,6 +93,24 @@ void kv_attention_row_benchmark(benchmark::State& state, DType type) {
       benchmark::Counter(double(state.iterations()) * 2.0 * double(rows.size()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One layer of full attention over an image of n patches (a 560x1232 screenshot: 3520), all
+// queries in parts of 256 as the encoder runs them: packing, QK^T, softmax and PV (the
+// buffers reused from the previous layer, as the encoder reuses them).
+void vision_attention_benchmark(benchmark::State& state) {
+  const int64_t n = state.range(0), n_head = 12, head_dim = 128, width = n_head * head_dim;
+  const auto q = random_floats(size_t(n * width), 5), k = random_floats(size_t(n * width), 6),
+             v = random_floats(size_t(n * width), 7);
+  std::vector<float> out(q.size());
+  VisionAttention attention(pool(), n_head, head_dim);
+  for (auto _ : state) {
+    attention.prepare(q.data(), k.data(), v.data(), {0, n});
+    for (int64_t q0 = 0; q0 < n; q0 += 256) attention.run(q0, std::min(n, q0 + 256), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(double(state.iterations()) * 4.0 * double(n * n * width) / 1e9, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                   DType::Q4_K, DType::Q5_K, DType::Q6_K})
@@ -102,6 +123,11 @@ void register_all() {
     benchmark::RegisterBenchmark(("KvRows/" + std::string(dtype_name(t))).c_str(), kv_attention_row_benchmark, t)
         ->Arg(4096)
         ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("VisionAttention", vision_attention_benchmark)
+      ->Arg(1024)
+      ->Arg(3520)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/packed.h"
 
 namespace autoglm {
 namespace {
@@ -15,50 +14,36 @@ constexpr int64_t kQueryBlock = 16;  // queries that share each key row's load
 // kernels; shorter ones (windows) as small blocks spread over the threads.
 constexpr int64_t kMatmulSegment = 512;
 
-// Rows [first, first + n) of one head's columns [off, off + head_dim) of x (rows `width`
-// apart), packed; transposed: [head_dim, n].
-void gather_head(const float* x, int64_t width, int64_t off, int64_t head_dim, int64_t first, int64_t n,
-                 bool transposed, std::vector<float>& out) {
-  out.resize(size_t(n * head_dim));
+// Rows [first, first + n) of one head's columns [off, off + head_dim) of x (rows `width` apart)
+// into out [n, head_dim], times `scale`.
+void gather_rows(const float* x, int64_t width, int64_t off, int64_t head_dim, int64_t first, int64_t n, float scale,
+                 float* out) {
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t e = 0; e < head_dim; ++e)
-      out[size_t(transposed ? e * n + r : r * head_dim + e)] = x[(first + r) * width + off + e];
+    for (int64_t e = 0; e < head_dim; ++e) out[r * head_dim + e] = x[(first + r) * width + off + e] * scale;
 }
 
-// One head of a long segment [lo, hi), queries [q0, q1): scores = Q K^T on the matmul kernels
-// (K as the weights), softmax per row, values = P V (V^T as the weights).
-// Buffers reused by every head of a call (same sizes: no allocation or zeroing after the first).
-struct HeadScratch {
-  std::vector<float> keys, values_t, queries, scores, result;
-};
+// The same rows transposed into out [head_dim, n], eight rows at a time so that each write
+// is a run of eight.
+void gather_transposed(const float* x, int64_t width, int64_t off, int64_t head_dim, int64_t first, int64_t n,
+                       float* out) {
+  constexpr int64_t kRun = 8;
+  for (int64_t r0 = 0; r0 < n; r0 += kRun) {
+    const int64_t rows = std::min(kRun, n - r0);
+    for (int64_t e = 0; e < head_dim; ++e)
+      for (int64_t r = 0; r < rows; ++r) out[e * n + r0 + r] = x[(first + r0 + r) * width + off + e];
+  }
+}
 
-void attend_head_by_matmul(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t width,
-                           int64_t head_dim, int64_t head, int64_t lo, int64_t hi, int64_t q0, int64_t q1, float* out,
-                           HeadScratch& s) {
-  const int64_t len = hi - lo, n = q1 - q0, off = head * head_dim;
-  std::vector<float>&keys = s.keys, &values_t = s.values_t, &queries = s.queries, &scores = s.scores,
-  &result = s.result;
-  scores.resize(size_t(n * len));
-  result.resize(size_t(n * head_dim));
-  gather_head(k, width, off, head_dim, lo, len, false, keys);
-  gather_head(v, width, off, head_dim, lo, len, true, values_t);
-  gather_head(q, width, off, head_dim, q0, n, false, queries);
-  cpu::WeightMatrix key_rows{DType::F32, reinterpret_cast<const uint8_t*>(keys.data()), len, head_dim, head_dim * 4};
-  cpu::WeightMatrix value_rows{DType::F32, reinterpret_cast<const uint8_t*>(values_t.data()), head_dim, len, len * 4};
-  // Interleaved for the packed float kernels: O(len x head_dim) once, for n x len x head_dim of work.
-  const cpu::PackedBuffer packed_keys = cpu::pack_matrix(pool, key_rows);
-  const cpu::PackedBuffer packed_values = cpu::pack_matrix(pool, value_rows);
-  cpu::matmul(pool, key_rows, queries.data(), n, scores.data());
-  const float scale = 1.0f / std::sqrt(float(head_dim));
+// In place: softmax of each of n rows of len scores.
+void softmax_rows(ThreadPool& pool, float* scores, int64_t n, int64_t len) {
+  const cpu::ElementOps& element = cpu::element_ops();
   pool.parallel_for(n, [&](int, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      float* row = scores.data() + r * len;
-      for (int64_t j = 0; j < len; ++j) row[j] *= scale;
-      cpu::softmax(row, len);
+      float* row = scores + r * len;
+      const float inv = 1.0f / element.exp_sum(row, len, element.max(row, len));
+      for (int64_t j = 0; j < len; ++j) row[j] *= inv;
     }
   });
-  cpu::matmul(pool, value_rows, scores.data(), n, result.data());
-  for (int64_t r = 0; r < n; ++r) std::copy_n(result.data() + r * head_dim, head_dim, out + (q0 + r) * width + off);
 }
 
 struct Work {
@@ -69,6 +54,7 @@ struct Work {
 // `scores` (n x (hi - lo)), softmax per row, then the weighted values.
 void attend_block(const Work& w, int64_t n, int64_t lo, int64_t hi, const float* q, const float* k, const float* v,
                   int64_t width, int64_t head_dim, float* out, std::vector<float>& scores) {
+  const cpu::ElementOps& element = cpu::element_ops();
   const int64_t len = hi - lo, off = w.head * head_dim;
   const float scale = 1.0f / std::sqrt(float(head_dim));
   scores.resize(size_t(n * len));
@@ -83,10 +69,7 @@ void attend_block(const Work& w, int64_t n, int64_t lo, int64_t hi, const float*
   }
   for (int64_t i = 0; i < n; ++i) {
     float* row = scores.data() + i * len;
-    const float mx = *std::max_element(row, row + len);
-    double sum = 0;
-    for (int64_t j = 0; j < len; ++j) sum += row[j] = std::exp(row[j] - mx);
-    const float inv = float(1.0 / sum);
+    const float inv = 1.0f / element.exp_sum(row, len, element.max(row, len));
     for (int64_t j = 0; j < len; ++j) row[j] *= inv;
     std::fill_n(out + (w.first_query + i) * width + off, head_dim, 0.0f);
   }
@@ -102,31 +85,94 @@ void attend_block(const Work& w, int64_t n, int64_t lo, int64_t hi, const float*
 
 }  // namespace
 
-void vision_attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t n_head,
-                      int64_t head_dim, const std::vector<int64_t>& bounds, float* out, int64_t first, int64_t last) {
-  std::vector<Work> work;
-  const int64_t width = n_head * head_dim;
-  HeadScratch head_scratch;
-  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-    const int64_t q0 = std::max(bounds[s], first), q1 = std::min(bounds[s + 1], last);
-    if (q0 >= q1) continue;
-    if (bounds[s + 1] - bounds[s] >= kMatmulSegment) {
-      for (int64_t h = 0; h < n_head; ++h)
-        attend_head_by_matmul(pool, q, k, v, width, head_dim, h, bounds[s], bounds[s + 1], q0, q1, out, head_scratch);
-      continue;
+void VisionAttention::prepare(const float* q, const float* k, const float* v, const std::vector<int64_t>& bounds) {
+  q_ = q, k_ = k, v_ = v;
+  bounds_ = bounds;
+  first_head_.assign(bounds_.size(), 0);
+  size_t used = 0;
+  for (size_t s = 0; s + 1 < bounds_.size(); ++s) {
+    first_head_[s] = used;
+    if (!is_long(s)) continue;
+    const int64_t lo = bounds_[s], len = bounds_[s + 1] - lo;
+    const size_t first = used;
+    used += size_t(n_head_);
+    if (heads_.size() < used) heads_.resize(used);
+    pool_.parallel_for(n_head_, [&](int, int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        HeadKeysValues& kv = heads_[first + size_t(h)];
+        kv.keys.resize(size_t(len * head_dim_));
+        kv.values_t.resize(size_t(len * head_dim_));
+        gather_rows(k, width_, h * head_dim_, head_dim_, lo, len, 1.0f, kv.keys.data());
+        gather_transposed(v, width_, h * head_dim_, head_dim_, lo, len, kv.values_t.data());
+        kv.key_rows = {DType::F32, reinterpret_cast<const uint8_t*>(kv.keys.data()), len, head_dim_, head_dim_ * 4};
+        kv.value_rows = {DType::F32, reinterpret_cast<const uint8_t*>(kv.values_t.data()), head_dim_, len, len * 4};
+      }
+    });
+    // Interleaved for the packed float kernels: O(len x head_dim) once per layer.
+    for (size_t h = first; h < used; ++h) {
+      HeadKeysValues& kv = heads_[h];
+      cpu::repack_matrix(pool_, kv.key_rows, kv.packed_keys, kv.packed_keys_bytes);
+      cpu::repack_matrix(pool_, kv.value_rows, kv.packed_values, kv.packed_values_bytes);
     }
-    for (int64_t h = 0; h < n_head; ++h)
+  }
+}
+
+bool VisionAttention::is_long(size_t segment) const {
+  return bounds_[segment + 1] - bounds_[segment] >= kMatmulSegment;
+}
+
+// Queries [q0, q1) of a long segment, every head in one job for the threads per step (three
+// waits for the pool per part, not three per head): scores = Q K^T on the matmul kernels (K as
+// the weights; Q scaled by 1 / sqrt(head_dim) as it is gathered), softmax per row, then
+// values = P V (V^T as the weights).
+void VisionAttention::attend_long(size_t segment, int64_t q0, int64_t q1, float* out) {
+  const int64_t len = bounds_[segment + 1] - bounds_[segment], n = q1 - q0;
+  const float scale = 1.0f / std::sqrt(float(head_dim_));
+  queries_.resize(size_t(n_head_ * n * head_dim_));
+  scores_.resize(size_t(n_head_ * n * len));
+  result_.resize(size_t(n_head_ * n * head_dim_));
+  std::vector<cpu::MatmulJob> jobs(static_cast<size_t>(n_head_));
+  for (int64_t h = 0; h < n_head_; ++h) {
+    float* queries = queries_.data() + h * n * head_dim_;
+    gather_rows(q_, width_, h * head_dim_, head_dim_, q0, n, scale, queries);
+    jobs[size_t(h)] = {&heads_[first_head_[segment] + size_t(h)].key_rows, queries, n, scores_.data() + h * n * len};
+  }
+  cpu::matmul_batch(pool_, jobs.data(), int(jobs.size()));
+  softmax_rows(pool_, scores_.data(), n_head_ * n, len);
+  for (int64_t h = 0; h < n_head_; ++h)
+    jobs[size_t(h)] = {&heads_[first_head_[segment] + size_t(h)].value_rows, scores_.data() + h * n * len, n,
+                       result_.data() + h * n * head_dim_};
+  cpu::matmul_batch(pool_, jobs.data(), int(jobs.size()));
+  for (int64_t h = 0; h < n_head_; ++h)
+    for (int64_t r = 0; r < n; ++r)
+      std::copy_n(result_.data() + (h * n + r) * head_dim_, head_dim_, out + (q0 + r) * width_ + h * head_dim_);
+}
+
+void VisionAttention::attend_short(int64_t first, int64_t last, float* out) {
+  std::vector<Work> work;
+  for (size_t s = 0; s + 1 < bounds_.size(); ++s) {
+    const int64_t q0 = std::max(bounds_[s], first), q1 = std::min(bounds_[s + 1], last);
+    if (q0 >= q1 || is_long(s)) continue;
+    for (int64_t h = 0; h < n_head_; ++h)
       for (int64_t qb = q0; qb < q1; qb += kQueryBlock) work.push_back({int64_t(s), h, qb});
   }
-  std::vector<std::vector<float>> scratch(size_t(pool.size()));
-  pool.parallel_for(int64_t(work.size()), [&](int share, int64_t begin, int64_t end) {
+  std::vector<std::vector<float>> scratch(size_t(pool_.size()));
+  pool_.parallel_for(int64_t(work.size()), [&](int share, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Work& w = work[size_t(i)];
-      const int64_t lo = bounds[size_t(w.segment)], hi = bounds[size_t(w.segment) + 1];
-      attend_block(w, std::min({kQueryBlock, hi - w.first_query, last - w.first_query}), lo, hi, q, k, v, width,
-                   head_dim, out, scratch[size_t(share)]);
+      const int64_t lo = bounds_[size_t(w.segment)], hi = bounds_[size_t(w.segment) + 1];
+      attend_block(w, std::min({kQueryBlock, hi - w.first_query, last - w.first_query}), lo, hi, q_, k_, v_, width_,
+                   head_dim_, out, scratch[size_t(share)]);
     }
   });
+}
+
+void VisionAttention::run(int64_t first, int64_t last, float* out) {
+  for (size_t s = 0; s + 1 < bounds_.size(); ++s) {
+    const int64_t q0 = std::max(bounds_[s], first), q1 = std::min(bounds_[s + 1], last);
+    if (q0 < q1 && is_long(s)) attend_long(s, q0, q1, out);
+  }
+  attend_short(first, last, out);
 }
 
 }  // namespace autoglm

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -12,13 +13,14 @@ namespace autoglm {
 struct VisionEncoder::Pass {
   int64_t n = 0;                   // patches
   int32_t grid_h = 0, grid_w = 0;  // in patches
-  std::vector<float> x, xn, q, k, v, attn, gate, up;
+  std::vector<float> x, xn, q, k, v, attn, gate, up, ffn_out;
   std::vector<int32_t> row, col;  // each token's patch row and column (its rotary position)
   std::vector<double> rope_inv;   // the rotary's frequency per pair (rotary_table)
   std::vector<float> rope_pos;    // [n, head_dim / 2]: each token's position per pair
   // Qwen: merge units in window order (unit i of the pass is unit order[i] of the image) and
   // the windows' token bounds; GLM: the identity and one window.
   std::vector<int64_t> order, window_bounds;
+  std::optional<VisionAttention> attend;  // its buffers kept from layer to layer
 };
 
 namespace {
@@ -154,16 +156,37 @@ void VisionEncoder::attention(Pass& p, const VisionLayerWeights& l, const std::v
   linear(l.wv, l.bv, p.xn.data(), p.n, p.v.data());
   rotate(p, p.q.data());
   rotate(p, p.k.data());
+  p.attend->prepare(p.q.data(), p.k.data(), p.v.data(), bounds);
   // A unit of attention is about as much work as kUnitRows queries over 2048 keys: a whole
   // phone screenshot (13k patches) takes fewer queries per unit, so the engines wait no longer.
   const int64_t longest = bounds.size() == 2 ? p.n : 2048;
   const int64_t queries = std::clamp<int64_t>(kUnitRows * 2048 / std::max<int64_t>(longest, 1), 64, kUnitRows);
   for (int64_t q0 = 0; q0 < p.n; q0 += queries) {
-    vision_attention(pool_, p.q.data(), p.k.data(), p.v.data(), s.n_head, s.head_dim, bounds, p.attn.data(), q0,
-                     std::min(p.n, q0 + queries));
+    p.attend->run(q0, std::min(p.n, q0 + queries), p.attn.data());
     unit_done();
   }
   linear(l.wo, l.bo, p.attn.data(), p.n, p.xn.data());
+}
+
+// x += down(silu(gate(xn)) * up(xn)), kUnitRows rows at a time: the n_ff-wide activations of a
+// unit, not of the whole image (13k patches x 13696 x 2 would be 1.5 GB), stay in cache-sized
+// buffers.
+void VisionEncoder::feed_forward(Pass& p, const VisionLayerWeights& l) {
+  const VisionSpec& s = model_.spec();
+  const int64_t d = s.n_embd;
+  const int64_t unit = std::min(kUnitRows, p.n);
+  p.gate.resize(size_t(unit * s.n_ff));
+  p.up.resize(size_t(unit * s.n_ff));
+  p.ffn_out.resize(size_t(unit * d));
+  for (int64_t r0 = 0; r0 < p.n; r0 += unit) {
+    const int64_t rows = std::min(unit, p.n - r0);
+    linear(l.gate, l.b_gate, p.xn.data() + r0 * d, rows, p.gate.data());
+    linear(l.up, l.b_up, p.xn.data() + r0 * d, rows, p.up.data());
+    cpu::silu_mul(p.gate.data(), p.up.data(), rows * s.n_ff);
+    linear(l.down, l.b_down, p.gate.data(), rows, p.ffn_out.data());
+    float* x = p.x.data() + r0 * d;
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += p.ffn_out[size_t(i)];
+  }
 }
 
 void VisionEncoder::run_block(Pass& p, int64_t il) {
@@ -176,13 +199,7 @@ void VisionEncoder::run_block(Pass& p, int64_t il) {
   attention(p, l, s.full_attention(il) ? whole : p.window_bounds);
   for (size_t i = 0; i < p.x.size(); ++i) p.x[i] += p.xn[i];
   rmsnorm_rows(p.x.data(), l.ln2, s.eps, d, n, p.xn.data());
-  p.gate.resize(size_t(n * s.n_ff));
-  p.up.resize(size_t(n * s.n_ff));
-  linear(l.gate, l.b_gate, p.xn.data(), n, p.gate.data());
-  linear(l.up, l.b_up, p.xn.data(), n, p.up.data());
-  cpu::silu_mul(p.gate.data(), p.up.data(), n * s.n_ff);
-  linear(l.down, l.b_down, p.gate.data(), n, p.xn.data());
-  for (size_t i = 0; i < p.x.size(); ++i) p.x[i] += p.xn[i];
+  feed_forward(p, l);
 }
 
 // GLM: post_ln, the 2x2 downsample over each merge block's 4 rows (side by side in memory),
@@ -251,6 +268,7 @@ Result<ImageEmbedding> VisionEncoder::encode(const PixelPatches& patches) {
     p.x.swap(x), p.row.swap(row), p.col.swap(col);
   }
   rotary_table(p);
+  p.attend.emplace(pool_, s.n_head, s.head_dim);
   for (int64_t il = 0; il < s.n_layer; ++il) run_block(p, il);
   return s.projector == ProjectorType::kGlm4v ? glm_merger(p) : qwen_merger(p);
 }

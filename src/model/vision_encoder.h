@@ -43,6 +43,7 @@ class VisionEncoder {
   void add_learned_positions(Pass& p);
   void run_block(Pass& p, int64_t il);
   void attention(Pass& p, const VisionLayerWeights& l, const std::vector<int64_t>& bounds);
+  void feed_forward(Pass& p, const VisionLayerWeights& l);
   void rotate(Pass& p, float* x);
   void rotary_table(Pass& p);
   ImageEmbedding glm_merger(Pass& p);

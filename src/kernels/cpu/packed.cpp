@@ -175,4 +175,15 @@ PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w) {
   return buf;
 }
 
+void repack_matrix(ThreadPool& pool, WeightMatrix& w, PackedBuffer& buf, int64_t& capacity) {
+  if (!buf || capacity < packed_bytes(w)) {
+    buf = pack_matrix(pool, w);
+    capacity = buf ? packed_bytes(w) : 0;
+    return;
+  }
+  uint8_t* dst = buf.get();
+  pool.parallel_for(packed_groups(w), [&](int, int64_t g0, int64_t g1) { pack_groups(w, dst, g0, g1); });
+  w.packed = dst;
+}
+
 }  // namespace autoglm::cpu

@@ -47,5 +47,8 @@ using PackedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
 
 // Packs w on the pool's threads and points w.packed at the result, which the caller keeps.
 PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w);
+// As pack_matrix, into `buf` when its `capacity` (bytes) suffices (a buffer kept from a matrix of
+// the same shape: no allocation), else into a new one whose size goes to `capacity`.
+void repack_matrix(ThreadPool& pool, WeightMatrix& w, PackedBuffer& buf, int64_t& capacity);
 
 }  // namespace autoglm::cpu
