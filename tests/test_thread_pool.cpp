@@ -96,7 +96,8 @@ TurnQueue::Turn hold_for(TurnQueue::Seat& seat, std::chrono::milliseconds how_lo
 TEST(TurnQueue, TheSeatThatHeldTurnsLeastGoesNext) {
   TurnQueue turns;
   TurnQueue::Seat busy(turns), quiet(turns), gate(turns);
-  { auto t = hold_for(busy, std::chrono::milliseconds(30)); }  // busy has held 30 ms, quiet none
+  { auto t = quiet.take(); }                                   // quiet has held next to nothing,
+  { auto t = hold_for(busy, std::chrono::milliseconds(30)); }  // busy 30 ms
   std::mutex order_mutex;
   std::vector<std::string> order;
   auto ask = [&](TurnQueue::Seat& seat, const std::string& name) {
@@ -123,7 +124,8 @@ TEST(TurnQueue, TheSeatThatHeldTurnsLeastGoesNext) {
 TEST(TurnQueue, AWorkingSeatKeepsTheTurnWhileItIsOwedTime) {
   TurnQueue turns;
   TurnQueue::Seat slow(turns), fast(turns), gate(turns);
-  { auto t = hold_for(slow, std::chrono::milliseconds(200)); }  // far ahead, however slow the machine
+  { auto t = fast.take(); }                                     // fast has held next to nothing,
+  { auto t = hold_for(slow, std::chrono::milliseconds(200)); }  // slow far ahead, however slow the machine
   std::vector<std::string> order;
   std::mutex order_mutex;
   auto record = [&](const char* who) {
@@ -147,7 +149,7 @@ TEST(TurnQueue, AWorkingSeatKeepsTheTurnWhileItIsOwedTime) {
       }
     });
     while (turns.waiting() < 2) std::this_thread::yield();
-  }  // fast (no time yet) goes first
+  }  // fast (next to no time) goes first
   for (auto& t : callers) t.join();
   EXPECT_EQ(order, (std::vector<std::string>{"fast", "fast", "fast", "slow"}));
 }
@@ -200,6 +202,34 @@ TEST(TurnQueue, TiesGoInTheOrderAskedAndIdlingBanksNoCredit) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(order, (std::vector<std::string>{"c", "a", "b"}));
+}
+
+// A seat that arrives while the one working seat is between turns (an engine sampling between
+// two steps: it holds no turn and waits for none) starts from that seat's time, not from zero:
+// else it would keep the turn until it had held as long as the engine ever had.
+TEST(TurnQueue, ANewSeatStartsFromASeatBetweenItsTurns) {
+  TurnQueue turns;
+  TurnQueue::Seat engine(turns);
+  { auto t = hold_for(engine, std::chrono::milliseconds(200)); }  // between turns now, not idle
+  TurnQueue::Seat image(turns);
+  std::vector<std::string> order;
+  std::mutex order_mutex;
+  auto record = [&](const char* who) {
+    std::lock_guard<std::mutex> lock(order_mutex);
+    order.push_back(who);
+  };
+  auto turn = image.take();  // starts at the engine's 200 ms
+  std::thread next_step([&] {
+    auto t = engine.take();
+    record("engine");
+  });
+  while (turns.waiting() < 1) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  record("image");
+  turn.yield();  // the image has now held more than the engine: the engine's step goes next
+  record("image");
+  next_step.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"image", "engine", "image"}));
 }
 
 }  // namespace

@@ -48,11 +48,14 @@ bool TurnQueue::is_next(uint64_t seat) const {
 TurnQueue::Turn TurnQueue::take(uint64_t seat) {
   std::unique_lock<std::mutex> lock(mutex_);
   SeatState& me = seats_.at(seat);
-  if (me.idle) {  // back from idling: no less than the seats in use have held (no banked credit)
+  if (me.idle) {  // new or back from idling: no less than the seats in use have held (no banked credit)
+    // In use: every seat not idle, also one between two turns (an engine sampling between steps,
+    // which holds no turn and waits for none): counting only the waiting and the holder let a new
+    // seat that asked in such a gap (an image's encoder) start from zero and keep the turn until
+    // it had held as long as the engine ever had.
     double least_in_use = std::numeric_limits<double>::infinity();
     for (const auto& [id, other] : seats_)
-      if (id != seat && (other.waiting || (held_ && holder_ == id)))
-        least_in_use = std::min(least_in_use, other.held_seconds);
+      if (id != seat && !other.idle) least_in_use = std::min(least_in_use, other.held_seconds);
     if (least_in_use != std::numeric_limits<double>::infinity())
       me.held_seconds = std::max(me.held_seconds, least_in_use);
     me.idle = false;
