@@ -18,23 +18,14 @@ anchor=${LLAMA_BIN:-$HOME/.cache/llama-anchor/build/bin}
 dir=${BENCH_DIR:-/tmp/vision-bench}
 threads=${THREADS:-2}
 mkdir -p "$dir"
-model=$dir/glm4v-9b-L1-q4k.gguf
+model=$dir/glm4v-9b-L1-q4_k.gguf
 mmproj=${model%.gguf}.mmproj.gguf
 [ -f "$model" ] || "$bin" create-model --arch glm4v --preset 9b --n-layer 1 --type q4_k -o "$model"
+/usr/bin/python3 "$(dirname "$0")/screenshot.py" "$dir/screen-1080x2400.png" 1080 2400
 /usr/bin/python3 - "$dir" <<'PY'
-import base64, io, json, sys
-from PIL import Image
+import base64, json, sys
 d = sys.argv[1]
-w, h = 1080, 2400
-im = Image.new("RGB", (w, h))
-px = im.load()
-for y in range(h):
-    for x in range(w):
-        text = (y // 24) % 3 == 0 and (x // 9) % 5 != 0
-        px[x, y] = (30, 30, 40) if text else (240 - y * 40 // h, 240 - x * 30 // w, 250)
-buf = io.BytesIO()
-im.save(buf, "PNG")
-url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+url = "data:image/png;base64," + base64.b64encode(open(f"{d}/screen-1080x2400.png", "rb").read()).decode()
 system = {"role": "system", "content": "You are a phone agent. Answer with do(action=...) or finish(message=...)."}
 task = "Open the settings app and turn on Wi-Fi."
 def shot(text):

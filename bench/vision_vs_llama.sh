@@ -17,18 +17,7 @@ mkdir -p "$dir"
 model=$dir/glm4v-9b-L1-$type.gguf
 [ -f "$model" ] || "$bin" create-model --arch glm4v --preset 9b --n-layer 1 --type "$type" -o "$model"
 w=${size%x*} h=${size#*x}
-/usr/bin/python3 - "$dir/screen.png" "$w" "$h" <<'PY'
-import sys
-from PIL import Image
-path, w, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-im = Image.new("RGB", (w, h))
-px = im.load()
-for y in range(h):
-    for x in range(w):
-        text = (y // 24) % 3 == 0 and (x // 9) % 5 != 0
-        px[x, y] = (30, 30, 40) if text else (240 - y * 40 // h, 240 - x * 30 // w, 250)
-im.save(path)
-PY
+/usr/bin/python3 "$(dirname "$0")/screenshot.py" "$dir/screen.png" "$w" "$h"
 lscpu | grep "Model name"
 "$bin" bench -m "$model" --mmproj "${model%.gguf}.mmproj.gguf" --image-size "$size" -p 0 -n 0 -r 1 -t 2 | grep image
 AUTOGLM_CPU_ISA=avx2 "$bin" bench -m "$model" --mmproj "${model%.gguf}.mmproj.gguf" --image-size "$size" -p 0 -n 0 \
