@@ -330,6 +330,88 @@ TEST(Dequantize, Q6_KSignedScales) {
   EXPECT_FLOAT_EQ(y[1], 64.0f);
 }
 
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = float_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Q2_K: bit pair s of code byte l (of a 32-byte half) is element 32 s + l (+ 128 for the second
+// half), in runs of 16 with a scale byte each (low nibble scale, high nibble min).
+TEST(Dequantize, Q2_KElementOrderAndMins) {
+  uint8_t block[84] = {};
+  put_half(block + 80, 1.0f);  // d
+  put_half(block + 82, 0.5f);  // dmin
+  block[16 + 17] = 0b11 << 2;  // byte 17 of the first half, bit pair 1: element 32 + 17 = 49
+  block[3] = 0x21;             // run 3 (elements 48..63): scale 1, min 2
+  float y[256];
+  ref::dequantize_row(DType::Q2_K, block, y, 256);
+  EXPECT_FLOAT_EQ(y[49], 3.0f * 1 - 0.5f * 2);
+  EXPECT_FLOAT_EQ(y[48], -1.0f);  // code 0, same run
+  EXPECT_FLOAT_EQ(y[17], 0.0f);   // run 1: scale and min 0
+}
+
+// Q3_K: scale j's low 4 bits in byte j % 8 (high nibble from j = 8), high 2 bits in bytes 8..11;
+// the codes laid out as Q2_K's; high-mask bit (half * 4 + pair) of byte 16 run + l: clear
+// subtracts 4.
+TEST(Dequantize, Q3_KScalesAndHighMask) {
+  uint8_t block[110] = {};
+  put_half(block + 108, 1.0f);
+  uint8_t* scales = block + 96;
+  scales[9 - 8] = 0x30;            // scale 9 (second half, pair 0, run 1: elements 144..159): low bits 3
+  scales[8 + 1] = 0b10 << 4;       // its high bits 2 (bit pair 2 of byte 9): 3 + 32 - 32 = 3
+  block[32 + 32 + 16 + 4] = 0b01;  // element 148: code 1
+  block[16 + 4] = 1 << 4;          // its high-mask bit (second half, pair 0): set, no -4
+  float y[256];
+  ref::dequantize_row(DType::Q3_K, block, y, 256);
+  EXPECT_FLOAT_EQ(y[148], 3.0f * 1);
+  EXPECT_FLOAT_EQ(y[149], 3.0f * -4);  // code 0, mask bit clear
+  EXPECT_FLOAT_EQ(y[0], -32.0f * -4);  // scale 0 is 0 - 32
+}
+
+// IQ4_XS: run r's 6-bit scale from nibble r of the low bytes and bit pair r of the high word
+// (offset 32), codes through the IQ4 codebook.
+TEST(Dequantize, Iq4XsScaleBitsAndCodebook) {
+  uint8_t block[136] = {};
+  put_half(block, 0.5f);
+  const uint16_t high = 0b10 << 6;  // run 3: high bits 2
+  std::memcpy(block + 2, &high, 2);
+  block[4 + 1] = 0x50;           // run 3: low bits 5 -> 37 - 32 = 5
+  block[8 + 16 * 3 + 2] = 0xf0;  // run 3, byte 2: low code 0 (-127), high code 15 (113)
+  float y[256];
+  ref::dequantize_row(DType::IQ4_XS, block, y, 256);
+  EXPECT_FLOAT_EQ(y[96 + 2], 0.5f * 5 * -127);
+  EXPECT_FLOAT_EQ(y[96 + 18], 0.5f * 5 * 113);
+}
+
+// TQ1_0: five base-3 digits per byte as a fraction of 243 (digit n = top of (q * 3^n mod 256) * 3);
+// TQ2_0: value = 2-bit code - 1.
+TEST(Dequantize, TernaryTypes) {
+  uint8_t tq1[54] = {};
+  put_half(tq1 + 52, 2.0f);
+  // Digits 2, 0, 1, 2, 2 (most significant first): 2*81 + 0*27 + 1*9 + 2*3 + 2 = 179, stored as
+  // ceil(179 * 256 / 243), the fraction of 243 in 8 bits.
+  tq1[5] = uint8_t((179 * 256 + 242) / 243);
+  float y[256];
+  ref::dequantize_row(DType::TQ1_0, tq1, y, 256);
+  const float expected[5] = {2, -2, 0, 2, 2};  // (digit - 1) * d for digits 2, 0, 1, 2, 2
+  for (int n = 0; n < 5; ++n) EXPECT_FLOAT_EQ(y[32 * n + 5], expected[n]) << "digit " << n;
+  uint8_t tq2[66] = {};
+  put_half(tq2 + 64, 1.0f);
+  tq2[33] = 0b10 << 4;  // second half, byte 1, bit pair 2: element 128 + 64 + 1
+  ref::dequantize_row(DType::TQ2_0, tq2, y, 256);
+  EXPECT_FLOAT_EQ(y[193], 1.0f);
+  EXPECT_FLOAT_EQ(y[192], -1.0f);
+}
+
+// Types read but not yet written: a file of them loads; create-model and quantize refuse them.
+TEST(Dequantize, ReadOnlyTypesAreSupportedButNotWritten) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0}) {
+    EXPECT_TRUE(ref::dtype_is_supported(t)) << dtype_name(t);
+    EXPECT_FALSE(ref::dtype_can_quantize(t)) << dtype_name(t);
+  }
+  EXPECT_TRUE(ref::dtype_can_quantize(DType::Q4_K));
+}
+
 // MXFP4: value = doubled e2m1 table[code] * 2^(e - 128); low nibbles are elements 0..15.
 TEST(Dequantize, Mxfp4BlockLayout) {
   uint8_t block[17] = {};

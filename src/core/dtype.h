@@ -25,12 +25,15 @@ enum class DType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  TQ1_0 = 34,  // ternary, five per byte in base 3
+  TQ2_0 = 35,  // ternary, two bits each
   MXFP4 = 39,  // E8M0 scale, 32 e2m1 codes
 };
 

@@ -105,7 +105,7 @@ Result<Preset> find_preset(const ArchTraits& arch, const std::string& name) {
 // The type of gpt-oss's expert matrices: MXFP4, as the model ships, where this build has it.
 std::optional<DType> gpt_oss_expert_type() {
   const auto t = dtype_from_name("mxfp4");
-  if (t && ref::dtype_is_supported(*t)) return t;
+  if (t && ref::dtype_can_quantize(*t)) return t;
   return std::nullopt;
 }
 
@@ -289,8 +289,9 @@ Status create_random_model(const CreateModelOptions& o, const std::string& path)
   if (is_vision_arch(o.arch)) return create_random_vision_model(o, path);
   AUTOGLM_ASSIGN_OR_RETURN(const ArchTraits arch, find_arch(o.arch));
   AUTOGLM_ASSIGN_OR_RETURN(const Preset p, resolve_preset(arch, o));
-  if (!ref::dtype_is_supported(o.type))
-    return invalid_argument("--type " + std::string(dtype_name(o.type)) + " is not a supported weight type");
+  if (!ref::dtype_can_quantize(o.type))
+    return invalid_argument("--type " + std::string(dtype_name(o.type)) +
+                            " is not a weight type this build writes (it reads more than it writes)");
 
   GgufWriter w;
   w.set("general.architecture", GgufValue::string(o.arch));

@@ -226,8 +226,9 @@ Status create_random_vision_model(const CreateModelOptions& o, const std::string
   }
   if (o.n_vocab != 0)
     return invalid_argument("--vocab is not taken for --arch " + o.arch + " (its markers are placed)");
-  if (!ref::dtype_is_supported(o.type))
-    return invalid_argument("--type " + std::string(dtype_name(o.type)) + " is not a supported weight type");
+  if (!ref::dtype_can_quantize(o.type))
+    return invalid_argument("--type " + std::string(dtype_name(o.type)) +
+                            " is not a weight type this build writes (it reads more than it writes)");
   ThreadPool pool(o.threads > 0 ? o.threads : physical_core_count());
   AUTOGLM_RETURN_IF_ERROR(write_text_model(o, glm, p, path, pool));
   return write_projector(o, glm, p, projector_path_beside(path), pool);

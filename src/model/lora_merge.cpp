@@ -40,7 +40,7 @@ Status write_merged_model(const Model& base, const LoraSet& adapters, std::optio
   if (is_hf_folder(base.source_path()))
     return unsupported(base.source_path() +
                        ": export-lora writes GGUF and needs a GGUF base (convert the folder first: autoglm convert)");
-  if (type && !ref::dtype_is_supported(*type)) return invalid_argument("--type: not a weight type this engine writes");
+  if (type && !ref::dtype_can_quantize(*type)) return invalid_argument("--type: not a weight type this engine writes");
   const GgufFile& file = base.file();
   GgufWriter w;
   for (const auto& [key, value] : file.metadata())

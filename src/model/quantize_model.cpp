@@ -69,7 +69,7 @@ TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
 
 Status check_types(const QuantizeOptions& options) {
   for (DType t : {options.type, options.keep_type.value_or(options.type)})
-    if (!ref::dtype_is_supported(t))
+    if (!ref::dtype_can_quantize(t))
       return invalid_argument("quantize: type '" + std::string(dtype_name(t)) + "' cannot be written");
   return Status::ok();
 }

@@ -172,6 +172,106 @@ inline void decode_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// Q2_K: 256 elements; 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit
+// codes, fp16 d, fp16 dmin. Each 32-byte half of the codes holds 128 elements: bit pair s of
+// byte l is element 32 s + l, in runs of 16 with a scale each.
+inline void decode_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = read_half(b + 80), dmin = read_half(b + 82);
+  int is = 0;
+  for (int half = 0; half < 2; ++half, q += 32)
+    for (int shift = 0; shift < 8; shift += 2)
+      for (int run = 0; run < 2; ++run, ++is, y += 16) {
+        const float dl = d * float(scales[is] & 0x0f), ml = dmin * float(scales[is] >> 4);
+        for (int l = 0; l < 16; ++l) y[l] = dl * float((q[16 * run + l] >> shift) & 3) - ml;
+      }
+}
+
+// Q3_K's sixteen 6-bit scales from its 12 bytes: the low 4 bits of scale j in byte j % 8
+// (low nibble for j < 8, high for the rest), the high 2 bits in bytes 8..11, bit pair j / 4 of
+// byte 8 + j % 4. Stored with an offset of 32.
+inline int q3_k_scale(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Q3_K: 32 bytes of high bits (a clear bit subtracts 4), 64 bytes of 2-bit codes laid out as
+// Q2_K's, 12 scale bytes, fp16 d.
+inline void decode_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* scales = b + 96;
+  const float d = read_half(b + 108);
+  int is = 0;
+  uint8_t bit = 1;
+  for (int half = 0; half < 2; ++half, q += 32)
+    for (int shift = 0; shift < 8; shift += 2, bit = uint8_t(bit << 1))
+      for (int run = 0; run < 2; ++run, ++is, y += 16) {
+        const float dl = d * float(q3_k_scale(scales, is));
+        for (int l = 0; l < 16; ++l) {
+          const int i = 16 * run + l;
+          y[l] = dl * float(((q[i] >> shift) & 3) - ((hmask[i] & bit) ? 0 : 4));
+        }
+      }
+}
+
+// IQ4_NL and IQ4_XS: 4-bit codes index this non-uniform codebook (the format's).
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 16 bytes of codebook nibbles (low: elements 0..15, high: 16..31) times dl.
+inline void decode_iq4_codes(const uint8_t* qs, float dl, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = dl * float(kIq4Values[qs[j] & 0x0f]);
+    y[j + 16] = dl * float(kIq4Values[qs[j] >> 4]);
+  }
+}
+
+// IQ4_NL: fp16 d, 16 bytes of codebook nibbles.
+inline void decode_iq4_nl(const uint8_t* b, float* y) {
+  decode_iq4_codes(b + 2, read_half(b), y);
+}
+
+// IQ4_XS: 256 elements; fp16 d, the 6-bit scales of its 8 runs of 32 (high 2 bits in a 16-bit
+// word, low 4 in 4 bytes of nibbles; offset 32), 128 bytes of codebook nibbles.
+inline void decode_iq4_xs(const uint8_t* b, float* y) {
+  const float d = read_half(b);
+  uint16_t high;
+  std::memcpy(&high, b + 2, 2);
+  const uint8_t* low = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int run = 0; run < 8; ++run) {
+    const int ls = ((low[run / 2] >> (4 * (run % 2))) & 0x0f) | (((high >> (2 * run)) & 3) << 4);
+    decode_iq4_codes(qs + 16 * run, d * float(ls - 32), y + 32 * run);
+  }
+}
+
+// TQ2_0: 64 bytes of 2-bit codes (value code - 1), fp16 d; each 32-byte half holds 128
+// elements, bit pair s of byte l being element 32 s + l.
+inline void decode_tq2_0(const uint8_t* b, float* y) {
+  const float d = read_half(b + 64);
+  for (int half = 0; half < 2; ++half)
+    for (int shift = 0; shift < 8; shift += 2)
+      for (int l = 0; l < 32; ++l) *y++ = float(((b[32 * half + l] >> shift) & 3) - 1) * d;
+}
+
+// TQ1_0: five ternary digits per byte as a fixed-point fraction of 3^5 (48 bytes), four per
+// byte in the last 4, fp16 d. Digit n of byte q is the top of (q * 3^n mod 256) * 3, in
+// [0, 3); the value is digit - 1. Bytes 0..31 give elements in runs of 32 per digit, 32..47
+// runs of 16, the last 4 bytes runs of 4.
+inline void decode_tq1_0(const uint8_t* b, float* y) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const float d = read_half(b + 52);
+  const auto digit = [](uint8_t q, int n) { return int((uint16_t(uint8_t(q * kPow3[n])) * 3) >> 8) - 1; };
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 32; ++m) *y++ = float(digit(b[m], n)) * d;
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 16; ++m) *y++ = float(digit(b[32 + m], n)) * d;
+  for (int n = 0; n < 4; ++n)
+    for (int m = 0; m < 4; ++m) *y++ = float(digit(b[48 + m], n)) * d;
+}
+
 using BlockDecoder = void (*)(const uint8_t*, float*);
 
 // The block decoder of a quantized type, or nullptr for plain and unsupported types.
@@ -186,6 +286,12 @@ inline BlockDecoder block_decoder(DType t) {
     case DType::Q5_K: return decode_q5_k;
     case DType::Q6_K: return decode_q6_k;
     case DType::MXFP4: return decode_mxfp4;
+    case DType::Q2_K: return decode_q2_k;
+    case DType::Q3_K: return decode_q3_k;
+    case DType::IQ4_NL: return decode_iq4_nl;
+    case DType::IQ4_XS: return decode_iq4_xs;
+    case DType::TQ1_0: return decode_tq1_0;
+    case DType::TQ2_0: return decode_tq2_0;
     default: return nullptr;
   }
 }

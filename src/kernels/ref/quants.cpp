@@ -313,6 +313,10 @@ bool dtype_is_supported(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || block_decoder(t) != nullptr;
 }
 
+bool dtype_can_quantize(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || block_encoder(t) != nullptr;
+}
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (t) {

@@ -7,8 +7,10 @@
 
 namespace autoglm::ref {
 
-// Types the engine can compute with (dequantize, quantize, multiply).
+// Types the engine can read and compute with (dequantize, multiply): weights of these types load.
 bool dtype_is_supported(DType t);
+// Types the engine can also write (quantize_row has an encoder): create-model, quantize, export-lora.
+bool dtype_can_quantize(DType t);
 
 // dst[0..n) = the n values encoded at src. n must be a whole number of blocks.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
