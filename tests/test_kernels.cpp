@@ -14,6 +14,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
+#include "kernels/ref/iq_grids.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/q8_activations.h"
 #include "kernels/ref/quants.h"
@@ -403,9 +404,27 @@ TEST(Dequantize, TernaryTypes) {
   EXPECT_FLOAT_EQ(y[192], -1.0f);
 }
 
+// IQ2_XXS: a run's grid index picks 8 lattice values; 7 stored sign bits get an eighth that
+// makes their count even; the run's 4-bit scale s gives d * (0.5 + s) / 4.
+TEST(Dequantize, Iq2XxsGridSignsAndScale) {
+  uint8_t block[66] = {};
+  put_half(block, 4.0f);
+  const uint32_t words[2] = {0x00000500u, (3u << 28) | (0b0000001u << 7)};  // group 1: index 5; its signs 1
+  std::memcpy(block + 2, words, 8);
+  float y[256];
+  ref::dequantize_row(DType::IQ2_XXS, block, y, 256);
+  const uint64_t entry = iq_grids::kIq2XxsGrid[5];
+  const float db = 4.0f * 3.5f * 0.25f;
+  // signs 0b0000001 has one bit set: the parity bit (value 7) is set too.
+  for (int j = 0; j < 8; ++j)
+    EXPECT_FLOAT_EQ(y[8 + j], db * float(uint8_t(entry >> (8 * j))) * (j == 0 || j == 7 ? -1.0f : 1.0f)) << j;
+  EXPECT_FLOAT_EQ(y[0], db * float(uint8_t(iq_grids::kIq2XxsGrid[0])));  // group 0: index 0, no signs
+}
+
 // Types read but not yet written: a file of them loads; create-model and quantize refuse them.
 TEST(Dequantize, ReadOnlyTypesAreSupportedButNotWritten) {
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0, DType::IQ2_XXS,
+                  DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
     EXPECT_TRUE(ref::dtype_is_supported(t)) << dtype_name(t);
     EXPECT_FALSE(ref::dtype_can_quantize(t)) << dtype_name(t);
   }
