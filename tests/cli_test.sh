@@ -29,7 +29,7 @@ skip_or_fail() {  # skip_or_fail WHAT PATH: CI always has ../shared (CI=true or 
 }
 
 out=$("$bin" --help 2>&1)
-for cmd in run tokenize info bench logits create-model quantize convert export-lora; do check "help lists $cmd" "$cmd" "$out"; done
+for cmd in run tokenize info bench logits create-model quantize convert export-lora perplexity imatrix; do check "help lists $cmd" "$cmd" "$out"; done
 check "run --help" "--top-p" "$("$bin" run --help 2>&1)"
 
 # create-model, info, run and bench on a fresh tiny model.
@@ -50,7 +50,7 @@ check "bench parallel" "tg4 x3 @pp8" "$out"
 check "bench bandwidth" "measured read bandwidth" "$out"
 check "bench profile" "attention: core" "$out"
 out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/tiny-q4k.gguf" q4_k 2>&1)
-check "quantize" "as Q4_K" "$out"
+check "quantize" "(Q4_K_M mix)" "$out"
 out=$("$bin" run -m "$tmp/tiny-q4k.gguf" -p "hello" -n 4 --kv-type q8_0 -t 1 2>&1)
 check "run quantized, q8_0 KV" "generated tokens: 4" "$out"
 out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/x.gguf" q9_9 2>&1)

@@ -28,8 +28,9 @@ void PrintTo(DType t, std::ostream* os) {
 
 namespace {
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16,   DType::Q8_0,   DType::Q4_0,  DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::Q4_K,   DType::Q5_K,   DType::Q6_K,  DType::MXFP4,
+                        DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0};
 
 std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -50,8 +51,24 @@ double tolerance(DType t) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q5_K: return 0.07;
-    default: return 0.14;  // 4-bit formats
+    case DType::Q3_K: return 0.16;
+    case DType::Q2_K: return 0.29;
+    case DType::TQ1_0:
+    case DType::TQ2_0: return 1e-3;  // of ternary values (fp16 rounding of the scale)
+    default: return 0.14;            // 4-bit formats
   }
+}
+
+bool is_ternary(DType t) {
+  return t == DType::TQ1_0 || t == DType::TQ2_0;
+}
+
+// Gaussian values, or for the ternary types values of {-a, 0, a}: what those types are made for.
+std::vector<float> round_trip_input(DType t, size_t n, uint32_t seed) {
+  auto x = random_values(n, seed);
+  if (is_ternary(t))
+    for (auto& v : x) v = v > 0.5f ? 0.3f : v < -0.5f ? -0.3f : 0.0f;
+  return x;
 }
 
 // A random [rows, cols] matrix encoded in type t.
@@ -72,7 +89,7 @@ class EveryType : public ::testing::TestWithParam<DType> {};
 TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
   const DType t = GetParam();
   const int64_t n = 512;
-  const auto x = random_values(size_t(n), 7);
+  const auto x = round_trip_input(t, size_t(n), 7);
   std::vector<uint8_t> q(size_t(dtype_row_bytes(t, n)));
   ref::quantize_row(t, x.data(), q.data(), n);
   std::vector<float> y(static_cast<size_t>(n));
@@ -83,7 +100,7 @@ TEST_P(EveryType, QuantizeDequantizeRoundTrip) {
     norm += x[size_t(i)] * x[size_t(i)];
   }
   EXPECT_LE(std::sqrt(err / norm), tolerance(t)) << dtype_name(t);
-  if (t != DType::F32) {
+  if (t != DType::F32 && !is_ternary(t)) {
     EXPECT_GT(err, 0) << "a lossy format reproduced its input exactly: suspicious";
   }
 }
@@ -423,12 +440,62 @@ TEST(Dequantize, Iq2XxsGridSignsAndScale) {
 
 // Types read but not yet written: a file of them loads; create-model and quantize refuse them.
 TEST(Dequantize, ReadOnlyTypesAreSupportedButNotWritten) {
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0, DType::IQ2_XXS,
-                  DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
+  for (DType t :
+       {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
     EXPECT_TRUE(ref::dtype_is_supported(t)) << dtype_name(t);
     EXPECT_FALSE(ref::dtype_can_quantize(t)) << dtype_name(t);
   }
-  EXPECT_TRUE(ref::dtype_can_quantize(DType::Q4_K));
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0, DType::Q4_K})
+    EXPECT_TRUE(ref::dtype_can_quantize(t)) << dtype_name(t);
+}
+
+// TQ1_0 packs five ternary digits per byte (four in its last 4 bytes): every combination of
+// digits in every kind of byte comes back.
+TEST(Quantize, Tq1EveryDigitCombinationRoundTrips) {
+  constexpr int kBlocks = 24;  // 24 x 48 five-digit bytes >= 243 combinations, 24 x 4 >= 81
+  std::vector<float> x(size_t(256 * kBlocks), 0.0f);
+  auto put = [&](int block, int element, int combo, int digits, int n) {
+    for (int p = digits - 1; p >= 0; --p, combo /= 3)
+      if (p == n) x[size_t(256 * block + element)] = 0.5f * float(combo % 3 - 1);
+  };
+  for (int b = 0; b < kBlocks; ++b)
+    for (int n = 0; n < 5; ++n) {
+      for (int m = 0; m < 32; ++m) put(b, 32 * n + m, (48 * b + m) % 243, 5, n);
+      for (int m = 0; m < 16; ++m) put(b, 160 + 16 * n + m, (48 * b + 32 + m) % 243, 5, n);
+      if (n < 4)
+        for (int m = 0; m < 4; ++m) put(b, 240 + 4 * n + m, (4 * b + m) % 81, 4, n);
+    }
+  for (int b = 0; b < kBlocks; ++b) x[size_t(256 * b)] = 0.5f;  // every block's scale is 0.5
+  std::vector<uint8_t> q(size_t(dtype_row_bytes(DType::TQ1_0, int64_t(x.size()))));
+  ref::quantize_row(DType::TQ1_0, x.data(), q.data(), int64_t(x.size()));
+  std::vector<float> y(x.size());
+  ref::dequantize_row(DType::TQ1_0, q.data(), y.data(), int64_t(x.size()));
+  EXPECT_EQ(y, x);
+}
+
+// An importance weight per value (an imatrix) trades error on unimportant values for error on
+// important ones: the weighted error falls against the unweighted encoding of the same values.
+TEST(Quantize, ImportanceLowersTheWeightedError) {
+  const int64_t n = 4096;
+  const auto x = random_values(size_t(n), 31);
+  std::vector<float> importance(static_cast<size_t>(n));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> spread(0.0f, 2.0f);
+  for (auto& w : importance) w = std::exp(spread(rng));
+  auto weighted_error = [&](DType t, const float* weights) {
+    std::vector<uint8_t> q(size_t(dtype_row_bytes(t, n)));
+    ref::quantize_row(t, x.data(), q.data(), n, weights);
+    std::vector<float> y(static_cast<size_t>(n));
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    double e = 0;
+    for (int64_t i = 0; i < n; ++i)
+      e += importance[size_t(i)] * (x[size_t(i)] - y[size_t(i)]) * (x[size_t(i)] - y[size_t(i)]);
+    return e;
+  };
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    const double plain = weighted_error(t, nullptr), weighted = weighted_error(t, importance.data());
+    EXPECT_LT(weighted, 0.95 * plain) << dtype_name(t);
+  }
 }
 
 // MXFP4: value = doubled e2m1 table[code] * 2^(e - 128); low nibbles are elements 0..15.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -51,7 +52,10 @@ TEST(Quantize, TypesMetadataAndLogits) {
   for (DType t : {DType::Q8_0, DType::Q4_K}) {
     const std::string out = test::temp_path(std::string("q-") + std::string(dtype_name(t)) + ".gguf");
     int64_t calls = 0;
-    auto report = quantize_gguf(f16, out, {t, DType::Q8_0}, pool, [&](int64_t, int64_t) { ++calls; });
+    QuantizeOptions q;
+    q.type = t;
+    q.keep_type = DType::Q8_0;
+    auto report = quantize_gguf(f16, out, q, pool, [&](int64_t, int64_t) { ++calls; });
     ASSERT_TRUE(report.is_ok()) << report.status().message();
     auto file = GgufFile::open(out);
     ASSERT_TRUE(file.is_ok()) << file.status().message();
@@ -75,6 +79,42 @@ TEST(Quantize, TypesMetadataAndLogits) {
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/in.gguf"), std::string::npos);
   std::remove(f16.c_str());
+}
+
+// A corrupt block (its scale a NaN half float) in a file: --check-tensors refuses the model
+// naming the tensor, row and block; without it the model loads (the check costs a pass over
+// every weight).
+TEST(Quantize, CheckTensorsNamesACorruptBlock) {
+  CreateModelOptions o;
+  o.type = DType::Q4_0;
+  const std::string path = test::temp_path("q-corrupt.gguf");
+  ASSERT_TRUE(create_random_model(o, path).is_ok());
+  uint64_t at = 0;
+  {
+    auto file = GgufFile::open(path);
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    const GgufTensorInfo* t = (*file)->find_tensor("blk.1.ffn_down.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, DType::Q4_0);
+    // Row 3, block 2: 18-byte blocks, the fp16 scale first.
+    at = (*file)->data_offset() + t->offset + uint64_t(3 * dtype_row_bytes(DType::Q4_0, t->dims[0]) + 2 * 18);
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(at));
+    const char nan_half[2] = {0x00, 0x7e};
+    f.write(nan_half, 2);
+  }
+  ModelLoadOptions checked;
+  checked.check_tensors = true;
+  auto refused = Model::load(path, checked);
+  ASSERT_FALSE(refused.is_ok());
+  const std::string& m = refused.status().message();
+  EXPECT_NE(m.find("blk.1.ffn_down.weight"), std::string::npos) << m;
+  EXPECT_NE(m.find("row 3, block 2"), std::string::npos) << m;
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_TRUE(Model::load(path).is_ok());
+  std::remove(path.c_str());
 }
 
 // Every type autoglm quantize writes, from the f32 master of the golden cases, against the

@@ -66,22 +66,58 @@ Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std
                                             const ConvertModelOptions& options = {});
 
 struct QuantizeModelOptions {
-  std::string type = "q4_0";                      // every matrix
-  std::optional<std::string> keep_type = "q8_0";  // token_embd/output; nullopt: as `type`
-  bool vectors_to_f32 = false;                    // 1-D tensors, routers and other non-.weight tensors as F32
-  int threads = 0;                                // 0: one per physical core
+  // A llama-quantize mix ("Q4_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "Q8_0", ...; Q4_K is Q4_K_M): each
+  // tensor gets the type llama.cpp's rules give it, the file the size llama.cpp's has. With
+  // `pure`, or a type that names no mix ("mxfp4"): that type for every matrix.
+  std::string type = "q4_0";
+  bool pure = false;
+  // The embedding table and output projection (llama-quantize's --token-embedding-type and
+  // --output-tensor-type); keep_type: both. nullopt: as the mix (pure: as `type`).
+  std::optional<std::string> keep_type, output_tensor_type, token_embedding_type;
+  bool leave_output_tensor = false;  // output.weight copied as it is
+  // An importance matrix (llama.cpp's imatrix GGUF or .dat, e.g. from compute_imatrix): each
+  // matrix's values weighted by their columns' mean squared activation; the IQ2/IQ1 mixes need one.
+  std::string imatrix;
+  bool vectors_to_f32 = false;  // 1-D tensors, routers and other non-.weight tensors as F32
+  int threads = 0;              // 0: one per physical core
   ToolProgress progress;
 };
 
 struct QuantizeModelReport {
   int64_t tensors_quantized = 0, tensors_copied = 0, tensors_fallback = 0;  // fallback: rows not whole blocks
   int64_t bytes_in = 0, bytes_out = 0;
+  std::string mix;                                     // the mix's name; "" for one type
+  std::vector<std::pair<std::string, int64_t>> types;  // the quantized tensors' types and counts
 };
 
 // Reads the GGUF model `in` and writes it to `out` with its matrices re-encoded (the embedding
 // table and output projection at keep_type), everything else copied.
 Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,
                                            const QuantizeModelOptions& options = {});
+
+// llama-imatrix's statistics: every matrix of the blocks (and the output projection when
+// asked) sees, per input column, the sum of its squared inputs over the text, per expert for
+// the experts; written in llama.cpp's imatrix GGUF format, which `quantize --imatrix` (ours
+// and llama-quantize) reads. The text is cut into chunks as llama-perplexity cuts it (the
+// first token of each replaced by BOS), every token counted.
+struct ImatrixOptions {
+  int64_t n_ctx = 512;          // tokens per chunk (-c)
+  int64_t max_chunks = -1;      // -1: every whole chunk (--chunks)
+  bool process_output = false;  // also output.weight (--process-output)
+  int64_t save_every = 10;      // chunks between writes of the output (--output-frequency); 0: at the end only
+  std::string dataset;          // recorded in imatrix.datasets (the text file's name)
+  int threads = 0;              // 0: one per physical core
+  // After each chunk: chunks done, of, the running perplexity of the scored half, seconds so far.
+  std::function<void(int64_t, int64_t, double, double)> on_chunk;
+};
+
+struct ImatrixReport {
+  int64_t n_chunk = 0, entries = 0;
+  double ppl = 0;
+};
+
+Result<ImatrixReport> compute_imatrix(const std::string& model_path, const std::string& text, const std::string& out,
+                                      const ImatrixOptions& options = {});
 
 struct RandomModelOptions {
   // Dense: llama, qwen2, qwen3. Mixture of experts: qwen3moe, glm4moe, gpt-oss, deepseek2.

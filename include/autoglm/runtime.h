@@ -72,6 +72,7 @@ struct RuntimeOptions {
   std::string architecture;       // run the file as another supported architecture (rarely needed)
   bool repack_weights = true;     // false: keep the file's layout (the per-row kernels run)
   bool use_mmap = true;           // false (--no-mmap): read the GGUF file into private memory instead of mapping it
+  bool check_tensors = false;     // --check-tensors: decode every weight at load; NaN/Inf blocks are an error
   bool use_mlock = false;         // --mlock: lock the weights' pages in RAM (a refusal is logged, not fatal)
   int64_t context_window = 4096;  // capped by the model's trained context when that is larger
   KvType kv_type = KvType::kF16;  // f16, q8_0 or f32

@@ -1,4 +1,5 @@
-// autoglm quantize: re-encode a GGUF model's matrices in another weight type.
+// autoglm quantize: re-encode a GGUF model's matrices, by one of llama-quantize's mixes
+// (Q4_K_M, Q3_K_S, IQ4_XS, ...) or in one type for all (--pure).
 #include <cstdio>
 
 #include "autoglm/model_tools.h"
@@ -9,7 +10,8 @@ namespace autoglm::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string in, out, type, keep_type = "q8_0";
+  std::string in, out, type, keep_type, output_type, embedding_type, imatrix;
+  bool pure = false, leave_output = false;
   int threads = 0;
 };
 
@@ -20,48 +22,74 @@ Result<std::string> weight_type(const std::string& name, const char* what) {
   return t;
 }
 
+// An optional type flag: unset when empty, else its canonical name.
+Status set_type(const std::string& value, const char* flag, std::optional<std::string>& out) {
+  if (value.empty()) return Status::ok();
+  auto t = weight_type(value, flag);
+  if (!t) return t.status();
+  out = *t;
+  return Status::ok();
+}
+
+std::string type_counts(const QuantizeModelReport& r) {
+  std::string s;
+  for (const auto& [type, n] : r.types) s += (s.empty() ? "" : ", ") + type + " x" + std::to_string(n);
+  return s.empty() ? "none" : s;
+}
+
 int quantize(const QuantizeArgs& a) {
   QuantizeModelOptions o;
-  auto type = weight_type(a.type, "TYPE");
-  if (!type) return fail(type.status());
-  o.type = *type;
-  if (a.keep_type == "same") {
-    o.keep_type.reset();
-  } else {
-    auto keep = weight_type(a.keep_type, "--keep-type");
-    if (!keep) return fail(keep.status());
-    o.keep_type = *keep;
-  }
+  o.type = a.type;
+  o.pure = a.pure;
+  for (const auto& [value, flag, out] :
+       {std::tuple{&a.keep_type, "--keep-type", &o.keep_type},
+        std::tuple{&a.output_type, "--output-tensor-type", &o.output_tensor_type},
+        std::tuple{&a.embedding_type, "--token-embedding-type", &o.token_embedding_type}})
+    if (auto s = set_type(*value, flag, *out); !s) return fail(s);
+  o.leave_output_tensor = a.leave_output;
+  o.imatrix = a.imatrix;
   o.threads = a.threads;
   std::unique_ptr<ProgressBar> bar;
-  o.progress = [&](int64_t done, int64_t total) {
+  o.progress = [&](int64_t, int64_t total) {
     if (!bar) bar = std::make_unique<ProgressBar>("quantizing", total);
     bar->advance();
-    (void)done;
   };
   auto report = quantize_model(a.in, a.out, o);
   bar.reset();
-  if (!report) return fail(report.status());
+  if (!report) {
+    const std::string& m = report.status().message();
+    if (m.rfind("type '", 0) == 0) return fail(invalid_argument("TYPE" + m.substr(4)));
+    return fail(report.status());
+  }
   std::printf(
-      "wrote %s: %lld matrices as %s (%lld kept at %s for embeddings/output, %lld in a fallback type), "
-      "%lld tensors copied; %.1f MiB -> %.1f MiB\n",
-      a.out.c_str(), (long long)report->tensors_quantized, o.type.c_str(), (long long)(o.keep_type ? 2 : 0),
-      o.keep_type ? o.keep_type->c_str() : "-", (long long)report->tensors_fallback, (long long)report->tensors_copied,
-      double(report->bytes_in) / 1048576.0, double(report->bytes_out) / 1048576.0);
+      "wrote %s (%s): %lld matrices quantized (%s), %lld in a fallback type, %lld tensors copied; "
+      "%.2f MiB -> %.2f MiB\n",
+      a.out.c_str(), report->mix.empty() ? ("every matrix " + a.type).c_str() : (report->mix + " mix").c_str(),
+      (long long)report->tensors_quantized, type_counts(*report).c_str(), (long long)report->tensors_fallback,
+      (long long)report->tensors_copied, double(report->bytes_in) / 1048576.0, double(report->bytes_out) / 1048576.0);
   return 0;
 }
 
 }  // namespace
 
 void register_quantize(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("quantize", "Re-quantize a GGUF model's matrices (f32/f16/bf16/... to q8_0, q4_k ...)");
+  auto* cmd = app.add_subcommand(
+      "quantize", "Re-quantize a GGUF model: llama-quantize's mixes (Q4_K_M, Q3_K_S, IQ4_XS ...) or one type");
   auto a = std::make_shared<QuantizeArgs>();
   cmd->add_option("input", a->in, "Input GGUF file")->required();
   cmd->add_option("output", a->out, "Output GGUF file")->required();
-  cmd->add_option("type", a->type, "q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k f16 bf16 f32")->required();
-  cmd->add_option("--keep-type", a->keep_type, "Type of token_embd/output ('same': as the others)")
-      ->capture_default_str();
+  cmd->add_option("type", a->type,
+                  "A mix as llama-quantize names it: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S "
+                  "Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 F16 BF16 F32 (Q3_K, Q4_K, Q5_K: the _M mixes); "
+                  "with --pure any weight type")
+      ->required();
+  cmd->add_flag("--pure", a->pure, "Every matrix in TYPE (no mix rules); embeddings and output at --keep-type");
+  cmd->add_option("--keep-type", a->keep_type, "Type of token_embd and output (default: as the mix, or TYPE)");
+  cmd->add_option("--output-tensor-type", a->output_type, "Type of output.weight");
+  cmd->add_option("--token-embedding-type", a->embedding_type, "Type of token_embd.weight");
+  cmd->add_flag("--leave-output-tensor", a->leave_output, "Copy output.weight as it is");
+  cmd->add_option("--imatrix", a->imatrix,
+                  "Importance matrix (autoglm imatrix or llama-imatrix, GGUF or .dat): weighs each column's error");
   add_threads_option(*cmd, a->threads);
   cmd->callback([a] { exit_code() = quantize(*a); });
 }

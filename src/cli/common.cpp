@@ -69,6 +69,8 @@ void add_memory_options(CLI::App& cmd, MemoryFlags& flags) {
   cmd.add_flag("--no-mmap", flags.no_mmap,
                "Read the model file into private memory instead of mapping it (pages not shared; no lazy loading)");
   cmd.add_flag("--mlock", flags.mlock, "Lock the model's weights in RAM (never swapped; needs RLIMIT_MEMLOCK)");
+  cmd.add_flag("--check-tensors", flags.check_tensors,
+               "Decode every weight at load: a block with a NaN or infinite value (a corrupt scale) is an error");
 }
 
 void add_cpu_moe_options(CLI::App& cmd, CpuMoeFlags& flags) {

@@ -29,9 +29,11 @@ void add_quantize_option(CLI::App& cmd, std::string& quantize);
 struct MemoryFlags {
   bool no_mmap = false;
   bool mlock = false;
+  bool check_tensors = false;
   void apply_to(RuntimeOptions& options) const {
     options.use_mmap = !no_mmap;
     options.use_mlock = mlock;
+    options.check_tensors = check_tensors;
   }
 };
 void add_memory_options(CLI::App& cmd, MemoryFlags& flags);
@@ -91,6 +93,8 @@ void register_quantize(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_export_lora(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_imatrix(CLI::App& app);
 
 // Set by a subcommand's callback; main() returns it.
 int& exit_code();

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   autoglm::cli::register_quantize(app);
   autoglm::cli::register_convert(app);
   autoglm::cli::register_export_lora(app);
+  autoglm::cli::register_perplexity(app);
+  autoglm::cli::register_imatrix(app);
   CLI11_PARSE(app, argc, argv);
   return autoglm::cli::exit_code();
 }

@@ -1,20 +1,53 @@
 #include "model/model.h"
 
+#include <atomic>
 #include <map>
 #include <string>
 
 #include "core/log.h"
+#include "kernels/ref/quants.h"
 #include "model/arch.h"
 #include "model/place_weights.h"
 #include "model/quantize_model.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace autoglm {
+namespace {
+
+// Every tensor of a type the engine reads, row by row on the cores: the first row with a
+// block that decodes to a NaN or an infinity is an error naming it.
+Status check_tensor_values(const GgufFile& file) {
+  ThreadPool pool(physical_core_count());
+  for (const auto& t : file.tensors()) {
+    if (!ref::dtype_is_supported(t.type) || t.dims.empty()) continue;
+    const int64_t cols = t.dims[0], rows = t.rows(), row_bytes = dtype_row_bytes(t.type, cols);
+    std::atomic<int64_t> bad_row{rows};
+    pool.parallel_for(rows, [&](int, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1 && r < bad_row.load(); ++r)
+        if (ref::first_nonfinite_block(t.type, t.data + r * row_bytes, cols) >= 0) {
+          int64_t seen = bad_row.load();
+          while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
+          }
+          return;
+        }
+    });
+    if (const int64_t r = bad_row.load(); r < rows) {
+      const int64_t block = ref::first_nonfinite_block(t.type, t.data + r * row_bytes, cols);
+      return corrupt(file.path() + ": tensor '" + t.name + "' (" + std::string(dtype_name(t.type)) + "): row " +
+                     std::to_string(r) + ", block " + std::to_string(block) +
+                     " decodes to a NaN or an infinity (a corrupt scale)");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
   const bool folder = is_hf_folder(path);
   AUTOGLM_ASSIGN_OR_RETURN(auto file, folder ? open_hf_checkpoint(path) : GgufFile::open(path, options.file_load));
   if (const std::string why = file->lock_failure(); !why.empty()) log_line(LogLevel::kWarning, why);
+  if (options.check_tensors) AUTOGLM_RETURN_IF_ERROR(check_tensor_values(*file));
   if (options.quantize) {
     ThreadPool pool(physical_core_count());
     const std::string step = "quantizing to " + std::string(dtype_name(*options.quantize));

@@ -31,6 +31,9 @@ struct ModelLoadOptions {
   LoadProgress progress;          // null: silent
   Device device;                  // where the forward pass runs (the weights are placed there)
   FileLoad file_load;             // --no-mmap / --mlock (GGUF files; folders are always mapped)
+  // --check-tensors: decode every weight at load; a block with a NaN or infinite value (a corrupt
+  // scale) is an error naming the tensor, row and block.
+  bool check_tensors = false;
   // --n-cpu-moe N: on a GPU, the routed experts of layers [0, N) stay in host memory and run
   // on the CPU (kCpuMoeAllLayers: --cpu-moe, every layer); 0: all on the GPU. The CPU
   // device ignores it. Negative: an error.

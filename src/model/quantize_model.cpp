@@ -2,6 +2,7 @@
 
 #include "formats/gguf.h"
 #include "kernels/ref/quants.h"
+#include "model/quant_mix.h"
 
 namespace autoglm {
 namespace {
@@ -17,18 +18,37 @@ DType fitting_type(DType wanted, int64_t cols) {
   return DType::F32;
 }
 
-std::vector<uint8_t> requantize(const GgufTensorInfo& t, DType to, ThreadPool& pool) {
+// importance: [n_mat][cols] (a stack's matrices each their own), or null.
+std::vector<uint8_t> requantize(const GgufTensorInfo& t, DType to, ThreadPool& pool, const float* importance) {
   const int64_t cols = t.dims[0], rows = t.rows();
+  const int64_t rows_per_mat = t.dims.size() > 1 ? t.dims[1] : 1;
   const int64_t in_row = dtype_row_bytes(t.type, cols), out_row = dtype_row_bytes(to, cols);
   std::vector<uint8_t> out(size_t(out_row * rows));
   pool.parallel_for(rows, [&](int, int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
       ref::dequantize_row(t.type, t.data + r * in_row, row.data(), cols);
-      ref::quantize_row(to, row.data(), out.data() + r * out_row, cols);
+      const float* w = importance ? importance + (r / rows_per_mat) * cols : nullptr;
+      ref::quantize_row(to, row.data(), out.data() + r * out_row, cols, w);
     }
   });
   return out;
+}
+
+// The importance of a re-encoded matrix's columns, from the options' imatrix; null when it has
+// no entry. An entry of another size is an error naming the tensor (the embedding table's is
+// skipped, as llama-quantize does).
+Result<std::shared_ptr<const std::vector<float>>> importance_for(const GgufTensorInfo& t, const QuantizeOptions& o) {
+  if (!o.imatrix) return std::shared_ptr<const std::vector<float>>();
+  auto w = o.imatrix->weights(t.name);
+  if (!w) return std::shared_ptr<const std::vector<float>>();
+  const int64_t want = t.dims[0] * (t.dims.size() > 2 ? t.dims[2] : 1);
+  if (int64_t(w->size()) != want) {
+    if (t.name == "token_embd.weight") return std::shared_ptr<const std::vector<float>>();
+    return invalid_argument("quantize: the importance matrix has " + std::to_string(w->size()) + " values for '" +
+                            t.name + "', which takes " + std::to_string(want));
+  }
+  return std::make_shared<const std::vector<float>>(std::move(*w));
 }
 
 // What becomes of one tensor: its type in the output, and whether its values are re-encoded.
@@ -68,10 +88,51 @@ TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
 }
 
 Status check_types(const QuantizeOptions& options) {
+  if (options.mix) return Status::ok();  // checked per tensor
   for (DType t : {options.type, options.keep_type.value_or(options.type)})
     if (!ref::dtype_can_quantize(t))
       return invalid_argument("quantize: type '" + std::string(dtype_name(t)) + "' cannot be written");
   return Status::ok();
+}
+
+// A tensor of a mix: the type llama-quantize's rules give it, or (a norm, a router ...) as the
+// plain plan has it.
+Result<TensorPlan> mix_plan(const GgufTensorInfo& t, const std::map<std::string, TensorChoice>& mix,
+                            const QuantizeOptions& o) {
+  const auto it = mix.find(t.name);
+  if (it == mix.end() || !ref::dtype_is_supported(t.type)) {
+    const bool small = t.dims.size() == 1 || stays_float(t.name);
+    if (o.vectors_to_f32 && small && t.type != DType::F32 && ref::dtype_is_supported(t.type))
+      return TensorPlan{DType::F32, true, false};
+    return TensorPlan{t.type, false, false};
+  }
+  const TensorChoice& c = it->second;
+  const std::string type(dtype_name(c.type));
+  if (c.needs_imatrix && (!o.imatrix || !o.imatrix->weights(t.name)))
+    return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
+                            ", which needs an importance matrix: give --imatrix FILE (autoglm imatrix makes one)");
+  if (!ref::dtype_can_quantize(c.type))
+    return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
+                            ", a type this engine cannot write yet");
+  return TensorPlan{c.type, c.type != t.type, c.fallback};
+}
+
+// Every tensor's plan, in the file's order.
+Result<std::vector<TensorPlan>> plan_tensors(const GgufFile& file, const QuantizeOptions& o) {
+  AUTOGLM_RETURN_IF_ERROR(check_types(o));
+  std::vector<TensorPlan> plans;
+  if (!o.mix) {
+    for (const auto& t : file.tensors()) plans.push_back(plan_tensor(t, o));
+    return plans;
+  }
+  MixChoices choices = o.mix_choices;
+  choices.has_imatrix = o.imatrix != nullptr;
+  AUTOGLM_ASSIGN_OR_RETURN(const auto mix, plan_quant_mix(file, *o.mix, choices));
+  for (const auto& t : file.tensors()) {
+    AUTOGLM_ASSIGN_OR_RETURN(const TensorPlan p, mix_plan(t, mix, o));
+    plans.push_back(p);
+  }
+  return plans;
 }
 
 std::vector<std::pair<std::string, GgufValue>> output_metadata(
@@ -83,8 +144,17 @@ std::vector<std::pair<std::string, GgufValue>> output_metadata(
       if (k == key) return void(value = std::move(v));
     metadata.emplace_back(key, std::move(v));
   };
-  set("general.file_type", GgufValue::u32(gguf_file_type(options.type)));
+  set("general.file_type",
+      GgufValue::u32(options.mix ? quant_mix_info(*options.mix).file_type : gguf_file_type(options.type)));
   set("general.quantization_version", GgufValue::u32(2));
+  if (options.imatrix) {
+    set("quantize.imatrix.file", GgufValue::string(options.imatrix_path));
+    if (!options.imatrix->datasets.empty())
+      set("quantize.imatrix.dataset", GgufValue::string(options.imatrix->datasets.front()));
+    set("quantize.imatrix.entries_count", GgufValue::u32(uint32_t(options.imatrix->entries.size())));
+    if (options.imatrix->chunk_count > 0)
+      set("quantize.imatrix.chunks_count", GgufValue::u32(uint32_t(options.imatrix->chunk_count)));
+  }
   for (const auto& [k, v] : extra) set(k, v);
   return metadata;
 }
@@ -93,7 +163,7 @@ void count(const TensorPlan& plan, const GgufTensorInfo& t, uint64_t out_bytes, 
   r.bytes_in += int64_t(t.n_bytes);
   r.bytes_out += int64_t(out_bytes);
   if (plan.reencode && t.dims.size() >= 2)
-    ++r.tensors_quantized;
+    ++r.tensors_quantized, ++r.types[plan.type];
   else
     ++r.tensors_copied;
   if (plan.fallback) ++r.tensors_fallback;
@@ -108,19 +178,21 @@ uint64_t planned_bytes(const GgufTensorInfo& t, DType type) {
 Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const QuantizeOptions& options, ThreadPool& pool,
                                                 const std::function<void(int64_t, int64_t)>& on_tensor,
                                                 QuantizeReport* report_out) {
-  AUTOGLM_RETURN_IF_ERROR(check_types(options));
+  AUTOGLM_ASSIGN_OR_RETURN(const auto plans, plan_tensors(file, options));
   auto storage = std::make_shared<std::vector<std::vector<uint8_t>>>();
   storage->reserve(file.tensors().size());
   std::vector<GgufTensorInfo> tensors;
   QuantizeReport report;
   const int64_t total = int64_t(file.tensors().size());
   int64_t done = 0;
-  for (const auto& t : file.tensors()) {
-    const TensorPlan plan = plan_tensor(t, options);
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const GgufTensorInfo& t = file.tensors()[i];
+    const TensorPlan& plan = plans[i];
     GgufTensorInfo out = t;
     out.type = plan.type;
+    AUTOGLM_ASSIGN_OR_RETURN(const auto importance, importance_for(t, options));
     if (plan.reencode)
-      storage->push_back(requantize(t, plan.type, pool));
+      storage->push_back(requantize(t, plan.type, pool, importance ? importance->data() : nullptr));
     else
       storage->emplace_back(t.data, t.data + t.n_bytes);
     out.data = storage->back().data();
@@ -136,7 +208,7 @@ Result<std::unique_ptr<GgufFile>> quantize_file(const GgufFile& file, const Quan
 Status quantize_to_file(const GgufFile& file, const std::string& out, const QuantizeOptions& options, ThreadPool& pool,
                         const std::vector<std::pair<std::string, GgufValue>>& extra_metadata,
                         const std::function<void(int64_t, int64_t)>& on_tensor, QuantizeReport* report_out) {
-  AUTOGLM_RETURN_IF_ERROR(check_types(options));
+  AUTOGLM_ASSIGN_OR_RETURN(const auto plans, plan_tensors(file, options));
   GgufWriter w;
   for (const auto& [key, value] : output_metadata(file, options, extra_metadata))
     if (key != "general.alignment") w.set(key, value);
@@ -144,17 +216,19 @@ Status quantize_to_file(const GgufFile& file, const std::string& out, const Quan
   auto buffer = std::make_shared<std::vector<uint8_t>>();  // one tensor at a time
   const int64_t total = int64_t(file.tensors().size());
   auto done = std::make_shared<int64_t>(0);
-  for (const auto& t : file.tensors()) {
-    const TensorPlan plan = plan_tensor(t, options);
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const GgufTensorInfo& t = file.tensors()[i];
+    const TensorPlan plan = plans[i];
     const uint64_t n_bytes = plan.reencode ? planned_bytes(t, plan.type) : t.n_bytes;
     count(plan, t, n_bytes, report);
     const GgufTensorInfo* src = &t;
+    AUTOGLM_ASSIGN_OR_RETURN(const auto importance, importance_for(t, options));
     AUTOGLM_RETURN_IF_ERROR(w.add_tensor_deferred(
         t.name, plan.type, t.dims, n_bytes,
-        [src, plan, buffer, done, total, &pool, &on_tensor]() -> Result<std::pair<const uint8_t*, size_t>> {
+        [src, plan, buffer, done, total, importance, &pool, &on_tensor]() -> Result<std::pair<const uint8_t*, size_t>> {
           if (on_tensor) on_tensor(++*done, total);
           if (!plan.reencode) return std::make_pair(src->data, size_t(src->n_bytes));
-          *buffer = requantize(*src, plan.type, pool);
+          *buffer = requantize(*src, plan.type, pool, importance ? importance->data() : nullptr);
           return std::make_pair<const uint8_t*, size_t>(buffer->data(), buffer->size());
         }));
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,8 @@
 #include "autoglm/status.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "formats/imatrix_file.h"
+#include "model/quant_mix.h"
 
 namespace autoglm {
 
@@ -17,11 +20,18 @@ struct QuantizeOptions {
   DType type = DType::Q4_0;
   std::optional<DType> keep_type = DType::Q8_0;  // token_embd/output; nullopt: same as `type`
   bool vectors_to_f32 = false;  // 1-D tensors (norms, biases), routers and other non-.weight tensors stored as F32
+  // llama-quantize's named mix: each tensor's type by its rules (type and keep_type unused).
+  std::optional<QuantMix> mix;
+  MixChoices mix_choices;
+  // Weighs each re-encoded value's error by its column's importance; named in the metadata.
+  std::shared_ptr<const Imatrix> imatrix;
+  std::string imatrix_path;
 };
 
 struct QuantizeReport {
   int64_t tensors_quantized = 0, tensors_copied = 0, tensors_fallback = 0;  // fallback: rows not whole blocks
   int64_t bytes_in = 0, bytes_out = 0;
+  std::map<DType, int64_t> types;  // of the matrices quantized
 };
 
 class GgufFile;

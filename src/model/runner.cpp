@@ -282,6 +282,10 @@ Status ModelRunner::output_rows(const Batch& b, const Vec& norm, const cpu::Weig
   return be.read_back(out, n_out * s.n_vocab, logits.data());
 }
 
+void ModelRunner::set_matmul_observer(MatmulObserver& observer) {
+  if (backend_) backend_ = observing_backend(std::move(*backend_), observer, pool_);
+}
+
 Status ModelRunner::last_hidden(std::vector<float>& out) {
   if (!backend_) return backend_.status();
   out.resize(size_t(last_tokens_ * spec_.n_embd));

@@ -15,6 +15,7 @@
 #include "model/kv_cache.h"
 #include "model/lora_apply.h"
 #include "model/model.h"
+#include "model/observing_backend.h"
 #include "model/op_profile.h"
 
 namespace autoglm {
@@ -38,6 +39,10 @@ class ModelRunner {
   // The residual stream after the last layer of the latest pass, before the output norm: n_embd
   // floats for every token of that batch (what a NextN block takes as `hidden`).
   Status last_hidden(std::vector<float>& out);
+
+  // From now on every weight matmul's input is shown to `observer` (which must outlive the
+  // runner) before it runs: autoglm imatrix. The CPU only.
+  void set_matmul_observer(MatmulObserver& observer);
 
   // Where the passes run (the model's device).
   const Device& device() const { return model_.device(); }

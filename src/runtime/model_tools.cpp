@@ -10,6 +10,7 @@
 #include "model/lora.h"
 #include "model/lora_merge.h"
 #include "model/model.h"
+#include "model/quant_mix.h"
 #include "model/quantize_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -80,11 +81,31 @@ Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std
 Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,
                                            const QuantizeModelOptions& options) {
   QuantizeOptions o;
-  AUTOGLM_ASSIGN_OR_RETURN(o.type, weight_type(options.type, "type"));
+  const auto mix = options.pure ? std::nullopt : quant_mix_from_name(options.type);
+  std::optional<DType> keep;
   if (options.keep_type) {
-    AUTOGLM_ASSIGN_OR_RETURN(o.keep_type, weight_type(*options.keep_type, "keep_type"));
+    AUTOGLM_ASSIGN_OR_RETURN(keep, weight_type(*options.keep_type, "keep_type"));
+  }
+  if (mix) {
+    o.mix = mix;
+    o.mix_choices.output_type = o.mix_choices.token_embedding_type = keep;
+    if (options.output_tensor_type) {
+      AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.output_type,
+                               weight_type(*options.output_tensor_type, "output_tensor_type"));
+    }
+    if (options.token_embedding_type) {
+      AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.token_embedding_type,
+                               weight_type(*options.token_embedding_type, "token_embedding_type"));
+    }
+    o.mix_choices.leave_output = options.leave_output_tensor;
   } else {
-    o.keep_type.reset();
+    AUTOGLM_ASSIGN_OR_RETURN(o.type, weight_type(options.type, "type"));
+    o.keep_type = keep;
+  }
+  if (!options.imatrix.empty()) {
+    AUTOGLM_ASSIGN_OR_RETURN(auto imatrix, read_imatrix(options.imatrix));
+    o.imatrix = std::make_shared<const Imatrix>(std::move(imatrix));
+    o.imatrix_path = options.imatrix;
   }
   o.vectors_to_f32 = options.vectors_to_f32;
   ThreadPool pool(tool_threads(options.threads));
@@ -95,6 +116,8 @@ Result<QuantizeModelReport> quantize_model(const std::string& in, const std::str
   report.tensors_fallback = r.tensors_fallback;
   report.bytes_in = r.bytes_in;
   report.bytes_out = r.bytes_out;
+  report.mix = mix ? std::string(quant_mix_info(*mix).name) : "";
+  for (const auto& [type, n] : r.types) report.types.emplace_back(std::string(dtype_name(type)), n);
   return report;
 }
 

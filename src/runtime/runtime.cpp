@@ -40,6 +40,7 @@ Result<ModelLoadOptions> load_options(const RuntimeOptions& o) {
   m.arch_override = o.architecture;
   m.repack = o.repack_weights;
   m.file_load = {o.use_mmap, o.use_mlock};
+  m.check_tensors = o.check_tensors;
   if (o.n_cpu_moe < 0) return invalid_argument("n_cpu_moe: " + std::to_string(o.n_cpu_moe) + " is negative");
   m.n_cpu_moe = o.cpu_moe ? kCpuMoeAllLayers : o.n_cpu_moe;
   m.progress = o.progress;

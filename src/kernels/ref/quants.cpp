@@ -7,100 +7,23 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "kernels/ref/block_decode.h"
+#include "kernels/ref/encoders.h"
+#include "kernels/ref/fit.h"
 
 namespace autoglm::ref {
-namespace {
 
 void write_half(uint8_t* p, float v) {
   const uint16_t h = float_to_fp16(v);
   std::memcpy(p, &h, 2);
 }
 
+namespace {
+
 int nearest(float v) {
   return int(std::lround(v));
 }
 
-// Value with the largest magnitude, sign kept (symmetric formats use it so that
-// the extreme value maps exactly onto the most negative code).
-float signed_absmax(const float* x, int n) {
-  float best = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > std::fabs(best)) best = x[i];
-  return best;
-}
-
-// Sub-block fits for the K formats: a few candidate steps around the plain range split
-// each give integer codes, and a least-squares fit of the step (and offset) to those codes
-// is kept where it lowers the squared error. K-quant sub-blocks are small (16 or 32
-// values), so the search is cheap next to the accuracy it buys.
-constexpr int kFitSteps = 12;      // candidates each side of the plain step
-constexpr float kFitDelta = 0.1f;  // in units of one code level
-
-// x ~ scale * q - offset with q in [0, levels] and offset >= 0.
-void fit_affine(const float* x, int n, int levels, float* scale, float* offset) {
-  const float lo = std::min(0.0f, *std::min_element(x, x + n)), hi = *std::max_element(x, x + n);
-  *scale = (hi - lo) / float(levels);
-  *offset = -lo;
-  if (hi <= lo) return;
-  auto error = [&](float sc, float off) {
-    double e = 0;
-    for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(nearest((x[i] + off) / sc), 0, levels);
-      const double d = double(sc) * q - off - x[i];
-      e += d * d;
-    }
-    return e;
-  };
-  double best = error(*scale, *offset);
-  for (int k = -kFitSteps; k <= kFitSteps; ++k) {
-    const float inv = (float(levels) + kFitDelta * float(k)) / (hi - lo);
-    double sq = 0, sqq = 0, sx = 0, sxq = 0;
-    for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(nearest((x[i] - lo) * inv), 0, levels);
-      sq += q, sqq += double(q) * q, sx += x[i], sxq += double(x[i]) * q;
-    }
-    const double det = n * sqq - sq * sq;
-    if (det <= 0) continue;
-    double sc = (n * sxq - sx * sq) / det, m = (sx - sc * sq) / n;  // x ~ sc * q + m
-    if (m > 0) sc = sxq / sqq, m = 0;                               // the offset may only lower values
-    if (sc <= 0) continue;
-    const double e = error(float(sc), float(-m));
-    if (e < best) best = e, *scale = float(sc), *offset = float(-m);
-  }
-}
-
-// x ~ scale * q with q in [-half, half - 1]; the sign of scale follows the largest magnitude.
-float fit_symmetric(const float* x, int n, int half) {
-  const float extreme = signed_absmax(x, n);
-  float scale = extreme / float(-half);
-  if (extreme == 0) return 0;
-  auto error = [&](float sc) {
-    double e = 0;
-    for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(nearest(x[i] / sc), -half, half - 1);
-      const double d = double(sc) * q - x[i];
-      e += d * d;
-    }
-    return e;
-  };
-  double best = error(scale);
-  for (int k = -kFitSteps; k <= kFitSteps; ++k) {
-    const float inv = -(float(half) + kFitDelta * float(k)) / extreme;
-    double sqq = 0, sxq = 0;
-    for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(nearest(x[i] * inv), -half, half - 1);
-      sqq += double(q) * q, sxq += double(x[i]) * q;
-    }
-    if (sqq <= 0) continue;
-    const float sc = float(sxq / sqq);
-    if (sc == 0) continue;
-    const double e = error(sc);
-    if (e < best) best = e, scale = sc;
-  }
-  return scale;
-}
-
-void encode_q8_0(const float* x, uint8_t* b) {
+void encode_q8_0(const float* x, const float*, uint8_t* b) {
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
@@ -139,25 +62,40 @@ uint32_t fifth_bits(const int* q) {
   return qh;
 }
 
-void encode_q4_0(const float* x, uint8_t* b) {
-  float d;
-  int q[32];
-  encode_symmetric(x, 4, &d, q);
+// With importance weights: the weighted least-squares scale (fit.h), codes against it as stored.
+void encode_symmetric_weighted(const float* x, const float* w, int bits, float* d_out, int* q) {
+  const int half = 1 << (bits - 1);
+  const float d = fp16_to_float(float_to_fp16(fit_symmetric(x, w, 32, half)));
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(nearest(x[i] * id) + half, 0, 2 * half - 1);
+  *d_out = d;
+}
+
+void write_q4_0(float d, const int* q, uint8_t* b) {
   write_half(b, d);
   pack_nibbles(q, b + 2);
 }
 
-void encode_q5_0(const float* x, uint8_t* b) {
-  float d;
-  int q[32];
-  encode_symmetric(x, 5, &d, q);
+void write_q5_0(float d, const int* q, uint8_t* b) {
   write_half(b, d);
   const uint32_t qh = fifth_bits(q);
   std::memcpy(b + 2, &qh, 4);
   pack_nibbles(q, b + 6);
 }
 
-void encode_q4_1(const float* x, uint8_t* b) {
+// Without importance, the absmax scale (llama.cpp's files byte for byte); with it, the fit.
+template <int kBits, bool kWeighted>
+void encode_q_0(const float* x, const float* w, uint8_t* b) {
+  float d;
+  int q[32];
+  if constexpr (kWeighted)
+    encode_symmetric_weighted(x, w, kBits, &d, q);
+  else
+    encode_symmetric(x, kBits, &d, q);
+  (kBits == 4 ? write_q4_0 : write_q5_0)(d, q, b);
+}
+
+void encode_q4_1(const float* x, const float*, uint8_t* b) {
   float d, m;
   int q[32];
   encode_affine(x, 4, &d, &m, q);
@@ -166,7 +104,7 @@ void encode_q4_1(const float* x, uint8_t* b) {
   pack_nibbles(q, b + 4);
 }
 
-void encode_q5_1(const float* x, uint8_t* b) {
+void encode_q5_1(const float* x, const float*, uint8_t* b) {
   float d, m;
   int q[32];
   encode_affine(x, 5, &d, &m, q);
@@ -179,9 +117,9 @@ void encode_q5_1(const float* x, uint8_t* b) {
 
 // Q4_K / Q5_K: eight sub-blocks of 32 with 6-bit scales and mins; y = d*sc*q - dmin*m.
 // Fills the header (d, dmin, 12 scale bytes) and returns each element's code in q.
-void encode_k_affine(const float* x, int levels, uint8_t* b, int* q) {
+void encode_k_affine(const float* x, const float* w, int levels, uint8_t* b, int* q) {
   float scale[8], minv[8];
-  for (int s = 0; s < 8; ++s) fit_affine(x + 32 * s, 32, levels, &scale[s], &minv[s]);
+  for (int s = 0; s < 8; ++s) fit_affine(x + 32 * s, w + 32 * s, 32, levels, &scale[s], &minv[s]);
   const float max_scale = *std::max_element(scale, scale + 8), max_min = *std::max_element(minv, minv + 8);
   const float d = max_scale / 63.0f, dmin = max_min / 63.0f;
   write_half(b, d);
@@ -208,17 +146,17 @@ void encode_k_affine(const float* x, int levels, uint8_t* b, int* q) {
   }
 }
 
-void encode_q4_k(const float* x, uint8_t* b) {
+void encode_q4_k(const float* x, const float* w, uint8_t* b) {
   int q[256];
-  encode_k_affine(x, 15, b, q);
+  encode_k_affine(x, w, 15, b, q);
   uint8_t* qs = b + 16;
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l) qs[32 * c + l] = uint8_t(q[64 * c + l] | (q[64 * c + l + 32] << 4));
 }
 
-void encode_q5_k(const float* x, uint8_t* b) {
+void encode_q5_k(const float* x, const float* w, uint8_t* b) {
   int q[256];
-  encode_k_affine(x, 31, b, q);
+  encode_k_affine(x, w, 31, b, q);
   uint8_t* qh = b + 16;
   uint8_t* ql = b + 48;
   std::memset(qh, 0, 32);
@@ -232,11 +170,11 @@ void encode_q5_k(const float* x, uint8_t* b) {
 }
 
 // Q6_K: sixteen sub-blocks of 16 with int8 scales; y = d*sc*(q-32).
-void encode_q6_k(const float* x, uint8_t* b) {
+void encode_q6_k(const float* x, const float* w, uint8_t* b) {
   float sub_scale[16];
   float max_scale = 0;
   for (int s = 0; s < 16; ++s) {
-    sub_scale[s] = fit_symmetric(x + 16 * s, 16, 32);
+    sub_scale[s] = fit_symmetric(x + 16 * s, w + 16 * s, 16, 32);
     if (std::fabs(sub_scale[s]) > std::fabs(max_scale)) max_scale = sub_scale[s];
   }
   const float d = max_scale / -128.0f;
@@ -279,7 +217,7 @@ int nearest_mxfp4_code(float x, float d) {
 
 // MXFP4: the exponent llama.cpp picks, floor(log2(amax)) - 2 (largest value 1.5 * 2^floor(log2 amax),
 // so the top of the range is clipped), that its files and error bounds come with.
-void encode_mxfp4(const float* x, uint8_t* b) {
+void encode_mxfp4(const float* x, const float*, uint8_t* b) {
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
   const int e = amax > 0 ? std::clamp(int(std::floor(std::log2(amax))) - 2 + 127, 0, 254) : 0;
@@ -290,21 +228,27 @@ void encode_mxfp4(const float* x, uint8_t* b) {
   pack_nibbles(q, b + 1);
 }
 
-using BlockEncoder = void (*)(const float*, uint8_t*);
-
 BlockEncoder block_encoder(DType t) {
   switch (t) {
-    case DType::Q4_0: return encode_q4_0;
+    case DType::Q4_0: return encode_q_0<4, false>;
     case DType::Q4_1: return encode_q4_1;
-    case DType::Q5_0: return encode_q5_0;
+    case DType::Q5_0: return encode_q_0<5, false>;
     case DType::Q5_1: return encode_q5_1;
     case DType::Q8_0: return encode_q8_0;
     case DType::Q4_K: return encode_q4_k;
     case DType::Q5_K: return encode_q5_k;
     case DType::Q6_K: return encode_q6_k;
     case DType::MXFP4: return encode_mxfp4;
-    default: return nullptr;
+    default: return low_bit_encoder(t);
   }
+}
+
+// The encoder that uses importance weights: Q4_0 and Q5_0 fit their scale then; the others
+// always weigh (uniformly without an importance matrix) or, for Q4_1, Q5_1, Q8_0 and MXFP4, never.
+BlockEncoder weighted_encoder(DType t) {
+  if (t == DType::Q4_0) return encode_q_0<4, true>;
+  if (t == DType::Q5_0) return encode_q_0<5, true>;
+  return block_encoder(t);
 }
 
 }  // namespace
@@ -339,7 +283,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / info.block_elems; ++b) decode(bytes + b * info.block_bytes, dst + b * info.block_elems);
 }
 
-void quantize_row(DType t, const float* src, void* dst, int64_t n) {
+void quantize_row(DType t, const float* src, void* dst, int64_t n, const float* importance) {
   auto* bytes = static_cast<uint8_t*>(dst);
   switch (t) {
     case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
@@ -352,10 +296,25 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       return;
     default: break;
   }
-  const BlockEncoder encode = block_encoder(t);
+  const BlockEncoder encode = importance ? weighted_encoder(t) : block_encoder(t);
   AUTOGLM_CHECK(encode != nullptr);
   const auto& info = dtype_info(t);
-  for (int64_t b = 0; b < n / info.block_elems; ++b) encode(src + b * info.block_elems, bytes + b * info.block_bytes);
+  const std::vector<float> uniform(importance ? 0 : size_t(info.block_elems), 1.0f);
+  for (int64_t b = 0; b < n / info.block_elems; ++b) {
+    const float* w = importance ? importance + b * info.block_elems : uniform.data();
+    encode(src + b * info.block_elems, w, bytes + b * info.block_bytes);
+  }
+}
+
+int64_t first_nonfinite_block(DType t, const void* src, int64_t n) {
+  const int64_t block = dtype_info(t).block_elems, block_bytes = dtype_info(t).block_bytes;
+  std::vector<float> values(static_cast<size_t>(block));
+  for (int64_t b = 0; b < n / block; ++b) {
+    dequantize_row(t, static_cast<const uint8_t*>(src) + b * block_bytes, values.data(), block);
+    for (float v : values)
+      if (!std::isfinite(v)) return b;
+  }
+  return -1;
 }
 
 double dot(DType t, const void* row, const float* x, int64_t n) {
