@@ -1,5 +1,5 @@
 // autoglm imatrix: the statistics against llama-imatrix's file for the same model and text
-// (tests/data/stories260k_c128.imatrix.gguf: llama-imatrix 2026-09 -m stories260K.gguf
+// (tests/data/stories260k_c128.imatrix: llama-imatrix 2026-09 -m stories260K.gguf
 // -f tests/data/stories_ppl.txt -c 128), the file formats both ways, and quantize --imatrix.
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ TEST_F(StoriesImatrix, MatchesLlamaImatrix) {
   EXPECT_NEAR(report->ppl, 3.0255, 0.002);  // llama-imatrix prints the same perplexity
   auto ours = read_imatrix(out);
   ASSERT_TRUE(ours.is_ok()) << ours.status().message();
-  auto theirs = read_imatrix(data_path("stories260k_c128.imatrix.gguf"));
+  auto theirs = read_imatrix(data_path("stories260k_c128.imatrix"));
   ASSERT_TRUE(theirs.is_ok()) << theirs.status().message();
   EXPECT_EQ(ours->chunk_count, 78);
   EXPECT_EQ(ours->chunk_size, 128);
@@ -136,7 +136,7 @@ TEST_F(StoriesImatrix, QuantizeReadsTheImatrix) {
   const std::string out = test::temp_path("stories-imx.gguf");
   QuantizeModelOptions q;
   q.type = "q4_0";
-  q.imatrix = data_path("stories260k_c128.imatrix.gguf");
+  q.imatrix = data_path("stories260k_c128.imatrix");
   auto report = quantize_model(model, out, q);
   ASSERT_TRUE(report.is_ok()) << report.status().message();
   auto file = GgufFile::open(out);
