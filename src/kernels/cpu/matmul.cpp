@@ -127,7 +127,9 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q8_0:
-    case DType::MXFP4: return ActivationFormat::kQ8Blocks32;
+    case DType::MXFP4:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return ActivationFormat::kQ8Blocks32;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return ActivationFormat::kQ8KBlocks256;

@@ -14,17 +14,20 @@ constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 
 constexpr int64_t kQ6KHeader = 144;  // d and scales of 8 rows
 
+constexpr int64_t kIq4XsHeader = 80;  // d of 8 rows, then the runs' signed scales [run][row]
+
 int64_t quant_bytes(DType t) {
   switch (t) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::MXFP4: return 16;
+    case DType::MXFP4:
+    case DType::IQ4_NL: return 16;
     case DType::Q8_0: return 32;
     case DType::Q5_K: return 160;  // nibbles, then high bits
     case DType::Q6_K: return 192;
-    default: return 128;
+    default: return 128;  // Q4_K, IQ4_XS
   }
 }
 
@@ -45,8 +48,27 @@ void transpose_into(const uint8_t* row, int64_t cols, int r, uint8_t* out) {
   }
 }
 
+// IQ4_XS: d per row, each run's 6-bit scale less 32 as an int8, and each run's 16 code bytes
+// interleaved as IQ4_NL's.
+void pack_iq4_xs(const uint8_t* const* src, uint8_t* out) {
+  for (int run = 0; run < 8; ++run) {
+    const uint8_t* codes[kPackRows] = {};
+    for (int r = 0; r < kPackRows; ++r) {
+      if (!src[r]) continue;
+      std::memcpy(out + 2 * r, src[r], 2);
+      uint16_t high;
+      std::memcpy(&high, src[r] + 2, 2);
+      const int ls = ((src[r][4 + run / 2] >> (4 * (run % 2))) & 0x0f) | (((high >> (2 * run)) & 3) << 4);
+      out[16 + 8 * run + r] = uint8_t(int8_t(ls - 32));
+      codes[r] = src[r] + 8 + 16 * run;
+    }
+    interleave_codes(codes, 16, out + kIq4XsHeader + 128 * run);
+  }
+}
+
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
+  if (t == DType::IQ4_XS) return pack_iq4_xs(src, out);
   const uint8_t* codes[kPackRows] = {};
   if (t == DType::Q6_K) {  // ql (128) then qh (64) are contiguous in the block: chunks of both in one run
     for (int r = 0; r < kPackRows; ++r) {
@@ -109,7 +131,8 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 }  // namespace
 
 bool packable(DType t) {
-  return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || packed_as_floats(t);
+  return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
+         packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -118,6 +141,7 @@ bool packed_as_floats(DType t) {
 
 int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
+  if (t == DType::IQ4_XS) return kIq4XsHeader + 8 * 128;
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
                                                               : packed_int_header_bytes(t);

@@ -102,19 +102,19 @@ int nearest_code(const signed char* values, float v) {
 float fit_codebook(const float* x, const float* w, int n, const signed char* values) {
   const float extreme = signed_absmax(x, n);
   if (extreme == 0) return 0;
-  // The extreme on either end of the book, stretched or clipped by up to a fifth; for the codes
+  // The extreme on either end of the book, stretched or clipped by up to 18%; for the codes
   // each candidate picks, the least-squares scale, whose error is sum w x^2 - (sum w x v)^2 /
   // (sum w v^2): the candidate with the largest (sum w x v)^2 / (sum w v^2) wins.
-  constexpr float kCodebookStep = 0.025f;
-  constexpr int kCodebookSteps = 9;
+  constexpr float kCodebookStep = 0.03f;
+  constexpr int kCodebookSteps = 6;
   float scale = extreme / float(values[0]);
   double best = -1;
   for (const int end : {int(values[0]), int(values[15])})
     for (int k = -kCodebookSteps; k <= kCodebookSteps; ++k) {
       const float inv = float(end) * (1.0f + kCodebookStep * float(k)) / extreme;
-      double svv = 0, sxv = 0;
+      float svv = 0, sxv = 0;
       for (int i = 0; i < n; ++i) {
-        const double v = values[nearest_code(values, x[i] * inv)];
+        const float v = values[nearest_code(values, x[i] * inv)];
         svv += w[i] * v * v, sxv += w[i] * x[i] * v;
       }
       if (svv <= 0 || sxv * sxv / svv <= best) continue;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Decode and prefill speed per weight type beside llama.cpp 2026-09, in one run on one machine:
+# the 1b preset (create-model --arch llama --preset 1b, F16) quantized by llama-quantize --pure to
+# each type, then llama-bench and autoglm bench (both kernel sets: the CPU's best, and AVX2) on
+# that same file, 2 threads, pp512 and tg128.
+#   bash bench/weight_types_vs_llama.sh [TYPES...]      # default: Q4_0 IQ4_NL IQ4_XS
+# Needs ../shared/tools/build-llama-anchor.sh with the llama-quantize and llama-bench targets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$PWD/build/src/cli/autoglm
+lq=${LLAMA_BIN:-$HOME/.cache/llama-anchor/build/bin}
+work=${WORK:-/tmp/autoglm-types-bench}
+threads=${THREADS:-2}
+types=("$@")
+[ ${#types[@]} -eq 0 ] && types=(Q4_0 IQ4_NL IQ4_XS)
+mkdir -p "$work"
+[ -f "$work/f16.gguf" ] || "$bin" create-model --arch llama --preset 1b --type f16 -o "$work/f16.gguf" >/dev/null
+grep -m1 'model name' /proc/cpuinfo
+printf '| type | tool | pp512 t/s | tg128 t/s |\n|---|---|---:|---:|\n'
+for t in "${types[@]}"; do
+  f="$work/llama-$t.gguf"
+  [ -f "$f" ] || LD_LIBRARY_PATH=$lq "$lq/llama-quantize" --pure "$work/f16.gguf" "$f" "$t" "$threads" >/dev/null 2>&1
+  read -r lpp ltg < <(LD_LIBRARY_PATH=$lq "$lq/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 3 -o json 2>/dev/null |
+    python3 -c 'import json, sys
+rows = json.load(sys.stdin)
+pick = lambda p, g: next(r["avg_ts"] for r in rows if r["n_prompt"] == p and r["n_gen"] == g)
+print("%.2f %.2f" % (pick(512, 0), pick(0, 128)))')
+  printf '| %s | llama.cpp | %s | %s |\n' "$t" "$lpp" "$ltg"
+  for isa in "" avx2; do
+    if [ -n "$isa" ]; then export AUTOGLM_CPU_ISA=$isa; else unset AUTOGLM_CPU_ISA; fi
+    out=$("$bin" bench -m "$f" -p 512 -n 128 -t "$threads" -r 3 2>/dev/null)
+    pp=$(echo "$out" | awk -F'|' '/pp512/ { split($7, a, " "); print a[1] }')
+    tg=$(echo "$out" | awk -F'|' '/tg128/ { split($7, a, " "); print a[1] }')
+    printf '| %s | autoglm%s | %s | %s |\n' "$t" "${isa:+ ($isa)}" "$pp" "$tg"
+  done
+  unset AUTOGLM_CPU_ISA
+done
