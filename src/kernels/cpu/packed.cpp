@@ -14,6 +14,8 @@ constexpr int64_t kQ4KHeader = 160;  // d, dmin, scales, mins of 8 rows
 
 constexpr int64_t kQ6KHeader = 144;  // d and scales of 8 rows
 
+constexpr int64_t kQ3KCodes = 512, kQ3KHighBits = 256;  // after Q6_K's header: d, scales
+
 constexpr int64_t kIq4XsHeader = 80;  // d of 8 rows, then the runs' signed scales [run][row]
 
 int64_t quant_bytes(DType t) {
@@ -66,9 +68,35 @@ void pack_iq4_xs(const uint8_t* const* src, uint8_t* out) {
   }
 }
 
+// Q3_K: d and the 16 signed scales as Q6_K packs them; the 2-bit codes of each half (32 bytes a
+// row) interleaved 4 bytes a row; then per half, shift and 4-byte chunk a 32-bit word whose bit
+// 4r + i is row r's high bit of element 128 h + 32 s + 4 c + i (Q5_0's layout of fifth bits).
+void pack_q3_k(const uint8_t* const* src, uint8_t* out) {
+  const uint8_t* codes[2][kPackRows] = {};
+  for (int r = 0; r < kPackRows; ++r) {
+    if (!src[r]) continue;
+    std::memcpy(out + 2 * r, src[r] + 108, 2);
+    for (int s = 0; s < 16; ++s) out[16 + 16 * (s / 2) + 2 * r + (s % 2)] = uint8_t(int8_t(q3_k_scale(src[r] + 96, s)));
+    codes[0][r] = src[r] + 32;
+    codes[1][r] = src[r] + 64;
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < 4; ++s)
+        for (int c = 0; c < 8; ++c) {
+          uint8_t* at = out + kQ6KHeader + kQ3KCodes + 4 * (32 * h + 8 * s + c);
+          uint32_t word;
+          std::memcpy(&word, at, 4);
+          for (int i = 0; i < 4; ++i) word |= uint32_t((src[r][4 * c + i] >> (4 * h + s)) & 1) << (4 * r + i);
+          std::memcpy(at, &word, 4);
+        }
+  }
+  interleave_codes(codes[0], 32, out + kQ6KHeader);
+  interleave_codes(codes[1], 32, out + kQ6KHeader + 256);
+}
+
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   if (t == DType::IQ4_XS) return pack_iq4_xs(src, out);
+  if (t == DType::Q3_K) return pack_q3_k(src, out);
   const uint8_t* codes[kPackRows] = {};
   if (t == DType::Q6_K) {  // ql (128) then qh (64) are contiguous in the block: chunks of both in one run
     for (int r = 0; r < kPackRows; ++r) {
@@ -132,7 +160,7 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 
 bool packable(DType t) {
   return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         packed_as_floats(t);
+         t == DType::Q3_K || packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -142,6 +170,7 @@ bool packed_as_floats(DType t) {
 int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
   if (t == DType::IQ4_XS) return kIq4XsHeader + 8 * 128;
+  if (t == DType::Q3_K) return kQ6KHeader + kQ3KCodes + kQ3KHighBits;
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
                                                               : packed_int_header_bytes(t);
