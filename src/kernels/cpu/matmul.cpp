@@ -133,7 +133,8 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-    case DType::Q3_K: return ActivationFormat::kQ8KBlocks256;
+    case DType::Q3_K:
+    case DType::Q2_K: return ActivationFormat::kQ8KBlocks256;
     case DType::BF16: return bf16_activations() ? ActivationFormat::kBf16Floats : ActivationFormat::kFloat;
     default: return ActivationFormat::kFloat;
   }

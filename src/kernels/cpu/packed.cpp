@@ -93,8 +93,27 @@ void pack_q3_k(const uint8_t* const* src, uint8_t* out) {
   interleave_codes(codes[1], 32, out + kQ6KHeader + 256);
 }
 
+// Q2_K: d and dmin of 8 rows, each sub-block's scale-and-min byte in Q6_K's layout of scales, then
+// the 2-bit codes as Q3_K's.
+constexpr int64_t kQ2KHeader = 160;
+
+void pack_q2_k(const uint8_t* const* src, uint8_t* out) {
+  const uint8_t* codes[2][kPackRows] = {};
+  for (int r = 0; r < kPackRows; ++r) {
+    if (!src[r]) continue;
+    std::memcpy(out + 2 * r, src[r] + 80, 2);
+    std::memcpy(out + 16 + 2 * r, src[r] + 82, 2);
+    for (int s = 0; s < 16; ++s) out[32 + 16 * (s / 2) + 2 * r + (s % 2)] = src[r][s];
+    codes[0][r] = src[r] + 16;
+    codes[1][r] = src[r] + 48;
+  }
+  interleave_codes(codes[0], 32, out + kQ2KHeader);
+  interleave_codes(codes[1], 32, out + kQ2KHeader + 256);
+}
+
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
+  if (t == DType::Q2_K) return pack_q2_k(src, out);
   if (t == DType::IQ4_XS) return pack_iq4_xs(src, out);
   if (t == DType::Q3_K) return pack_q3_k(src, out);
   const uint8_t* codes[kPackRows] = {};
@@ -160,7 +179,7 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 
 bool packable(DType t) {
   return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         t == DType::Q3_K || packed_as_floats(t);
+         t == DType::Q3_K || t == DType::Q2_K || packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -171,6 +190,7 @@ int64_t packed_block_bytes(DType t) {
   if (packed_as_floats(t)) return kPackRows * dtype_info(t).block_bytes;
   if (t == DType::IQ4_XS) return kIq4XsHeader + 8 * 128;
   if (t == DType::Q3_K) return kQ6KHeader + kQ3KCodes + kQ3KHighBits;
+  if (t == DType::Q2_K) return kQ2KHeader + kQ3KCodes;
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
                                                               : packed_int_header_bytes(t);
