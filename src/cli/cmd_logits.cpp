@@ -34,17 +34,10 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list, int64_t n_vocab)
 }
 
 int logits(const LogitsArgs& a) {
-  RuntimeOptions options;
+  auto offline = offline_runtime_options(a.device, a.kv_type, a.threads, a.memory);
+  if (!offline) return fail(offline.status());
+  RuntimeOptions options = *offline;
   options.quantize = a.quantize;
-  a.memory.apply_to(options);
-  auto device = parse_device(a.device);
-  if (!device) return fail(device.status());
-  options.device = *device;
-  options.threads = a.threads;
-  auto kv_type = kv_type_option(a.kv_type);
-  if (!kv_type) return fail(kv_type.status());
-  options.kv_type = *kv_type;
-  options.start_engine = false;
   auto lora = lora_options(a.lora);
   if (!lora) return fail(lora.status());
   options.lora = *lora;

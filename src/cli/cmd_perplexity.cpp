@@ -72,17 +72,9 @@ int perplexity(const PerplexityArgs& a) {
     if (!read) return fail(read.status());
     text = *read;
   }
-  RuntimeOptions options;
-  a.memory.apply_to(options);
-  auto device = parse_device(a.device);
-  if (!device) return fail(device.status());
-  options.device = *device;
-  options.threads = a.threads;
-  auto kv_type = kv_type_option(a.kv_type);
-  if (!kv_type) return fail(kv_type.status());
-  options.kv_type = *kv_type;
-  options.start_engine = false;
-  auto rt = open_runtime(a.model, options);
+  auto options = offline_runtime_options(a.device, a.kv_type, a.threads, a.memory);
+  if (!options) return fail(options.status());
+  auto rt = open_runtime(a.model, *options);
   if (!rt) return fail(rt.status());
   PerplexityOptions o;
   o.n_ctx = a.n_ctx;

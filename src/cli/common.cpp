@@ -73,6 +73,17 @@ void add_memory_options(CLI::App& cmd, MemoryFlags& flags) {
                "Decode every weight at load: a block with a NaN or infinite value (a corrupt scale) is an error");
 }
 
+Result<RuntimeOptions> offline_runtime_options(const std::string& device, const std::string& kv_type, int threads,
+                                               const MemoryFlags& memory) {
+  RuntimeOptions options;
+  memory.apply_to(options);
+  AUTOGLM_ASSIGN_OR_RETURN(options.device, parse_device(device));
+  AUTOGLM_ASSIGN_OR_RETURN(options.kv_type, kv_type_option(kv_type));
+  options.threads = threads;
+  options.start_engine = false;
+  return options;
+}
+
 void add_cpu_moe_options(CLI::App& cmd, CpuMoeFlags& flags) {
   cmd.add_flag("--cpu-moe", flags.all,
                "Mixture-of-experts models on a GPU: keep the routed experts of every layer in host memory and run "

@@ -37,6 +37,10 @@ struct MemoryFlags {
   }
 };
 void add_memory_options(CLI::App& cmd, MemoryFlags& flags);
+// Options of a runtime without an engine (logits, perplexity): device, KV type, threads, memory
+// flags; an error names the bad --device or --kv-type.
+Result<RuntimeOptions> offline_runtime_options(const std::string& device, const std::string& kv_type, int threads,
+                                               const MemoryFlags& memory);
 // --cpu-moe and --n-cpu-moe N, as llama.cpp spells them (RuntimeOptions::cpu_moe, n_cpu_moe).
 struct CpuMoeFlags {
   bool all = false;
