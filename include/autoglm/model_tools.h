@@ -65,6 +65,9 @@ struct ConvertModelReport {
 Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std::string& out,
                                             const ConvertModelOptions& options = {});
 
+// Whether `name` (any case) is one of llama-quantize's mixes that quantize_model knows.
+bool is_quantize_mix(std::string_view name);
+
 struct QuantizeModelOptions {
   // A llama-quantize mix ("Q4_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "Q8_0", ...; Q4_K is Q4_K_M): each
   // tensor gets the type llama.cpp's rules give it, the file the size llama.cpp's has. With

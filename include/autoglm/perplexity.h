@@ -36,7 +36,7 @@ struct KlDivergenceStats {
          delta_p_min = 0;
 };
 
-// After each chunk: running figures (KL ones only when comparing).
+// After each chunk: running figures (KL ones only when comparing; their percentiles are left 0).
 struct PerplexityProgress {
   int64_t chunk = 0, n_chunk = 0;  // chunks done, of
   double ppl = 0;                  // running

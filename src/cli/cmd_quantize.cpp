@@ -38,6 +38,8 @@ std::string type_counts(const QuantizeModelReport& r) {
 }
 
 int quantize(const QuantizeArgs& a) {
+  if (!is_quantize_mix(a.type))
+    if (auto t = weight_type(a.type, "TYPE"); !t) return fail(t.status());
   QuantizeModelOptions o;
   o.type = a.type;
   o.pure = a.pure;
@@ -56,11 +58,7 @@ int quantize(const QuantizeArgs& a) {
   };
   auto report = quantize_model(a.in, a.out, o);
   bar.reset();
-  if (!report) {
-    const std::string& m = report.status().message();
-    if (m.rfind("type '", 0) == 0) return fail(invalid_argument("TYPE" + m.substr(4)));
-    return fail(report.status());
-  }
+  if (!report) return fail(report.status());
   std::printf(
       "wrote %s (%s): %lld matrices quantized (%s), %lld in a fallback type, %lld tensors copied; "
       "%.2f MiB -> %.2f MiB\n",

@@ -78,6 +78,10 @@ Result<ConvertModelReport> convert_hf_model(const std::string& folder, const std
   return result;
 }
 
+bool is_quantize_mix(std::string_view name) {
+  return quant_mix_from_name(name).has_value();
+}
+
 Result<QuantizeModelReport> quantize_model(const std::string& in, const std::string& out,
                                            const QuantizeModelOptions& options) {
   QuantizeOptions o;

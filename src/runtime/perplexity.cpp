@@ -89,7 +89,7 @@ class Scorer {
     PerplexityProgress p;
     p.chunk = done, p.n_chunk = total, p.ppl = nll_.ppl().value;
     p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (comparing) p.kl = kl_.stats();
+    if (comparing) p.kl = kl_.stats(false);  // running means; the percentiles only in the report
     options_.on_chunk(p);
   }
 

@@ -68,7 +68,7 @@ void KlSums::add(const float* log_q, const float* log_p, int64_t n_vocab, int32_
   ++count;
 }
 
-KlDivergenceStats KlSums::stats() const {
+KlDivergenceStats KlSums::stats(bool with_percentiles) const {
   KlDivergenceStats s;
   s.ppl = nll.ppl();
   s.base_ppl = base_nll.ppl();
@@ -83,6 +83,7 @@ KlDivergenceStats KlSums::stats() const {
   s.rms_delta_p = {rms, rms > 0 ? 0.5 / rms * ms.error : 0};
   const double top = count ? double(same_top) / double(count) : 0;
   s.same_top = {top, count > 1 ? std::sqrt(top * (1 - top) / double(count - 1)) : 0};
+  if (!with_percentiles) return s;
   auto k = klds, d = dps;
   std::sort(k.begin(), k.end());
   std::sort(d.begin(), d.end());

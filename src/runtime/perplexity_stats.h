@@ -24,7 +24,8 @@ struct KlSums {
   int64_t same_top = 0, count = 0;
   std::vector<float> klds, dps;
   void add(const float* log_q, const float* log_p, int64_t n_vocab, int32_t next);
-  KlDivergenceStats stats() const;
+  // with_percentiles: sort the KLD and Δp series (the final report; running figures skip it).
+  KlDivergenceStats stats(bool with_percentiles = true) const;
 };
 
 // mean and standard error of a series from its sum, sum of squares and count.

@@ -299,9 +299,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n, const float* 
   const BlockEncoder encode = importance ? weighted_encoder(t) : block_encoder(t);
   AUTOGLM_CHECK(encode != nullptr);
   const auto& info = dtype_info(t);
-  const std::vector<float> uniform(importance ? 0 : size_t(info.block_elems), 1.0f);
+  static const std::vector<float> kEqualWeights(256, 1.0f);  // the largest block
   for (int64_t b = 0; b < n / info.block_elems; ++b) {
-    const float* w = importance ? importance + b * info.block_elems : uniform.data();
+    const float* w = importance ? importance + b * info.block_elems : kEqualWeights.data();
     encode(src + b * info.block_elems, w, bytes + b * info.block_bytes);
   }
 }
