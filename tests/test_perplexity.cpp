@@ -156,8 +156,9 @@ TEST_F(StoriesPerplexity, ErrorsNameWhatWasWrong) {
 
 // Our quantizer per type against llama.cpp's (--pure, no imatrix) on the same F32 model and
 // text: the mean KL-divergence from the F32 model's distributions is at most 1.15x theirs.
+// keep_q8: token_embd and output at Q8_0 (as the lattice types' reference has them).
 void expect_kld_within_reference(const std::string& f32_model, const json& want, const std::string& tag,
-                                 const std::string& imatrix = "") {
+                                 const std::string& imatrix = "", bool keep_q8 = false) {
   const std::string base = save_base(f32_model, tag + ".kl");
   for (const auto& [type, llama_kld] : want.items()) {
     const std::string out = test::temp_path(tag + "-" + type + ".gguf");
@@ -165,6 +166,7 @@ void expect_kld_within_reference(const std::string& f32_model, const json& want,
     q.type = type;
     q.pure = true;  // every matrix in the type, as llama-quantize --pure
     q.imatrix = imatrix;
+    if (keep_q8) q.token_embedding_type = q.output_tensor_type = "q8_0";
     q.threads = 2;
     auto report = quantize_model(f32_model, out, q);
     ASSERT_TRUE(report.is_ok()) << type << ": " << report.status().message();
@@ -193,6 +195,8 @@ TEST(QuantizerQuality, KldPerTypeWithinLlamaCppsOnTheRandomModel) {
   io.threads = 2;
   ASSERT_TRUE(compute_imatrix(f32, stories_text(), imatrix, io).is_ok());
   expect_kld_within_reference(f32, reference()["random_llama_tiny_imatrix"], "kld-random-imatrix", imatrix);
+  expect_kld_within_reference(f32, reference()["random_llama_tiny_imatrix_lattice"], "kld-random-lattice", imatrix,
+                              true);
   std::filesystem::remove(imatrix);
   std::filesystem::remove(f32);
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "autoglm/model_tools.h"
 #include "formats/gguf.h"
@@ -35,15 +36,32 @@ std::string model_for(const std::string& tag) {
   return path;
 }
 
+// An importance matrix of the model (its values do not matter to the types chosen: that one exists does).
+std::string imatrix_for(const std::string& tag) {
+  const std::string path = test::temp_path("mix-" + tag + ".imatrix.gguf");
+  if (std::filesystem::exists(path)) return path;
+  ImatrixOptions o;
+  o.n_ctx = 128;
+  o.max_chunks = 2;
+  o.threads = 2;
+  const auto text = test::read_file(std::string(AUTOGLM_SOURCE_DIR) + "/tests/data/stories_ppl.txt");
+  EXPECT_TRUE(compute_imatrix(model_for(tag), text, path, o).is_ok()) << tag;
+  return path;
+}
+
 TEST(QuantMix, EveryMixGivesLlamaQuantizesTypesAndSize) {
   const auto reference =
       nlohmann::json::parse(test::read_file(std::string(AUTOGLM_SOURCE_DIR) + "/tests/data/quant_mix_reference.json"));
   ASSERT_GE(reference.size(), 70u);
   for (const auto& [key, want] : reference.items()) {
-    const std::string tag = key.substr(0, key.find(' ')), mix = key.substr(key.find(' ') + 1);
+    // "llama16 Q4_K_M", or "llama16 IQ2_M imatrix" for a mix quantized with an importance matrix.
+    std::istringstream words(key);
+    std::string tag, mix, with;
+    words >> tag >> mix >> with;
     const std::string out = test::temp_path("mix-out.gguf");
     QuantizeModelOptions q;
     q.type = mix;
+    if (with == "imatrix") q.imatrix = imatrix_for(tag);
     q.threads = 2;
     auto report = quantize_model(model_for(tag), out, q);
     ASSERT_TRUE(report.is_ok()) << key << ": " << report.status().message();
@@ -57,6 +75,7 @@ TEST(QuantMix, EveryMixGivesLlamaQuantizesTypesAndSize) {
   }
   for (const char* tag : {"llama16", "qwen3moe", "glm4moe", "deepseek2"})
     std::filesystem::remove(test::temp_path(std::string("mix-") + tag + ".gguf"));
+  std::filesystem::remove(test::temp_path("mix-llama16.imatrix.gguf"));
   std::filesystem::remove(test::temp_path("mix-out.gguf"));
 }
 
@@ -94,6 +113,37 @@ TEST(QuantMix, SomeChoicesDependOnAnImatrix) {
   ASSERT_TRUE(iq4.is_ok() && iq4_plain.is_ok());
   EXPECT_EQ(iq4->at("blk.0.ffn_down.weight").type, DType::IQ4_XS);
   EXPECT_EQ(iq4_plain->at("blk.0.ffn_down.weight").type, DType::Q5_K);
+}
+
+// As llama-quantize: --output-tensor-type and --token-embedding-type name those tensors' types
+// with --pure too, --leave-output-tensor copies output.weight, and --pure's TYPE may be a mix,
+// standing for the type its rules start from.
+TEST(QuantMix, PureTakesTheTensorOverridesAndMixNames) {
+  const std::string out = test::temp_path("pure-overrides.gguf");
+  QuantizeModelOptions q;
+  q.type = "IQ3_M";  // a mix: its start, IQ3_S
+  q.pure = true;
+  q.output_tensor_type = "q6_k";
+  q.token_embedding_type = "q8_0";
+  q.threads = 2;
+  auto report = quantize_model(model_for("llama16"), out, q);
+  ASSERT_TRUE(report.is_ok()) << report.status().message();
+  auto file = GgufFile::open(out);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  EXPECT_EQ((*file)->find_tensor("output.weight")->type, DType::Q6_K);
+  EXPECT_EQ((*file)->find_tensor("token_embd.weight")->type, DType::Q8_0);
+  EXPECT_EQ((*file)->find_tensor("blk.0.attn_q.weight")->type, DType::IQ3_S);
+
+  q.type = "q4_k";
+  q.output_tensor_type.reset();
+  q.leave_output_tensor = true;
+  report = quantize_model(model_for("llama16"), out, q);
+  ASSERT_TRUE(report.is_ok()) << report.status().message();
+  file = GgufFile::open(out);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  EXPECT_EQ((*file)->find_tensor("output.weight")->type, DType::F32) << "copied as the input has it";
+  EXPECT_EQ((*file)->find_tensor("blk.0.ffn_up.weight")->type, DType::Q4_K);
+  std::filesystem::remove(out);
 }
 
 TEST(QuantMix, NamesAliasesAndTheImatrixTheLowestMixesNeed) {

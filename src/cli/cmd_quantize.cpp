@@ -78,8 +78,9 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("output", a->out, "Output GGUF file")->required();
   cmd->add_option("type", a->type,
                   "A mix as llama-quantize names it: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S "
-                  "Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 F16 BF16 F32 (Q3_K, Q4_K, Q5_K: the _M mixes); "
-                  "with --pure any weight type")
+                  "Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M "
+                  "IQ1_S TQ1_0 TQ2_0 MXFP4_MOE F16 BF16 F32 (Q3_K, Q4_K, Q5_K: the _M mixes; IQ2/IQ1 and Q2_K_S need "
+                  "--imatrix); with --pure any weight type")
       ->required();
   cmd->add_flag("--pure", a->pure, "Every matrix in TYPE (no mix rules); embeddings and output at --keep-type");
   cmd->add_option("--keep-type", a->keep_type, "Type of token_embd and output (default: as the mix, or TYPE)");

@@ -68,6 +68,13 @@ bool stays_float(const std::string& name) {
          ends_with("position_embd.weight");  // a projector's learned positions (resampled as floats)
 }
 
+// Without a mix: TYPE, the kept tensors at keep_type, unless a tensor's own type is given.
+DType single_type_for(const std::string& name, const QuantizeOptions& o) {
+  if (name == "output.weight" && o.mix_choices.output_type) return *o.mix_choices.output_type;
+  if (name == "token_embd.weight" && o.mix_choices.token_embedding_type) return *o.mix_choices.token_embedding_type;
+  return is_kept_tensor(name) ? o.keep_type.value_or(o.type) : o.type;
+}
+
 TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
   // A projector's convolution kernels (4-D): F16 in an F16 file, else F32, as llama.cpp's converter writes them.
   if (t.dims.size() == 4 && o.vectors_to_f32 && ref::dtype_is_supported(t.type)) {
@@ -76,8 +83,9 @@ TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
   }
   // Matrices and stacks of them (the experts' 3-D tensors) are re-encoded; MXFP4 experts are kept.
   const bool matrix = t.dims.size() == 2 || t.dims.size() == 3;
-  if (matrix && !stays_float(t.name) && t.type != DType::MXFP4 && ref::dtype_is_supported(t.type)) {
-    const DType wanted = is_kept_tensor(t.name) ? o.keep_type.value_or(o.type) : o.type;
+  const bool left = o.mix_choices.leave_output && t.name == "output.weight";
+  if (matrix && !left && !stays_float(t.name) && t.type != DType::MXFP4 && ref::dtype_is_supported(t.type)) {
+    const DType wanted = single_type_for(t.name, o);
     const DType type = fitting_type(wanted, t.dims[0]);
     return {type, true, type != wanted};
   }
@@ -89,7 +97,9 @@ TensorPlan plan_tensor(const GgufTensorInfo& t, const QuantizeOptions& o) {
 
 Status check_types(const QuantizeOptions& options) {
   if (options.mix) return Status::ok();  // checked per tensor
-  for (DType t : {options.type, options.keep_type.value_or(options.type)})
+  const MixChoices& c = options.mix_choices;
+  for (DType t : {options.type, options.keep_type.value_or(options.type), c.output_type.value_or(options.type),
+                  c.token_embedding_type.value_or(options.type)})
     if (!ref::dtype_can_quantize(t))
       return invalid_argument("quantize: type '" + std::string(dtype_name(t)) + "' cannot be written");
   return Status::ok();

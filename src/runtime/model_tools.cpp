@@ -28,6 +28,15 @@ Result<DType> weight_type(const std::string& name, const char* option) {
   return *t;
 }
 
+// --pure's TYPE: a weight type, or else a mix standing (as in llama-quantize) for the type its
+// rules start from: Q4_K_M gives Q4_K, IQ3_XS and IQ3_M IQ3_S, IQ2_M IQ2_S. (llama-quantize reads
+// IQ2_S as the mix too, whose start is IQ2_XS; here it is the weight type it names.)
+Result<DType> pure_type(const std::string& name) {
+  if (const auto t = dtype_from_name(name)) return *t;
+  if (const auto mix = quant_mix_from_name(name)) return quant_mix_info(*mix).base;
+  return weight_type(name, "type");
+}
+
 int tool_threads(int threads) {
   return threads > 0 ? threads : physical_core_count();
 }
@@ -93,19 +102,19 @@ Result<QuantizeModelReport> quantize_model(const std::string& in, const std::str
   if (mix) {
     o.mix = mix;
     o.mix_choices.output_type = o.mix_choices.token_embedding_type = keep;
-    if (options.output_tensor_type) {
-      AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.output_type,
-                               weight_type(*options.output_tensor_type, "output_tensor_type"));
-    }
-    if (options.token_embedding_type) {
-      AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.token_embedding_type,
-                               weight_type(*options.token_embedding_type, "token_embedding_type"));
-    }
-    o.mix_choices.leave_output = options.leave_output_tensor;
   } else {
-    AUTOGLM_ASSIGN_OR_RETURN(o.type, weight_type(options.type, "type"));
+    AUTOGLM_ASSIGN_OR_RETURN(o.type, pure_type(options.type));
     o.keep_type = keep;
   }
+  // As llama-quantize: these name one tensor's type, over the mix's rules or --pure alike.
+  if (options.output_tensor_type) {
+    AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.output_type, weight_type(*options.output_tensor_type, "output_tensor_type"));
+  }
+  if (options.token_embedding_type) {
+    AUTOGLM_ASSIGN_OR_RETURN(o.mix_choices.token_embedding_type,
+                             weight_type(*options.token_embedding_type, "token_embedding_type"));
+  }
+  o.mix_choices.leave_output = options.leave_output_tensor;
   if (!options.imatrix.empty()) {
     AUTOGLM_ASSIGN_OR_RETURN(auto imatrix, read_imatrix(options.imatrix));
     o.imatrix = std::make_shared<const Imatrix>(std::move(imatrix));

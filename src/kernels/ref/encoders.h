@@ -13,6 +13,9 @@ using BlockEncoder = void (*)(const float* x, const float* w, uint8_t* block);
 // The 2- and 3-bit K types, the IQ4 codebook types and the ternary types; nullptr for others.
 BlockEncoder low_bit_encoder(DType t);
 
+// The IQ1/IQ2/IQ3 lattice types; nullptr for others.
+BlockEncoder lattice_encoder(DType t);
+
 // Rounds v to fp16 and stores it at p.
 void write_half(uint8_t* p, float v);
 

@@ -239,7 +239,10 @@ BlockEncoder block_encoder(DType t) {
     case DType::Q5_K: return encode_q5_k;
     case DType::Q6_K: return encode_q6_k;
     case DType::MXFP4: return encode_mxfp4;
-    default: return low_bit_encoder(t);
+    default: {
+      const BlockEncoder low_bit = low_bit_encoder(t);
+      return low_bit ? low_bit : lattice_encoder(t);
+    }
   }
 }
 
