@@ -134,7 +134,9 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q5_K:
     case DType::Q6_K:
     case DType::Q3_K:
-    case DType::Q2_K: return ActivationFormat::kQ8KBlocks256;
+    case DType::Q2_K:
+    case DType::TQ1_0:
+    case DType::TQ2_0: return ActivationFormat::kQ8KBlocks256;
     case DType::BF16: return bf16_activations() ? ActivationFormat::kBf16Floats : ActivationFormat::kFloat;
     default: return ActivationFormat::kFloat;
   }

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/int_format.h"
 #include "kernels/ref/block_decode.h"
+#include "kernels/ref/ternary_codes.h"
 
 namespace autoglm::cpu {
 namespace {
@@ -111,9 +112,35 @@ void pack_q2_k(const uint8_t* const* src, uint8_t* out) {
   interleave_codes(codes[1], 32, out + kQ2KHeader + 256);
 }
 
+// TQ1_0 and TQ2_0: d of 8 rows, then the 2-bit codes (0, 1, 2 for -1, 0, 1) as Q2_K's; TQ1_0's
+// base-3 digits unpacked to them (2.06 bits a weight: the file's 1.69 would cost a division per
+// digit in the kernel).
+constexpr int64_t kTernaryHeader = 16;
+
+void pack_ternary(DType t, const uint8_t* const* src, uint8_t* out) {
+  uint8_t two_bit[kPackRows][64] = {};
+  const uint8_t* codes[2][kPackRows] = {};
+  for (int r = 0; r < kPackRows; ++r) {
+    if (!src[r]) continue;
+    const uint8_t* bytes = src[r];
+    if (t == DType::TQ1_0) {
+      uint8_t c[256];
+      ref::tq1_0_codes(src[r], c);
+      for (int e = 0; e < 256; ++e) two_bit[r][32 * (e / 128) + e % 32] |= uint8_t(c[e] << (2 * ((e / 32) % 4)));
+      bytes = two_bit[r];
+    }
+    std::memcpy(out + 2 * r, src[r] + (t == DType::TQ1_0 ? ref::kTq1ScaleOffset : ref::kTq2ScaleOffset), 2);
+    codes[0][r] = bytes;
+    codes[1][r] = bytes + 32;
+  }
+  interleave_codes(codes[0], 32, out + kTernaryHeader);
+  interleave_codes(codes[1], 32, out + kTernaryHeader + 256);
+}
+
 // One block of 8 rows (null: a row past the end, left zero).
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   if (t == DType::Q2_K) return pack_q2_k(src, out);
+  if (t == DType::TQ1_0 || t == DType::TQ2_0) return pack_ternary(t, src, out);
   if (t == DType::IQ4_XS) return pack_iq4_xs(src, out);
   if (t == DType::Q3_K) return pack_q3_k(src, out);
   const uint8_t* codes[kPackRows] = {};
@@ -179,7 +206,7 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 
 bool packable(DType t) {
   return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         t == DType::Q3_K || t == DType::Q2_K || packed_as_floats(t);
+         t == DType::Q3_K || t == DType::Q2_K || t == DType::TQ1_0 || t == DType::TQ2_0 || packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -191,6 +218,7 @@ int64_t packed_block_bytes(DType t) {
   if (t == DType::IQ4_XS) return kIq4XsHeader + 8 * 128;
   if (t == DType::Q3_K) return kQ6KHeader + kQ3KCodes + kQ3KHighBits;
   if (t == DType::Q2_K) return kQ2KHeader + kQ3KCodes;
+  if (t == DType::TQ1_0 || t == DType::TQ2_0) return kTernaryHeader + kQ3KCodes;
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
                                                               : packed_int_header_bytes(t);

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "kernels/ref/iq_grids.h"
+#include "kernels/ref/ternary_codes.h"
 
 namespace autoglm {
 namespace {
@@ -248,29 +249,21 @@ inline void decode_iq4_xs(const uint8_t* b, float* y) {
   }
 }
 
-// TQ2_0: 64 bytes of 2-bit codes (value code - 1), fp16 d; each 32-byte half holds 128
-// elements, bit pair s of byte l being element 32 s + l.
-inline void decode_tq2_0(const uint8_t* b, float* y) {
-  const float d = read_half(b + 64);
-  for (int half = 0; half < 2; ++half)
-    for (int shift = 0; shift < 8; shift += 2)
-      for (int l = 0; l < 32; ++l) *y++ = float(((b[32 * half + l] >> shift) & 3) - 1) * d;
+// TQ2_0 and TQ1_0: codes 0, 1, 2 (ternary_codes.h has the layouts) for -1, 0, 1 times fp16 d.
+inline void decode_ternary(const uint8_t* codes, float d, float* y) {
+  for (int e = 0; e < 256; ++e) y[e] = float(int(codes[e]) - 1) * d;
 }
 
-// TQ1_0: five ternary digits per byte as a fixed-point fraction of 3^5 (48 bytes), four per
-// byte in the last 4, fp16 d. Digit n of byte q is the top of (q * 3^n mod 256) * 3, in
-// [0, 3); the value is digit - 1. Bytes 0..31 give elements in runs of 32 per digit, 32..47
-// runs of 16, the last 4 bytes runs of 4.
+inline void decode_tq2_0(const uint8_t* b, float* y) {
+  uint8_t codes[256];
+  ref::tq2_0_codes(b, codes);
+  decode_ternary(codes, read_half(b + ref::kTq2ScaleOffset), y);
+}
+
 inline void decode_tq1_0(const uint8_t* b, float* y) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  const float d = read_half(b + 52);
-  const auto digit = [](uint8_t q, int n) { return int((uint16_t(uint8_t(q * kPow3[n])) * 3) >> 8) - 1; };
-  for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 32; ++m) *y++ = float(digit(b[m], n)) * d;
-  for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 16; ++m) *y++ = float(digit(b[32 + m], n)) * d;
-  for (int n = 0; n < 4; ++n)
-    for (int m = 0; m < 4; ++m) *y++ = float(digit(b[48 + m], n)) * d;
+  uint8_t codes[256];
+  ref::tq1_0_codes(b, codes);
+  decode_ternary(codes, read_half(b + ref::kTq1ScaleOffset), y);
 }
 
 // The IQ1/IQ2/IQ3 types: runs of 8 (or 4) values are one entry of a lattice grid (iq_grids.h:
