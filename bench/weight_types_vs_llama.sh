@@ -4,6 +4,9 @@
 # each type, then llama-bench and autoglm bench (both kernel sets: the CPU's best, and AVX2) on
 # that same file, 2 threads, pp512 and tg128.
 #   bash bench/weight_types_vs_llama.sh [TYPES...]      # default: Q4_0 IQ4_NL IQ4_XS
+# The lattice types need an importance matrix for llama-quantize, and ggml's encoders one for every
+# tensor they write: QUANT_ARGS="--imatrix FILE --token-embedding-type q4_k --output-tensor-type q6_k"
+# (FILE from autoglm imatrix on the F16 model; the same args for every type of the run).
 # Needs ../shared/tools/build-llama-anchor.sh with the llama-quantize and llama-bench targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +22,9 @@ grep -m1 'model name' /proc/cpuinfo
 printf '| type | tool | pp512 t/s | tg128 t/s |\n|---|---|---:|---:|\n'
 for t in "${types[@]}"; do
   f="$work/llama-$t.gguf"
-  [ -f "$f" ] || LD_LIBRARY_PATH=$lq "$lq/llama-quantize" --pure "$work/f16.gguf" "$f" "$t" "$threads" >/dev/null 2>&1
+  # shellcheck disable=SC2086
+  [ -f "$f" ] || LD_LIBRARY_PATH=$lq "$lq/llama-quantize" --pure ${QUANT_ARGS:-} "$work/f16.gguf" "$f" "$t" "$threads" \
+    >/dev/null 2>&1
   read -r lpp ltg < <(LD_LIBRARY_PATH=$lq "$lq/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 3 -o json 2>/dev/null |
     python3 -c 'import json, sys
 rows = json.load(sys.stdin)

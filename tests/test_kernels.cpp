@@ -28,9 +28,11 @@ void PrintTo(DType t, std::ostream* os) {
 
 namespace {
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16,   DType::Q8_0,   DType::Q4_0,  DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q4_K,   DType::Q5_K,   DType::Q6_K,  DType::MXFP4,
-                        DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0, DType::TQ2_0};
+const DType kTypes[] = {DType::F32,    DType::F16,     DType::BF16,  DType::Q8_0,    DType::Q4_0,
+                        DType::Q4_1,   DType::Q5_0,    DType::Q5_1,  DType::Q4_K,    DType::Q5_K,
+                        DType::Q6_K,   DType::MXFP4,   DType::Q2_K,  DType::Q3_K,    DType::IQ4_NL,
+                        DType::IQ4_XS, DType::TQ1_0,   DType::TQ2_0, DType::IQ2_XXS, DType::IQ2_XS,
+                        DType::IQ2_S,  DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,   DType::IQ1_M};
 
 std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -53,6 +55,13 @@ double tolerance(DType t) {
     case DType::Q5_K: return 0.07;
     case DType::Q3_K: return 0.16;
     case DType::Q2_K: return 0.29;
+    case DType::IQ3_S: return 0.2;
+    case DType::IQ3_XXS: return 0.24;
+    case DType::IQ2_S:
+    case DType::IQ2_XS:
+    case DType::IQ2_XXS: return 0.4;
+    case DType::IQ1_S:
+    case DType::IQ1_M: return 0.58;
     case DType::TQ1_0:
     case DType::TQ2_0: return 1e-3;  // of ternary values (fp16 rounding of the scale)
     default: return 0.14;            // 4-bit formats

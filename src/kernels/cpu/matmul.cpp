@@ -136,7 +136,14 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q3_K:
     case DType::Q2_K:
     case DType::TQ1_0:
-    case DType::TQ2_0: return ActivationFormat::kQ8KBlocks256;
+    case DType::TQ2_0:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M: return ActivationFormat::kQ8KBlocks256;
     case DType::BF16: return bf16_activations() ? ActivationFormat::kBf16Floats : ActivationFormat::kFloat;
     default: return ActivationFormat::kFloat;
   }

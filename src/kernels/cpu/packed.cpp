@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/int_format.h"
+#include "kernels/cpu/lattice_format.h"
 #include "kernels/ref/block_decode.h"
 #include "kernels/ref/ternary_codes.h"
 
@@ -141,6 +142,7 @@ void pack_ternary(DType t, const uint8_t* const* src, uint8_t* out) {
 void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
   if (t == DType::Q2_K) return pack_q2_k(src, out);
   if (t == DType::TQ1_0 || t == DType::TQ2_0) return pack_ternary(t, src, out);
+  if (is_lattice(t)) return pack_lattice(t, src, out);
   if (t == DType::IQ4_XS) return pack_iq4_xs(src, out);
   if (t == DType::Q3_K) return pack_q3_k(src, out);
   const uint8_t* codes[kPackRows] = {};
@@ -206,7 +208,8 @@ void pack_block(DType t, const uint8_t* const* src, uint8_t* out) {
 
 bool packable(DType t) {
   return is_int_format(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         t == DType::Q3_K || t == DType::Q2_K || t == DType::TQ1_0 || t == DType::TQ2_0 || packed_as_floats(t);
+         t == DType::Q3_K || t == DType::Q2_K || t == DType::TQ1_0 || t == DType::TQ2_0 || is_lattice(t) ||
+         packed_as_floats(t);
 }
 
 bool packed_as_floats(DType t) {
@@ -219,6 +222,7 @@ int64_t packed_block_bytes(DType t) {
   if (t == DType::Q3_K) return kQ6KHeader + kQ3KCodes + kQ3KHighBits;
   if (t == DType::Q2_K) return kQ2KHeader + kQ3KCodes;
   if (t == DType::TQ1_0 || t == DType::TQ2_0) return kTernaryHeader + kQ3KCodes;
+  if (is_lattice(t)) return lattice_format(t).block_bytes();
   const int64_t header = t == DType::Q4_K || t == DType::Q5_K ? kQ4KHeader
                          : t == DType::Q6_K                   ? kQ6KHeader
                                                               : packed_int_header_bytes(t);
