@@ -114,12 +114,12 @@ void pack_q2_k(const uint8_t* const* src, uint8_t* out) {
 }
 
 // TQ1_0 and TQ2_0: d of 8 rows, then the 2-bit codes (0, 1, 2 for -1, 0, 1) as Q2_K's; TQ1_0's
-// base-3 digits unpacked to them (2.06 bits a weight: the file's 1.69 would cost a division per
-// digit in the kernel).
+// base-3 digits unpacked to them (2.06 bits a weight: the file's 1.69 would cost a multiply and a
+// shift per digit in the kernel).
 constexpr int64_t kTernaryHeader = 16;
 
 void pack_ternary(DType t, const uint8_t* const* src, uint8_t* out) {
-  uint8_t two_bit[kPackRows][64] = {};
+  uint8_t two_bit[kPackRows][64];
   const uint8_t* codes[2][kPackRows] = {};
   for (int r = 0; r < kPackRows; ++r) {
     if (!src[r]) continue;
@@ -127,7 +127,7 @@ void pack_ternary(DType t, const uint8_t* const* src, uint8_t* out) {
     if (t == DType::TQ1_0) {
       uint8_t c[256];
       ref::tq1_0_codes(src[r], c);
-      for (int e = 0; e < 256; ++e) two_bit[r][32 * (e / 128) + e % 32] |= uint8_t(c[e] << (2 * ((e / 32) % 4)));
+      ref::tq2_0_pack(c, two_bit[r]);
       bytes = two_bit[r];
     }
     std::memcpy(out + 2 * r, src[r] + (t == DType::TQ1_0 ? ref::kTq1ScaleOffset : ref::kTq2ScaleOffset), 2);

@@ -10,6 +10,7 @@
 #include "kernels/ref/block_decode.h"
 #include "kernels/ref/encoders.h"
 #include "kernels/ref/fit.h"
+#include "kernels/ref/ternary_codes.h"
 
 namespace autoglm::ref {
 namespace {
@@ -118,8 +119,9 @@ float ternary_codes(const float* x, int* t) {
 void encode_tq2_0(const float* x, const float*, uint8_t* b) {
   int t[256];
   write_half(b + 64, ternary_codes(x, t));
-  std::memset(b, 0, 64);
-  for (int e = 0; e < 256; ++e) b[32 * (e / 128) + e % 32] |= uint8_t(t[e] << (2 * ((e / 32) % 4)));
+  uint8_t codes[256];
+  for (int e = 0; e < 256; ++e) codes[e] = uint8_t(t[e]);
+  tq2_0_pack(codes, b);
 }
 
 // Digits (most significant first) as the byte whose fixed-point fraction of 3^5 they are: the

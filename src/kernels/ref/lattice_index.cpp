@@ -35,8 +35,7 @@ void LatticeIndex::build(const std::vector<uint64_t>& entries, bool signed_bytes
   size_t points = 1;
   for (size_t j = 0; j < dims; ++j) points *= levels_.size();
   keep_ = std::min<size_t>(kNeighbours, count);
-  const size_t keep = keep_;
-  nearest_.resize(points * keep);
+  nearest_.resize(points * keep_);
   on_grid_.resize(points);
   std::vector<float> distance(count);
   std::vector<uint16_t> order(count);
@@ -51,10 +50,10 @@ void LatticeIndex::build(const std::vector<uint64_t>& entries, bool signed_bytes
       distance[i] = d;
     }
     std::iota(order.begin(), order.end(), uint16_t(0));
-    std::partial_sort(order.begin(), order.begin() + long(keep), order.end(), [&](uint16_t a, uint16_t b) {
+    std::partial_sort(order.begin(), order.begin() + long(keep_), order.end(), [&](uint16_t a, uint16_t b) {
       return distance[a] < distance[b] || (distance[a] == distance[b] && a < b);
     });
-    std::copy_n(order.begin(), keep, nearest_.begin() + long(p * keep));
+    std::copy_n(order.begin(), keep_, nearest_.begin() + long(p * keep_));
     on_grid_[p] = distance[order[0]] == 0;
   }
 }

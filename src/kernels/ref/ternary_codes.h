@@ -13,6 +13,12 @@ inline void tq2_0_codes(const uint8_t* b, uint8_t* codes) {
   for (int e = 0; e < 256; ++e) codes[e] = uint8_t((b[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3);
 }
 
+// The inverse: 256 codes (0..3) into TQ2_0's 64 code bytes.
+inline void tq2_0_pack(const uint8_t* codes, uint8_t* b) {
+  for (int e = 0; e < 64; ++e) b[e] = 0;
+  for (int e = 0; e < 256; ++e) b[32 * (e / 128) + e % 32] |= uint8_t((codes[e] & 3) << (2 * ((e / 32) % 4)));
+}
+
 // TQ1_0: digit n of byte q, a fixed-point fraction of 3^5, is the top of (q * 3^n mod 256) * 3.
 // Bytes 0..31 give elements in runs of 32 per digit, 32..47 runs of 16, the last 4 runs of 4.
 inline void tq1_0_codes(const uint8_t* b, uint8_t* codes) {
