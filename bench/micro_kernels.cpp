@@ -1,5 +1,5 @@
 // Google Benchmark micro-benchmarks of the CPU kernels: matmul of every weight type at decode
-// (1 token) and prefill (64 tokens) shapes, packed where the type has a packed layout, and
+// (1, 2 and 4 tokens) and prefill (64 tokens) shapes, packed where the type has a packed layout, and
 // the fused attention over f16 / q8_0 KV rows, and a vision tower's attention over one image
 // (GLM-4.1V's 12 heads of 128). Counters: weight GB/s and GFLOP/s.
 //   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
@@ -112,10 +112,14 @@ void vision_attention_benchmark(benchmark::State& state) {
 }
 
 void register_all() {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::F32,    DType::F16,    DType::BF16,    DType::Q8_0,  DType::Q4_0,  DType::Q4_1,
+                  DType::Q5_0,   DType::Q5_1,   DType::Q4_K,    DType::Q5_K,  DType::Q6_K,  DType::Q2_K,
+                  DType::Q3_K,   DType::IQ4_NL, DType::IQ4_XS,  DType::TQ1_0, DType::TQ2_0, DType::IQ2_XXS,
+                  DType::IQ2_XS, DType::IQ2_S,  DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M})
     benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(), matmul_benchmark, t)
         ->Arg(1)
+        ->Arg(2)
+        ->Arg(4)
         ->Arg(64)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "core/cpu_features.h"
 #include "core/half.h"
@@ -172,6 +173,7 @@ TEST_P(EveryType, MatmulMatchesReferenceDot) {
   // kernels with one thread and also in pairs with three; 37 rows end on a lone group.
   expect_matmul_matches_reference(GetParam(), 61, 1);
   expect_matmul_matches_reference(GetParam(), 37, 1);
+  expect_matmul_matches_reference(GetParam(), 37, 2);  // two tokens: decode kernels where a type has them
 }
 
 // Float weights take any even width: 200 columns end 8 past a multiple of 16, the tail of the
@@ -180,7 +182,8 @@ TEST(Matmul, FloatWidthsPastAMultipleOfSixteen) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) expect_matmul_matches_reference(t, 37, 13, 200);
 }
 
-// A token's result must not depend on the other tokens of the batch (serving relies on it).
+// A token's result must not depend on the other tokens of the batch (serving relies on it), on
+// any kernel set: one token and two (the decode kernels) against six (the prefill ones).
 void expect_batched_rows_equal_single_rows(DType t) {
   // 37 rows: units of four groups and a lone last one, for one token and for a batch.
   const int64_t rows = 37, cols = 256, tokens = 6;
@@ -190,13 +193,21 @@ void expect_batched_rows_equal_single_rows(DType t) {
   ThreadPool pool(2);
   cpu::PackedBuffer buffer;
   if (cpu::packable(t)) buffer = cpu::pack_matrix(pool, m);
-  std::vector<float> batched(static_cast<size_t>(rows * tokens)), single(static_cast<size_t>(rows));
-  cpu::matmul(pool, m, x.data(), tokens, batched.data());
-  for (int64_t tk = 0; tk < tokens; ++tk) {
-    cpu::matmul(pool, m, &x[size_t(tk * cols)], 1, single.data());
-    for (int64_t r = 0; r < rows; ++r)
-      EXPECT_EQ(single[size_t(r)], batched[size_t(tk * rows + r)]) << dtype_name(t) << " token " << tk << " row " << r;
+  const std::string best = cpu::kernel_isa();
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;
+    std::vector<float> batched(static_cast<size_t>(rows * tokens)), few(static_cast<size_t>(rows * 2));
+    cpu::matmul(pool, m, x.data(), tokens, batched.data());
+    for (int64_t tk = 0; tk < tokens; ++tk)
+      for (int64_t n : {1, 2}) {
+        if (tk + n > tokens) continue;
+        cpu::matmul(pool, m, &x[size_t(tk * cols)], n, few.data());
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_EQ(few[size_t(r)], batched[size_t(tk * rows + r)])
+              << dtype_name(t) << " " << isa << " token " << tk << " of " << n << ", row " << r;
+      }
   }
+  cpu::select_kernel_isa(best.c_str());
 }
 
 TEST_P(EveryType, BatchedRowsEqualSingleRows) {
