@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "kernels/ref/iq_grids.h"
+#include "kernels/ref/lattice_fields.h"
 #include "kernels/ref/ternary_codes.h"
 
 namespace autoglm {
@@ -266,13 +267,9 @@ inline void decode_tq1_0(const uint8_t* b, float* y) {
   decode_ternary(codes, read_half(b + ref::kTq1ScaleOffset), y);
 }
 
-// The IQ1/IQ2/IQ3 types: runs of 8 (or 4) values are one entry of a lattice grid (iq_grids.h:
-// one value per byte, little-endian), with a sign per value and a scale per run of 32.
-
-// An 8-bit sign mask from its 7 stored bits: the eighth makes the count of set bits even.
-inline uint8_t iq_signs(uint32_t seven) {
-  return uint8_t(seven | (uint32_t(__builtin_popcount(seven) & 1) << 7));
-}
+// The IQ1/IQ2/IQ3 types (lattice_fields.h reads their blocks): each group of 8 values is one
+// entry of a lattice grid (iq_grids.h: one value per byte, little-endian), or two of 4, with a
+// sign per value; each run's scale is d times its odd code times the type's factor.
 
 inline float grid_value(uint64_t entry, int j) {
   return float(uint8_t(entry >> (8 * j)));
@@ -283,128 +280,58 @@ inline void put_signed(uint64_t entry, int n, uint8_t signs, int first, float dl
   for (int j = 0; j < n; ++j) y[j] = dl * grid_value(entry, j) * ((signs >> (first + j)) & 1 ? -1.0f : 1.0f);
 }
 
-// IQ2_XXS: fp16 d; per run of 32 two 32-bit words: four grid indexes (the bytes of the first),
-// four 7-bit sign groups and a 4-bit scale (the top of the second).
-inline void decode_iq2_xxs(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  for (int run = 0; run < 8; ++run) {
-    uint32_t w[2];
-    std::memcpy(w, b + 2 + 8 * run, 8);
-    const float db = d * (0.5f + float(w[1] >> 28)) * 0.25f;
-    for (int l = 0; l < 4; ++l, y += 8)
-      put_signed(iq_grids::kIq2XxsGrid[(w[0] >> (8 * l)) & 0xff], 8, iq_signs((w[1] >> (7 * l)) & 127), 0, db, y);
-  }
+// The types whose grid entries hold 8 values (IQ2_XXS: d (0.5 + s) / 4 = d (2 s + 1) / 8, and so on).
+inline void decode_lattice8(DType t, const uint64_t* grid, float factor, const uint8_t* b, float* y) {
+  const LatticeFields f = lattice_fields(t, b);
+  const float d = fp16_to_float(f.d);
+  for (int g = 0; g < 32; ++g, y += 8)
+    put_signed(grid[f.indexes[g][0]], 8, f.signs[g], 0, d * float(f.code_of_group(g)) * factor, y);
 }
 
-// IQ2_XS: fp16 d, 32 16-bit codes (9-bit grid index, 7 sign bits), 8 bytes of two 4-bit scales
-// (one per half of a run).
-inline void decode_iq2_xs(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  const uint8_t* scales = b + 66;
-  for (int run = 0; run < 8; ++run)
-    for (int l = 0; l < 4; ++l, y += 8) {
-      uint16_t q;
-      std::memcpy(&q, b + 2 + 2 * (4 * run + l), 2);
-      const int scale = l < 2 ? scales[run] & 0x0f : scales[run] >> 4;
-      put_signed(iq_grids::kIq2XsGrid[q & 511], 8, iq_signs(q >> 9), 0, d * (0.5f + float(scale)) * 0.25f, y);
-    }
-}
-
-// IQ2_S: fp16 d, 32 low bytes of 10-bit grid indexes, 32 sign bytes, 8 bytes of the indexes'
-// top 2 bits (a bit pair per group of 8), 8 bytes of two 4-bit scales.
-inline void decode_iq2_s(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  const uint8_t* qs = b + 2;
-  const uint8_t* signs = b + 34;
-  const uint8_t* qh = b + 66;
-  const uint8_t* scales = b + 74;
-  for (int run = 0; run < 8; ++run)
-    for (int l = 0; l < 4; ++l, y += 8) {
-      const int index = qs[4 * run + l] | ((qh[run] << (8 - 2 * l)) & 0x300);
-      const int scale = l < 2 ? scales[run] & 0x0f : scales[run] >> 4;
-      put_signed(iq_grids::kIq2SGrid[index], 8, signs[4 * run + l], 0, d * (0.5f + float(scale)) * 0.25f, y);
-    }
-}
-
-// IQ3_XXS: fp16 d, 64 bytes of grid indexes (4 values each), then per run a 32-bit word of four
-// 7-bit sign groups and a 4-bit scale.
-inline void decode_iq3_xxs(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  const uint8_t* qs = b + 2;
-  for (int run = 0; run < 8; ++run) {
-    uint32_t w;
-    std::memcpy(&w, b + 66 + 4 * run, 4);
-    const float db = d * (0.5f + float(w >> 28)) * 0.5f;
-    for (int l = 0; l < 4; ++l, y += 8) {
-      const uint8_t signs = iq_signs((w >> (7 * l)) & 127);
-      put_signed(iq_grids::kIq3XxsGrid[qs[8 * run + 2 * l]], 4, signs, 0, db, y);
-      put_signed(iq_grids::kIq3XxsGrid[qs[8 * run + 2 * l + 1]], 4, signs, 4, db, y + 4);
-    }
-  }
-}
-
-// IQ3_S: fp16 d, 64 low bytes of 9-bit grid indexes, 8 bytes of their top bits (one per index of
-// a run), 32 sign bytes, 4 bytes of two 4-bit scales (odd: 1 + 2 s), one per run.
-inline void decode_iq3_s(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  const uint8_t* qs = b + 2;
-  const uint8_t* qh = b + 66;
-  const uint8_t* signs = b + 74;
-  const uint8_t* scales = b + 106;
-  for (int run = 0; run < 8; ++run) {
-    const int scale = run % 2 == 0 ? scales[run / 2] & 0x0f : scales[run / 2] >> 4;
-    const float db = d * float(1 + 2 * scale);
-    for (int l = 0; l < 4; ++l, y += 8) {
-      const int i1 = qs[8 * run + 2 * l] | ((qh[run] << (8 - 2 * l)) & 256);
-      const int i2 = qs[8 * run + 2 * l + 1] | ((qh[run] << (7 - 2 * l)) & 256);
-      put_signed(iq_grids::kIq3SGrid[i1], 4, signs[4 * run + l], 0, db, y);
-      put_signed(iq_grids::kIq3SGrid[i2], 4, signs[4 * run + l], 4, db, y + 4);
-    }
+// The types whose grid entries hold 4 values, two a group.
+inline void decode_lattice4(DType t, const uint32_t* grid, float factor, const uint8_t* b, float* y) {
+  const LatticeFields f = lattice_fields(t, b);
+  const float d = fp16_to_float(f.d);
+  for (int g = 0; g < 32; ++g, y += 8) {
+    const float dl = d * float(f.code_of_group(g)) * factor;
+    put_signed(grid[f.indexes[g][0]], 4, f.signs[g], 0, dl, y);
+    put_signed(grid[f.indexes[g][1]], 4, f.signs[g], 4, dl, y + 4);
   }
 }
 
 constexpr float kIq1Delta = 0.125f;  // IQ1's shift of a group's grid values, + or -
 
-// y[j] = dl * (signed value j of the entry + delta): the IQ1 grids hold -1, 0, 1 as int8.
-inline void put_iq1(uint64_t entry, float dl, float delta, float* y) {
-  for (int j = 0; j < 8; ++j) y[j] = dl * (float(int8_t(uint8_t(entry >> (8 * j)))) + delta);
+// IQ1: y[j] = d (2 s + 1) (value j + delta), the grid holding -1, 0, 1 as int8.
+inline void decode_iq1(DType t, const uint8_t* b, float* y) {
+  const LatticeFields f = lattice_fields(t, b);
+  const float d = fp16_to_float(f.d);
+  for (int g = 0; g < 32; ++g, y += 8) {
+    const uint64_t entry = iq_grids::kIq1SGrid[f.indexes[g][0] & 2047];
+    const float dl = d * float(f.code_of_group(g)), delta = f.indexes[g][0] & 2048 ? -kIq1Delta : kIq1Delta;
+    for (int j = 0; j < 8; ++j) y[j] = dl * (float(int8_t(uint8_t(entry >> (8 * j)))) + delta);
+  }
 }
 
-// IQ1_S: fp16 d, 32 low bytes of 11-bit grid indexes, per run a 16-bit word: the indexes' top
-// 3 bits (3 per group), a 3-bit scale (odd: 1 + 2 s) and the sign of the run's delta.
+inline void decode_iq2_xxs(const uint8_t* b, float* y) {
+  decode_lattice8(DType::IQ2_XXS, iq_grids::kIq2XxsGrid, 0.125f, b, y);
+}
+inline void decode_iq2_xs(const uint8_t* b, float* y) {
+  decode_lattice8(DType::IQ2_XS, iq_grids::kIq2XsGrid, 0.125f, b, y);
+}
+inline void decode_iq2_s(const uint8_t* b, float* y) {
+  decode_lattice8(DType::IQ2_S, iq_grids::kIq2SGrid, 0.125f, b, y);
+}
+inline void decode_iq3_xxs(const uint8_t* b, float* y) {
+  decode_lattice4(DType::IQ3_XXS, iq_grids::kIq3XxsGrid, 0.25f, b, y);
+}
+inline void decode_iq3_s(const uint8_t* b, float* y) {
+  decode_lattice4(DType::IQ3_S, iq_grids::kIq3SGrid, 1.0f, b, y);
+}
 inline void decode_iq1_s(const uint8_t* b, float* y) {
-  const float d = read_half(b);
-  const uint8_t* qs = b + 2;
-  for (int run = 0; run < 8; ++run) {
-    uint16_t h;
-    std::memcpy(&h, b + 34 + 2 * run, 2);
-    const float dl = d * float(2 * ((h >> 12) & 7) + 1), delta = h & 0x8000 ? -kIq1Delta : kIq1Delta;
-    for (int l = 0; l < 4; ++l, y += 8)
-      put_iq1(iq_grids::kIq1SGrid[qs[4 * run + l] | (((h >> (3 * l)) & 7) << 8)], dl, delta, y);
-  }
+  decode_iq1(DType::IQ1_S, b, y);
 }
-
-// IQ1_M: 32 low bytes of 11-bit grid indexes; 16 bytes, a nibble per group of 8: the index's
-// top 3 bits and the sign of its delta; four 16-bit scale words: 3-bit scales (two per run, one
-// per half) in their low 12 bits, the block's fp16 scale in their top nibbles.
 inline void decode_iq1_m(const uint8_t* b, float* y) {
-  const uint8_t* qs = b;
-  const uint8_t* qh = b + 32;
-  uint16_t sc[4];
-  std::memcpy(sc, b + 48, 8);
-  const uint16_t d_bits =
-      uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-  const float d = fp16_to_float(d_bits);
-  for (int run = 0; run < 8; ++run) {
-    const int shift = 6 * (run % 2);
-    const float dl[2] = {d * float(2 * ((sc[run / 2] >> shift) & 7) + 1),
-                         d * float(2 * ((sc[run / 2] >> (shift + 3)) & 7) + 1)};
-    for (int l = 0; l < 4; ++l, y += 8) {
-      const uint8_t nibble = uint8_t(qh[2 * run + l / 2] >> (4 * (l % 2))) & 0x0f;
-      const int index = qs[4 * run + l] | ((nibble & 7) << 8);
-      put_iq1(iq_grids::kIq1SGrid[index], dl[l / 2], nibble & 8 ? -kIq1Delta : kIq1Delta, y);
-    }
-  }
+  decode_iq1(DType::IQ1_M, b, y);
 }
 
 using BlockDecoder = void (*)(const uint8_t*, float*);
