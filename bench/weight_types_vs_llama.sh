@@ -8,6 +8,8 @@
 # tensor they write: QUANT_ARGS="--imatrix FILE --token-embedding-type q4_k --output-tensor-type q6_k"
 # (FILE from autoglm imatrix on the F16 model; the same args for every type of the run).
 # Needs ../shared/tools/build-llama-anchor.sh with the llama-quantize and llama-bench targets.
+# LLAMA_AVX2_BIN: a second llama.cpp build limited to AVX2 (cmake -DGGML_NATIVE=OFF -DGGML_AVX=ON
+# -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON), measured beside our AVX2 set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/build/src/cli/autoglm
@@ -25,12 +27,16 @@ for t in "${types[@]}"; do
   # shellcheck disable=SC2086
   [ -f "$f" ] || LD_LIBRARY_PATH=$lq "$lq/llama-quantize" --pure ${QUANT_ARGS:-} "$work/f16.gguf" "$f" "$t" "$threads" \
     >/dev/null 2>&1
-  read -r lpp ltg < <(LD_LIBRARY_PATH=$lq "$lq/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 3 -o json 2>/dev/null |
-    python3 -c 'import json, sys
+  for lb in "$lq" ${LLAMA_AVX2_BIN:+"$LLAMA_AVX2_BIN"}; do
+    read -r lpp ltg < <(LD_LIBRARY_PATH=$lb "$lb/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 3 -o json 2>/dev/null |
+      python3 -c 'import json, sys
 rows = json.load(sys.stdin)
 pick = lambda p, g: next(r["avg_ts"] for r in rows if r["n_prompt"] == p and r["n_gen"] == g)
 print("%.2f %.2f" % (pick(512, 0), pick(0, 128)))')
-  printf '| %s | llama.cpp | %s | %s |\n' "$t" "$lpp" "$ltg"
+    label=llama.cpp
+    [ "$lb" = "$lq" ] || label="llama.cpp (avx2)"
+    printf '| %s | %s | %s | %s |\n' "$t" "$label" "$lpp" "$ltg"
+  done
   for isa in "" avx2; do
     if [ -n "$isa" ]; then export AUTOGLM_CPU_ISA=$isa; else unset AUTOGLM_CPU_ISA; fi
     out=$("$bin" bench -m "$f" -p 512 -n 128 -t "$threads" -r 3 2>/dev/null)
