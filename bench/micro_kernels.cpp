@@ -143,7 +143,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
     return 1;
   }
-  std::fprintf(stderr, "kernels: %s\n", autoglm::cpu::kernel_isa());
+  // AUTOGLM_LATTICE_GATHERS=1|0 forces the lattice decode kernels' entries by gathers or scalar loads.
+  if (const char* gathers = std::getenv("AUTOGLM_LATTICE_GATHERS"))
+    autoglm::cpu::set_lattice_gathers(gathers[0] == '1' ? autoglm::cpu::LatticeGathers::kOn
+                                                        : autoglm::cpu::LatticeGathers::kOff);
+  std::fprintf(stderr, "kernels: %s, lattice entries by %s\n", autoglm::cpu::kernel_isa(),
+               autoglm::cpu::lattice_gathers() ? "gathers" : "scalar loads");
   benchmark::Initialize(&argc, argv);
   autoglm::register_all();
   benchmark::RunSpecifiedBenchmarks();

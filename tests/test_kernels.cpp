@@ -183,7 +183,8 @@ TEST(Matmul, FloatWidthsPastAMultipleOfSixteen) {
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it), on
-// any kernel set: one token and two (the decode kernels) against six (the prefill ones).
+// any kernel set: one, two and four tokens (the decode kernels) against six (the prefill ones); the
+// lattice types' decode kernels with their entries gathered and loaded one by one.
 void expect_batched_rows_equal_single_rows(DType t) {
   // 37 rows: units of four groups and a lone last one, for one token and for a batch.
   const int64_t rows = 37, cols = 256, tokens = 6;
@@ -196,18 +197,35 @@ void expect_batched_rows_equal_single_rows(DType t) {
   const std::string best = cpu::kernel_isa();
   for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
     if (!cpu::select_kernel_isa(isa)) continue;
-    std::vector<float> batched(static_cast<size_t>(rows * tokens)), few(static_cast<size_t>(rows * 2));
+    std::vector<float> batched(static_cast<size_t>(rows * tokens)), few(static_cast<size_t>(rows * 4));
     cpu::matmul(pool, m, x.data(), tokens, batched.data());
-    for (int64_t tk = 0; tk < tokens; ++tk)
-      for (int64_t n : {1, 2}) {
-        if (tk + n > tokens) continue;
-        cpu::matmul(pool, m, &x[size_t(tk * cols)], n, few.data());
-        for (int64_t r = 0; r < rows; ++r)
-          EXPECT_EQ(few[size_t(r)], batched[size_t(tk * rows + r)])
-              << dtype_name(t) << " " << isa << " token " << tk << " of " << n << ", row " << r;
-      }
+    for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
+      cpu::set_lattice_gathers(gathers);
+      const char* how = gathers == cpu::LatticeGathers::kOn ? " gathers" : " scalar loads";
+      for (int64_t tk = 0; tk < tokens; ++tk)
+        for (int64_t n : {1, 2, 4}) {
+          if (tk + n > tokens) continue;
+          cpu::matmul(pool, m, &x[size_t(tk * cols)], n, few.data());
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = 0; r < rows; ++r)
+              EXPECT_EQ(few[size_t(i * rows + r)], batched[size_t((tk + i) * rows + r)])
+                  << dtype_name(t) << " " << isa << how << " token " << tk + i << " of " << n << ", row " << r;
+        }
+    }
+    cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
   }
   cpu::select_kernel_isa(best.c_str());
+}
+
+// Auto gathers exactly where the CPU's gathers are fast; on and off force either way.
+TEST(LatticeGathers, AutoFollowsTheCpu) {
+  cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
+  EXPECT_EQ(cpu::lattice_gathers(), cpu_features().fast_gathers) << cpu_features_string();
+  cpu::set_lattice_gathers(cpu::LatticeGathers::kOn);
+  EXPECT_TRUE(cpu::lattice_gathers());
+  cpu::set_lattice_gathers(cpu::LatticeGathers::kOff);
+  EXPECT_FALSE(cpu::lattice_gathers());
+  cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
 }
 
 TEST_P(EveryType, BatchedRowsEqualSingleRows) {

@@ -41,6 +41,14 @@ bool apply_process_environment() {
     }
     set_cpu_bf16_activations(*mode);
   }
+  if (const char* gathers = std::getenv("AUTOGLM_LATTICE_GATHERS")) {
+    const auto mode = cpu_switch_from_name(gathers);
+    if (!mode) {
+      std::fprintf(stderr, "error: AUTOGLM_LATTICE_GATHERS=%s is not one of 1, 0, on, off, auto\n", gathers);
+      return false;
+    }
+    set_cpu_lattice_gathers(*mode);
+  }
   return true;
 }
 

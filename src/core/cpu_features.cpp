@@ -1,6 +1,18 @@
 #include "core/cpu_features.h"
 
+#include <fstream>
+
 namespace autoglm {
+namespace {
+
+// Linux reports "Mitigation: Microcode" where the GDS fix slows every gather.
+bool gathers_mitigated() {
+  std::ifstream status("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+  std::string line;
+  return std::getline(status, line) && line.rfind("Mitigation", 0) == 0;
+}
+
+}  // namespace
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = [] {
@@ -16,6 +28,7 @@ const CpuFeatures& cpu_features() {
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     f.avxvnni = __builtin_cpu_supports("avxvnni");
+    f.fast_gathers = f.avx2 && __builtin_cpu_is("intel") && !gathers_mitigated();
 #endif
     return f;
   }();
@@ -32,6 +45,7 @@ std::string cpu_features_string() {
   if (f.avx512vnni) s += "AVX512_VNNI ";
   if (f.avx512bf16) s += "AVX512_BF16 ";
   if (f.avxvnni) s += "AVX_VNNI ";
+  if (f.fast_gathers) s += "FAST_GATHERS ";
   if (s.empty()) return "baseline";
   s.pop_back();
   return s;

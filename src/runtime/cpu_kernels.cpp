@@ -4,11 +4,15 @@
 
 namespace autoglm {
 
-std::optional<Bf16Mode> bf16_mode_from_name(std::string_view name) {
-  if (name == "auto") return Bf16Mode::kAuto;
-  if (name == "on" || name == "1") return Bf16Mode::kOn;
-  if (name == "off" || name == "0") return Bf16Mode::kOff;
+std::optional<CpuSwitch> cpu_switch_from_name(std::string_view name) {
+  if (name == "auto") return CpuSwitch::kAuto;
+  if (name == "on" || name == "1") return CpuSwitch::kOn;
+  if (name == "off" || name == "0") return CpuSwitch::kOff;
   return std::nullopt;
+}
+
+std::optional<Bf16Mode> bf16_mode_from_name(std::string_view name) {
+  return cpu_switch_from_name(name);
 }
 
 void set_cpu_bf16_activations(Bf16Mode mode) {
@@ -16,6 +20,14 @@ void set_cpu_bf16_activations(Bf16Mode mode) {
     case Bf16Mode::kAuto: cpu::set_bf16_activations(cpu::Bf16Activations::kAuto); return;
     case Bf16Mode::kOn: cpu::set_bf16_activations(cpu::Bf16Activations::kOn); return;
     case Bf16Mode::kOff: cpu::set_bf16_activations(cpu::Bf16Activations::kOff); return;
+  }
+}
+
+void set_cpu_lattice_gathers(CpuSwitch mode) {
+  switch (mode) {
+    case CpuSwitch::kAuto: cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto); return;
+    case CpuSwitch::kOn: cpu::set_lattice_gathers(cpu::LatticeGathers::kOn); return;
+    case CpuSwitch::kOff: cpu::set_lattice_gathers(cpu::LatticeGathers::kOff); return;
   }
 }
 

@@ -166,6 +166,19 @@ bool bf16_activations() {
   return mode == Bf16Activations::kOn || (mode == Bf16Activations::kAuto && kernel_isa_has_bf16_dot());
 }
 
+namespace {
+std::atomic<LatticeGathers> lattice_gathers_mode{LatticeGathers::kAuto};
+}  // namespace
+
+void set_lattice_gathers(LatticeGathers mode) {
+  lattice_gathers_mode = mode;
+}
+
+bool lattice_gathers() {
+  const LatticeGathers mode = lattice_gathers_mode.load(std::memory_order_relaxed);
+  return mode == LatticeGathers::kOn || (mode == LatticeGathers::kAuto && cpu_features().fast_gathers);
+}
+
 bool uses_int8_activations(DType t) {
   const ActivationFormat f = activation_format(t);
   return f == ActivationFormat::kQ8Blocks32 || f == ActivationFormat::kQ8KBlocks256;

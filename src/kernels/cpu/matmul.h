@@ -62,6 +62,13 @@ bool kernel_isa_has_bf16_dot();
 // The activations as the kernels of type t see them (quantized and decoded again, or copied).
 void activations_as_seen(DType t, const float* x, int64_t n_tokens, int64_t cols, float* out);
 
+// How the lattice types' decode kernels fetch their grid entries: by gathers, or by scalar loads
+// (the same bits either way). kAuto: gathers where the CPU's are fast (CpuFeatures::fast_gathers).
+// The CLI reads AUTOGLM_LATTICE_GATHERS. Not to be changed while kernels run.
+enum class LatticeGathers { kAuto, kOn, kOff };
+void set_lattice_gathers(LatticeGathers mode);
+bool lattice_gathers();
+
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
