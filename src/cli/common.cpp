@@ -20,6 +20,19 @@ bool environment_says(const char* name, const char* value) {
   return v && std::string(v) == value;
 }
 
+// Applies an auto/on/off switch set in the environment; false, with an error naming it, for a bad value.
+bool apply_switch_from_environment(const char* name, void (*apply)(CpuSwitch)) {
+  const char* value = std::getenv(name);
+  if (!value) return true;
+  const auto mode = cpu_switch_from_name(value);
+  if (!mode) {
+    std::fprintf(stderr, "error: %s=%s is not one of 1, 0, on, off, auto\n", name, value);
+    return false;
+  }
+  apply(*mode);
+  return true;
+}
+
 }  // namespace
 
 bool pin_threads_from_environment() {
@@ -33,23 +46,8 @@ bool apply_process_environment() {
     std::fprintf(stderr, "error: AUTOGLM_CPU_ISA=%s is not a kernel set this CPU runs\n", isa);
     return false;
   }
-  if (const char* bf16 = std::getenv("AUTOGLM_BF16_ACTIVATIONS")) {
-    const auto mode = bf16_activations_mode(bf16);
-    if (!mode) {
-      std::fprintf(stderr, "error: AUTOGLM_BF16_ACTIVATIONS=%s is not one of 1, 0, on, off, auto\n", bf16);
-      return false;
-    }
-    set_cpu_bf16_activations(*mode);
-  }
-  if (const char* gathers = std::getenv("AUTOGLM_LATTICE_GATHERS")) {
-    const auto mode = cpu_switch_from_name(gathers);
-    if (!mode) {
-      std::fprintf(stderr, "error: AUTOGLM_LATTICE_GATHERS=%s is not one of 1, 0, on, off, auto\n", gathers);
-      return false;
-    }
-    set_cpu_lattice_gathers(*mode);
-  }
-  return true;
+  return apply_switch_from_environment("AUTOGLM_BF16_ACTIVATIONS", set_cpu_bf16_activations) &&
+         apply_switch_from_environment("AUTOGLM_LATTICE_GATHERS", set_cpu_lattice_gathers);
 }
 
 std::optional<Bf16Mode> bf16_activations_mode(const std::string& name) {
