@@ -28,7 +28,7 @@ class EngineHold {
 class ServerTest : public ::testing::Test {
  protected:
   // `load` false: the server answers while the model is not loaded yet (api->load() later).
-  // Without a model in `cfg`, stories260K.
+  // Without a model in `cfg` (nor a models_dir), stories260K.
   void start(ServerConfig cfg, bool load = true) {
     AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
     const Status started = try_start(std::move(cfg), load);
@@ -36,7 +36,7 @@ class ServerTest : public ::testing::Test {
   }
   // The same, for a test whose server is meant to fail: the error of listening or loading.
   Status try_start(ServerConfig cfg, bool load = true) {
-    if (cfg.model.empty()) cfg.model = shared_path("models/stories260K.gguf");
+    if (cfg.model.empty() && cfg.models_dir.empty()) cfg.model = shared_path("models/stories260K.gguf");
     cfg.runtime.threads = 2;
     server.reset();  // a restart: the old transport goes before the service it calls
     api = std::make_unique<ApiService>(cfg);

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 SCRIPT = os.path.join("scripts", "default-model.sh")
-NO_MODEL = "model: no model given (the 'model' key, 'models', or -m/--model)"
+NO_MODEL = "model: no model given (the 'model' key, 'models', 'models_dir', -m/--model or --models-dir)"
 
 
 def find_repository(*starts):

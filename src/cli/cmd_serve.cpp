@@ -13,7 +13,10 @@ namespace autoglm::cli {
 namespace {
 
 struct ServeArgs {
-  std::string config_path, model, host, chat_template, reasoning_format, tool_call_format, mmproj;
+  std::string config_path, model, host, chat_template, reasoning_format, tool_call_format, mmproj, models_dir;
+  int64_t models_max = -1;
+  double sleep_idle_seconds = -1;
+  bool models_autoload = true;
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
   double kv_mib = 0;
@@ -82,6 +85,10 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   text("reasoning_format", a.reasoning_format);
   text("tool_call_format", a.tool_call_format);
   if (!a.served_names.empty()) o.emplace_back("served_model_name", nlohmann::json(a.served_names).dump());
+  text("models_dir", a.models_dir);
+  number("models_max", a.models_max, a.models_max >= 0);
+  if (!a.models_autoload) o.emplace_back("models_autoload", "false");
+  number("sleep_idle_seconds", a.sleep_idle_seconds, a.sleep_idle_seconds >= 0);
   return o;
 }
 
@@ -129,6 +136,18 @@ void register_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("--config", a->config_path, "YAML configuration file (flags override it)");
   cmd->add_option("-m,--model", a->model, "GGUF model file or Hugging Face folder");
+  cmd->add_option("--models-dir", a->models_dir,
+                  "Serve every GGUF file and model folder under DIR, each named by its file or folder name and "
+                  "loaded when first asked for (models_dir)");
+  cmd->add_flag("--models-autoload,!--no-models-autoload", a->models_autoload,
+                "A request naming an unloaded model loads it (default on; off: a 404 until POST /models/load)");
+  cmd->add_option("--models-max", a->models_max,
+                  "Models loaded at once; past it the least recently used idle one unloads (0: no limit; default 4 "
+                  "with --models-dir)")
+      ->check(CLI::Range(int64_t(0), int64_t(4096)));
+  cmd->add_option("--sleep-idle-seconds", a->sleep_idle_seconds,
+                  "A model with no request this long frees its weights and KV until the next request (0: never)")
+      ->check(CLI::Range(0.0, 365.0 * 86400));
   add_quantize_option(*cmd, a->quantize);
   add_memory_options(*cmd, a->memory);
   add_cpu_moe_options(*cmd, a->cpu_moe);

@@ -35,6 +35,7 @@ ApiService::ApiService(ServerConfig config)
                  out += generation_.cache_metrics();
                  jobs_.metrics(out);
                  loras_.metrics(out);
+                 model_routes_.metrics(out);
                }}) {
   generation_.bind(handlers_);
   tasks_.bind(handlers_);
@@ -51,8 +52,9 @@ ApiService::~ApiService() {
 void ApiService::shutdown() {
   tasks_.wait_idle();
   ready_ = false;
-  jobs_.stop();      // the runners first: they call the engines, the tasks and the batches
-  tasks_.release();  // the task pipeline, then the engines' threads, then the models
+  jobs_.stop();                                // the runners first: they call the engines, the tasks and the batches
+  tasks_.release();                            // the task pipeline, then the engines' threads, then the models
+  if (catalog_.shelf) catalog_.shelf->stop();  // its thread, then every runtime
   catalog_.models.clear();
 }
 
@@ -74,7 +76,7 @@ void ApiService::cancel_in_flight() {
 }
 
 Runtime& ApiService::default_runtime() {
-  return *catalog_.default_model().runtime;
+  return *catalog_.default_model().runtime;  // tests only, with the first model loaded
 }
 
 Status ApiService::reload_routes(const ServerConfig& fresh) {
@@ -85,7 +87,12 @@ Status ApiService::load(const RuntimeOptions& base) {
   AUTOGLM_RETURN_IF_ERROR(check_access_rules(config_));
   AUTOGLM_RETURN_IF_ERROR(generation_.start());
   AUTOGLM_RETURN_IF_ERROR(load_models(base));
-  AUTOGLM_RETURN_IF_ERROR(tasks_.start(default_runtime(), listening_));
+  // Tasks run on the first model, held for each step (it may be asleep or unloaded between).
+  auto first_model = [this]() -> Result<TaskPipeline::HeldRuntime> {
+    AUTOGLM_ASSIGN_OR_RETURN(ModelHold held, catalog_.shelf->hold(catalog_.default_model()));
+    return TaskPipeline::HeldRuntime{held.runtime, held.token};
+  };
+  AUTOGLM_RETURN_IF_ERROR(tasks_.start(first_model, listening_));
   AUTOGLM_RETURN_IF_ERROR(catalog_.reload_routes(config_));
   AUTOGLM_RETURN_IF_ERROR(jobs_.start());
   ready_ = true;
@@ -93,49 +100,80 @@ Status ApiService::load(const RuntimeOptions& base) {
   return Status::ok();
 }
 
-// Each served model's runtime (the later ones beside the first, on its threads) and the LoRA
-// adapters the configuration names over it.
+// Every served model on the shelf: those configured load now, in order (the later ones beside
+// the first, on its threads), with the LoRA adapters the configuration names over them; those of
+// models_dir when first asked for.
 Status ApiService::load_models(const RuntimeOptions& base) {
   std::vector<std::unique_ptr<ModelService>>& models = catalog_.models;
   const std::vector<ServedModel> served = served_models(config_);
-  if (served.empty()) return invalid_argument("model: no model given (the 'model' key, 'models', or -m/--model)");
-  // Models without a kv_cache_share split what the others leave equally.
+  if (served.empty())
+    return invalid_argument(
+        config_.models_dir.empty()
+            ? "model: no model given (the 'model' key, 'models', 'models_dir', -m/--model or --models-dir)"
+            : "models_dir: '" + config_.models_dir + "' holds no model (GGUF files or folders)");
+  // Models without a kv_cache_share split what the others leave equally; each of models_dir has
+  // the whole budget (models_max bounds how many are loaded).
   double shared = 0;
   int64_t unshared = 0;
-  for (const ServedModel& m : served) m.kv_cache_share > 0 ? void(shared += m.kv_cache_share) : void(++unshared);
+  for (const ServedModel& m : served)
+    if (!m.on_demand) m.kv_cache_share > 0 ? void(shared += m.kv_cache_share) : void(++unshared);
+  std::vector<double> shares;
   for (const ServedModel& m : served) {
     auto s = std::make_unique<ModelService>();
     s->name = m.name;
     s->aliases = m.aliases;
     s->config = m.config;
-    RuntimeOptions options = m.config->runtime;
-    const double share = m.kv_cache_share > 0 ? m.kv_cache_share : (1 - shared) / double(unshared);
-    options.kv_memory_mib *= share;
-    options.kv_memory_fraction *= share;
-    options.repack_weights = base.repack_weights;
-    options.pin_threads = base.pin_threads;
-    options.progress = base.progress;
-    options.threads = config_.runtime.threads;
-    options.cancel_renders = &stopping_;
-    auto opened = models.empty() ? Runtime::open(m.config->model, options)
-                                 : Runtime::open_beside(*models.front()->runtime, m.config->model, options);
-    if (!opened) {
-      if (served.size() == 1) return opened.status();
-      return Status(opened.status().code(), "models: '" + m.name + "': " + opened.status().message());
-    }
-    s->runtime = std::move(opened).value();
-    s->info = s->runtime->info();
-    s->pooling = config_.embeddings_pooling.value_or(s->info.pooling);
+    s->on_demand = m.on_demand;
     models.push_back(std::move(s));
-    for (const LoraAdapterConfig& a : m.config->lora_adapters) {
-      const std::string where = (served.size() == 1 ? "" : "models: '" + m.name + "': ") + "lora_adapters." + a.name;
-      if (Status taken = catalog_.lora_name_free(a.name); !taken.is_ok())
-        return Status(taken.code(), where + ": " + taken.message());
-      if (Status st = models.back()->runtime->load_lora(a.name, a.path, a.scale); !st.is_ok())
-        return Status(st.code(), where + ": " + st.message());
-    }
+    shares.push_back(m.on_demand ? 1.0 : m.kv_cache_share > 0 ? m.kv_cache_share : (1 - shared) / double(unshared));
   }
-  return Status::ok();
+  ModelShelf::Options shelf;
+  shelf.max_loaded = models_max_of(config_);
+  shelf.sleep_idle_seconds = config_.sleep_idle_seconds;
+  shelf.autoload = config_.models_autoload;
+  shelf.open = [this, base, shares, several = served.size() > 1](
+                   ModelService& m, const Runtime* other) -> Result<std::unique_ptr<Runtime>> {
+    const size_t index = size_t(
+        std::find_if(catalog_.models.begin(), catalog_.models.end(), [&](const auto& p) { return p.get() == &m; }) -
+        catalog_.models.begin());
+    auto opened = open_model(m, base, shares[index], other);
+    if (!opened && several && !m.on_demand)  // at start: which of the models failed
+      return Status(opened.status().code(), "models: '" + m.name + "': " + opened.status().message());
+    return opened;
+  };
+  shelf.on_event = [this](const ModelService& m, const std::string& event, double seconds) {
+    metrics_.count_model_event(m.name, event, seconds);
+  };
+  catalog_.shelf = std::make_unique<ModelShelf>(models, std::move(shelf));
+  return catalog_.shelf->start();
+}
+
+// One model's runtime with the configured LoRA adapters over it.
+Result<std::unique_ptr<Runtime>> ApiService::open_model(ModelService& m, const RuntimeOptions& base, double kv_share,
+                                                        const Runtime* other) {
+  RuntimeOptions options = m.config->runtime;
+  options.kv_memory_mib *= kv_share;
+  options.kv_memory_fraction *= kv_share;
+  options.repack_weights = base.repack_weights;
+  options.pin_threads = base.pin_threads;
+  options.progress = [this, &m, forward = base.progress](const std::string& step, int64_t done, int64_t total) {
+    catalog_.shelf->set_progress(m, step + " " + std::to_string(done) + "/" + std::to_string(total));
+    if (forward) forward(step, done, total);
+  };
+  options.threads = config_.runtime.threads;
+  options.cancel_renders = &stopping_;
+  AUTOGLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Runtime> runtime,
+      other ? Runtime::open_beside(*other, m.config->model, options) : Runtime::open(m.config->model, options));
+  m.pooling = config_.embeddings_pooling.value_or(runtime->info().pooling);
+  for (const LoraAdapterConfig& a : m.config->lora_adapters) {
+    const std::string where = "lora_adapters." + a.name;
+    if (Status taken = catalog_.lora_name_free(a.name); !taken.is_ok())
+      return Status(taken.code(), where + ": " + taken.message());
+    if (Status st = runtime->load_lora(a.name, a.path, a.scale); !st.is_ok())
+      return Status(st.code(), where + ": " + st.message());
+  }
+  return runtime;
 }
 
 Reply ApiService::handle(const HttpRequest& request) {

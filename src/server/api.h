@@ -86,6 +86,8 @@ class ApiService : public HttpService {
   std::optional<Reply> check_admission(const HttpRequest& head);
   Reply handle_checked(const HttpRequest& request);
   Status load_models(const RuntimeOptions& base);
+  Result<std::unique_ptr<Runtime>> open_model(ModelService& m, const RuntimeOptions& base, double kv_share,
+                                              const Runtime* other);
 
   ServerConfig config_;
   ServerMetrics metrics_;

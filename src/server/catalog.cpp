@@ -15,10 +15,16 @@ json model_object(const std::string& id, const char* kind) {
 }
 
 Status ModelCatalog::reload_routes(const ServerConfig& fresh) {
-  std::vector<std::string> names;
-  for (const auto& m : models) names.push_back(m->name);
-  const std::vector<std::string> wanted = served_model_names(fresh);
-  if (!models.empty() && wanted != names)
+  // models_dir is read at start: files added since are served after a restart (as llama-server's
+  // router serves them), so only the configured models are compared.
+  std::vector<std::string> names, configured, wanted;
+  for (const auto& m : models) {
+    names.push_back(m->name);
+    if (!m->on_demand) configured.push_back(m->name);
+  }
+  for (const ServedModel& m : served_models(fresh))
+    if (!m.on_demand) wanted.push_back(m.name);
+  if (!models.empty() && wanted != configured)
     return invalid_argument("the models changed (" + std::to_string(wanted.size()) +
                             " named now); models load at start only: restart the server to change them");
   AUTOGLM_RETURN_IF_ERROR(check_routes(fresh.routes, names, "routes"));
@@ -88,11 +94,23 @@ std::optional<Reply> ModelCatalog::resolve(const std::string& name, Target& targ
   return error_reply(404, "the model '" + name + "' does not exist; this server serves " + served_list(), "model");
 }
 
+ModelHold ModelCatalog::hold(ModelService& model) {
+  Result<ModelHold> held = shelf->hold(model);
+  if (held) return std::move(held).value();
+  const Status& st = held.status();
+  if (st.code() == StatusCode::kNotFound) answer_now(error_reply(404, st.message(), "model"));
+  Reply r = error_reply(503, st.message(), "", "service_unavailable");
+  if (st.code() == StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
+  answer_now(std::move(r));
+}
+
 ModelService* ModelCatalog::adapter_base(const std::string& name) {
-  for (auto& m : models)
-    for (const LoraInfo& a : m->runtime->loras())
-      if (a.name == name) return m.get();
-  return nullptr;
+  ModelService* base = nullptr;
+  shelf->for_each_loaded([&](ModelService& m) {
+    for (const LoraInfo& a : m.runtime->loras())
+      if (a.name == name && !base) base = &m;
+  });
+  return base;
 }
 
 Status ModelCatalog::lora_name_free(const std::string& name) {
@@ -106,14 +124,15 @@ Status ModelCatalog::lora_name_free(const std::string& name) {
 
 std::vector<json> ModelCatalog::lora_objects() {
   std::vector<json> out;
-  for (const auto& m : models)
-    for (const LoraInfo& a : m->runtime->loras()) {
+  shelf->for_each_loaded([&](ModelService& m) {
+    for (const LoraInfo& a : m.runtime->loras()) {
       json o = model_object(a.name, "lora");
-      o["parent"] = m->name;
+      o["parent"] = m.name;
       o["root"] = a.path;
       o["lora"] = {{"scale", a.scale}, {"resident", a.resident}, {"in_use", a.in_use}};
       out.push_back(std::move(o));
     }
+  });
   return out;
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <algorithm>
-
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,25 +15,13 @@
 #include "server/api/reply.h"
 #include "server/api/request_params.h"
 #include "server/config/config.h"
+#include "server/model_shelf.h"
 #include "server/routing/routing.h"
 
 namespace autoglm {
 
 // A /v1/models entry: id, object, created, owned_by, and its kind ("model", "route", "lora").
 json model_object(const std::string& id, const char* kind);
-
-// One served model once loaded: its runtime and how the API names it.
-struct ModelService {
-  std::string name;
-  std::vector<std::string> aliases;  // other names requests may give (served_model_name)
-  bool answers_to(const std::string& n) const {
-    return n == name || std::find(aliases.begin(), aliases.end(), n) != aliases.end();
-  }
-  std::shared_ptr<const ServerConfig> config;  // the server's, with the model's own keys on top
-  std::unique_ptr<Runtime> runtime;
-  ModelInfo info;                    // the runtime's, read once loaded
-  Pooling pooling = Pooling::kLast;  // of /v1/embeddings
-};
 
 // What a request's `model` names: a served model, or a route (with the table that holds it,
 // which a reload may replace while the request goes on).
@@ -46,13 +34,20 @@ struct Target {
 
 class ModelCatalog {
  public:
-  // Loaded in order at start (the first answers requests that name none); cleared at shutdown.
+  // Every model served, in order (the first answers requests that name none), loaded or not;
+  // the shelf loads and unloads them. Fixed once the server has started.
   std::vector<std::unique_ptr<ModelService>> models;
+  std::unique_ptr<ModelShelf> shelf;
+
+  // The model loaded and held for a request, or the reply that says why not (thrown by
+  // answer_now: a 404 when autoload is off, a 503 naming a failed load's reason, a 503 with
+  // Retry-After when too many requests wait on loads).
+  ModelHold hold(ModelService& model);
 
   ModelService& default_model() { return *models.front(); }
   // The model of this name (routes are checked against the models: the first when none).
   ModelService& model_named(const std::string& name);
-  // The model a LoRA adapter of this name is loaded over, or null.
+  // The loaded model a LoRA adapter of this name is loaded over, or null.
   ModelService* adapter_base(const std::string& name);
   // OK when no model, route or adapter has this name (a new adapter may take it).
   Status lora_name_free(const std::string& name);

@@ -239,13 +239,15 @@ Reply GenerationRoutes::generate(const GenerationCall& call) {
 }
 
 Reply GenerationRoutes::generate_on(PreparedGeneration p, const std::string& route, bool use_cache) {
-  ModelService& m = *p.model;
   // An adapter's requests are counted (and cached) as its own: the name it was asked by.
   const std::string& served = p.shape.model;
   RequestMetrics& series = metrics_.requests(served, route);
   feedback_.remember(p.shape.id, &series, served, route);
-  auto writer = std::make_shared<ResponseWriter>(p.shape, *m.runtime, series);
-  auto consume = [writer](const StreamEvent& ev, size_t choice) { return writer->consume(ev, choice); };
+  auto writer = std::make_shared<ResponseWriter>(p.shape, *p.hold.runtime, series);
+  // The writer reads the model's tokenizer: the model stays loaded while the reply goes on.
+  auto consume = [writer, hold = p.hold.token](const StreamEvent& ev, size_t choice) {
+    return writer->consume(ev, choice);
+  };
   const std::optional<std::string> key =
       use_cache ? response_cache_key(served, p.shape.chat, *p.prepared, p.shape.choices) : std::nullopt;
   if (!key) return submit_generation(std::move(p), consume);
@@ -278,9 +280,9 @@ Reply GenerationRoutes::cascade(const Route& route, const GenerationCall& call) 
   make_ready(light);
   RequestMetrics& light_series = metrics_.requests(light.model->name, route.name);
   RequestMetrics& heavy_series = metrics_.requests(heavy.model->name, route.name);
-  auto light_writer = std::make_shared<ResponseWriter>(light.shape, *light.model->runtime, light_series);
-  auto heavy_writer = std::make_shared<ResponseWriter>(heavy.shape, *heavy.model->runtime, heavy_series);
-  auto light_handle = light.model->runtime->submit(*light.prepared);
+  auto light_writer = std::make_shared<ResponseWriter>(light.shape, *light.hold.runtime, light_series);
+  auto heavy_writer = std::make_shared<ResponseWriter>(heavy.shape, *heavy.hold.runtime, heavy_series);
+  auto light_handle = light.hold.runtime->submit(*light.prepared);
   if (!light_handle) {
     if (light_handle.status().code() == StatusCode::kResourceExhausted)
       return busy_reply(light_handle.status().message());
@@ -289,7 +291,9 @@ Reply GenerationRoutes::cascade(const Route& route, const GenerationCall& call) 
   auto decision = std::make_shared<std::optional<CascadeDecision>>();  // set on an engine thread, read after
   auto tracked = std::make_shared<std::vector<std::shared_ptr<void>>>();
   tracked->push_back(in_flight_.track(*light_handle));
-  Runtime* heavy_runtime = heavy.model->runtime.get();
+  tracked->push_back(light.hold.token);
+  tracked->push_back(heavy.hold.token);
+  Runtime* heavy_runtime = heavy.hold.runtime;
   auto submit_heavy = [this, heavy_runtime, request = *heavy.prepared, tracked]() {
     auto handle = heavy_runtime->submit(request);
     if (handle) tracked->push_back(in_flight_.track(*handle));
@@ -341,6 +345,7 @@ GenerationRoutes::PreparedGeneration GenerationRoutes::describe_generation(const
                                                                            const Target* lora) {
   PreparedGeneration p;
   p.model = &m;
+  p.hold = catalog_.hold(m);
   p.params = call.params();
   p.prompt_param = call.is_chat() ? "messages" : "prompt";
   p.request = runtime_request(call, m.info.sampling_defaults);
@@ -366,7 +371,7 @@ GenerationRoutes::PreparedGeneration GenerationRoutes::describe_generation(const
 // The runtime renders the prompt, compiles what is left and checks the limits: its errors
 // name the field (a 400), an adapter busy or gone is a 429 or a 404 naming the model.
 void GenerationRoutes::make_ready(PreparedGeneration& p) {
-  auto prepared = p.model->runtime->prepare(p.request);
+  auto prepared = p.hold.runtime->prepare(p.request);
   if (!prepared) {
     const Status& st = prepared.status();
     if (st.field() == "lora") {
@@ -390,7 +395,7 @@ GenerationRoutes::PreparedGeneration GenerationRoutes::prepare_generation(const 
 // into the reply's bytes.
 Reply GenerationRoutes::submit_generation(PreparedGeneration p, Consume consume) {
   auto in_flight = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  Runtime* runtime = p.model->runtime.get();
+  Runtime* runtime = p.hold.runtime;
   ChoiceStreams::Submit submit_choice = [this, runtime, prepared = *p.prepared,
                                          in_flight](size_t index) -> Result<std::shared_ptr<StreamHandle>> {
     auto handle = runtime->submit(prepared, int32_t(index));
@@ -403,6 +408,7 @@ Reply GenerationRoutes::submit_generation(PreparedGeneration p, Consume consume)
     bad(p.prompt_param, handle.status().message());
   }
   in_flight->push_back(in_flight_.track(*handle));
+  in_flight->push_back(p.hold.token);
   Reply r;
   r.stream = std::make_shared<ChoiceStreams>(*handle, size_t(p.params.n), std::move(submit_choice));
   r.streaming = p.params.stream;

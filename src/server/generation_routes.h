@@ -43,6 +43,7 @@ class GenerationRoutes {
  private:
   struct PreparedGeneration {
     ModelService* model = nullptr;
+    ModelHold hold;                           // the model stays loaded until the reply is done
     Request request;                          // for the model's runtime
     std::optional<PreparedRequest> prepared;  // made ready by it (the prompt rendered)
     ResponseShape shape;

@@ -8,16 +8,6 @@ namespace autoglm {
 
 namespace {
 
-std::string string_field(const json& j, const char* name, bool required) {
-  if (!j.contains(name) || j[name].is_null()) {
-    if (required) bad(name, std::string("'") + name + "' is required");
-    return "";
-  }
-  if (!j[name].is_string() || (required && j[name].get<std::string>().empty()))
-    bad(name, std::string("'") + name + "' must be a non-empty string");
-  return j[name];
-}
-
 Reply text_reply(const std::string& text) {
   Reply r;
   r.content_type = "text/plain; charset=utf-8";
@@ -53,7 +43,8 @@ Reply LoraRoutes::load_adapter(const std::string& body) {
       if (m->name == base) model = m.get();
     if (!model) return error_reply(404, "no model '" + base + "' to load the adapter over", "model");
   }
-  const Status st = model->runtime->load_lora(name, path, scale);
+  const ModelHold held = catalog_.hold(*model);  // an adapter loaded here goes when its model unloads
+  const Status st = held.runtime->load_lora(name, path, scale);
   if (st.code() == StatusCode::kResourceExhausted) return busy_reply(st.message());
   if (!st.is_ok()) bad("lora_path", st.message());
   return text_reply("Success: LoRA adapter '" + name + "' added successfully.");
@@ -65,7 +56,8 @@ Reply LoraRoutes::unload_adapter(const std::string& body) {
   const std::string name = string_field(j, "lora_name", true);
   ModelService* model = catalog_.adapter_base(name);
   if (!model) return error_reply(404, "no LoRA adapter '" + name + "'", "lora_name");
-  if (Status st = model->runtime->unload_lora(name); !st.is_ok()) return error_reply(404, st.message(), "lora_name");
+  const ModelHold held = catalog_.hold(*model);
+  if (Status st = held.runtime->unload_lora(name); !st.is_ok()) return error_reply(404, st.message(), "lora_name");
   return text_reply("Success: LoRA adapter '" + name + "' removed successfully.");
 }
 
@@ -75,19 +67,19 @@ Reply LoraRoutes::unload_adapter(const std::string& body) {
 void LoraRoutes::metrics(std::string& out) {
   metric_header(out, "autoglm_lora_requests_info", "gauge",
                 "LoRA adapters of running and waiting requests (labels); the value: when they last changed.");
-  for (const auto& m : catalog_.models) {
-    const RuntimeStats a = m->runtime->stats();
-    out += "autoglm_lora_requests_info{" + metric_label("model", m->name) + "," +
-           metric_label("max_lora", std::to_string(m->config->runtime.max_loras)) + "," +
+  catalog_.shelf->for_each_loaded([&](ModelService& m) {
+    const RuntimeStats a = m.runtime->stats();
+    out += "autoglm_lora_requests_info{" + metric_label("model", m.name) + "," +
+           metric_label("max_lora", std::to_string(m.config->runtime.max_loras)) + "," +
            metric_label("running_lora_adapters", a.lora_running) + "," +
            metric_label("waiting_lora_adapters", a.lora_waiting) + "} " + std::to_string(a.lora_changed_at) + "\n";
-  }
+  });
   metric_header(out, "autoglm_lora_adapters_loaded", "gauge", "LoRA adapters loaded (resident) over each model.");
-  for (const auto& m : catalog_.models) {
+  catalog_.shelf->for_each_loaded([&](ModelService& m) {
     int64_t resident = 0;
-    for (const LoraInfo& a : m->runtime->loras()) resident += a.resident;
-    out += "autoglm_lora_adapters_loaded{" + metric_label("model", m->name) + "} " + std::to_string(resident) + "\n";
-  }
+    for (const LoraInfo& a : m.runtime->loras()) resident += a.resident;
+    out += "autoglm_lora_adapters_loaded{" + metric_label("model", m.name) + "} " + std::to_string(resident) + "\n";
+  });
 }
 
 }  // namespace autoglm

@@ -1,6 +1,11 @@
 #include "server/model_routes.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include "server/api/embeddings_route.h"
+#include "server/metrics/metrics.h"
 
 namespace autoglm {
 namespace {
@@ -24,6 +29,9 @@ void ModelRoutes::bind(HandlerTable& table) {
   table.bind(Endpoint::kModel, [this](const HttpRequest&, const RouteLookup& found) {
     return model(std::string(found.params["model"]));
   });
+  table.bind(Endpoint::kLoadModel, [this](const HttpRequest& req, const RouteLookup&) { return load_model(req.body); });
+  table.bind(Endpoint::kUnloadModel,
+             [this](const HttpRequest& req, const RouteLookup&) { return unload_model(req.body); });
   table.bind(Endpoint::kTokenize, [this](const HttpRequest& req, const RouteLookup&) { return tokenize(req.body); });
   table.bind(Endpoint::kDetokenize,
              [this](const HttpRequest& req, const RouteLookup&) { return detokenize(req.body); });
@@ -31,14 +39,49 @@ void ModelRoutes::bind(HandlerTable& table) {
              [this](const HttpRequest& req, const RouteLookup&) { return embeddings(req.body); });
 }
 
+// A model's /v1/models entry: with its status (llama-server's router's shape: {"value": "loaded",
+// ...}, and the reason of a failed load).
+json ModelRoutes::served_object(const ModelService& m, const std::string& id) {
+  json o = model_object(id, "model");
+  o["status"] = catalog_.shelf->status_of(m);
+  return o;
+}
+
+ModelService* ModelRoutes::model_by_name(const std::string& name) {
+  for (const auto& m : catalog_.models)
+    if (m->answers_to(name)) return m.get();
+  return nullptr;
+}
+
+// POST /models/load {"model"}: starts loading it (requests that name it wait for the load);
+// {"success": true} once started, or at once when it is loaded.
+Reply ModelRoutes::load_model(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  const std::string name = string_field(j, "model", true);
+  ModelService* m = model_by_name(name);
+  if (!m) return error_reply(404, "no model '" + name + "'; this server serves " + catalog_.served_list(), "model");
+  if (Status st = catalog_.shelf->request_load(*m); !st.is_ok()) return error_reply(400, st.message(), "model");
+  return json_reply(200, json{{"success", true}, {"status", catalog_.shelf->status_of(*m)}});
+}
+
+// POST /models/unload {"model"}: unloads it once its requests in flight are done (those that
+// come meanwhile load it again, with autoload).
+Reply ModelRoutes::unload_model(const std::string& body) {
+  const json j = parse_body(body, config_.runtime.limits);
+  const std::string name = string_field(j, "model", true);
+  ModelService* m = model_by_name(name);
+  if (!m) return error_reply(404, "no model '" + name + "'; this server serves " + catalog_.served_list(), "model");
+  if (Status st = catalog_.shelf->request_unload(*m); !st.is_ok()) return error_reply(400, st.message(), "model");
+  return json_reply(200, json{{"success", true}, {"status", catalog_.shelf->status_of(*m)}});
+}
+
 // GET /v1/models/{id}: a model or a route, or a 404 naming those served.
 Reply ModelRoutes::model(const std::string& id) {
   Reply r;
-  for (const auto& m : catalog_.models)
-    if (m->answers_to(id)) {
-      r.body = model_object(id, "model").dump();
-      return r;
-    }
+  if (const ModelService* m = model_by_name(id)) {
+    r.body = served_object(*m, id).dump();
+    return r;
+  }
   const auto table = catalog_.routes();
   if (auto it = table->find(id); it != table->end()) {
     r.body = route_object(it->second).dump();
@@ -56,14 +99,32 @@ Reply ModelRoutes::model(const std::string& id) {
 Reply ModelRoutes::models() {
   json data = json::array();
   for (const auto& m : catalog_.models) {
-    data.push_back(model_object(m->name, "model"));
-    for (const std::string& alias : m->aliases) data.push_back(model_object(alias, "model"));  // as vLLM lists them
+    data.push_back(served_object(*m, m->name));
+    for (const std::string& alias : m->aliases) data.push_back(served_object(*m, alias));  // as vLLM lists them
   }
   for (const auto& [name, route] : *catalog_.routes()) data.push_back(route_object(route));
   for (const json& adapter : catalog_.lora_objects()) data.push_back(adapter);
   Reply r;
   r.body = json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
+}
+
+void ModelRoutes::metrics(std::string& out) const {
+  metric_header(out, "autoglm_model_status", "gauge",
+                "Each served model's status: 1 on its current one (loaded, loading, unloaded, sleeping, failed).");
+  for (const auto& m : catalog_.models) {
+    const ModelStatus now = catalog_.shelf->status(*m);
+    for (ModelStatus s : {ModelStatus::kLoaded, ModelStatus::kLoading, ModelStatus::kUnloaded, ModelStatus::kSleeping,
+                          ModelStatus::kFailed})
+      out += "autoglm_model_status{" + metric_label("model", m->name) + "," +
+             metric_label("status", model_status_name(s)) + "} " + (s == now ? "1" : "0") + "\n";
+  }
+  int64_t pages = 0, resident = 0;
+  std::ifstream statm("/proc/self/statm");
+  if (statm >> pages >> resident) {
+    metric_header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    metric_sample(out, "process_resident_memory_bytes", double(resident) * double(sysconf(_SC_PAGESIZE)));
+  }
 }
 
 Reply ModelRoutes::tokenize(const std::string& body) {
@@ -73,7 +134,8 @@ Reply ModelRoutes::tokenize(const std::string& body) {
   const bool with_pieces = bool_param(j, "with_pieces", false);
   Target target;
   if (auto other = catalog_.resolve(j, target)) return *other;
-  const Runtime& tokenizer = *target.model->runtime;
+  const ModelHold held = catalog_.hold(*target.model);
+  const Runtime& tokenizer = *held.runtime;
   const auto ids = tokenizer.encode(check_utf8(j["content"], "content"), add_special, true);
   json tokens = json::array();
   for (int32_t id : ids) {
@@ -92,7 +154,8 @@ Reply ModelRoutes::detokenize(const std::string& body) {
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "'tokens' must be an array of token ids");
   Target target;
   if (auto other = catalog_.resolve(j, target)) return *other;
-  const Runtime& tokenizer = *target.model->runtime;
+  const ModelHold held = catalog_.hold(*target.model);
+  const Runtime& tokenizer = *held.runtime;
   std::vector<int32_t> ids;
   for (const auto& t : j["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.vocab_size())
@@ -109,7 +172,8 @@ Reply ModelRoutes::embeddings(const std::string& body) {
   Target target;
   if (auto other = catalog_.resolve(j, target)) return *other;
   ModelService& m = *target.model;
-  return embeddings_reply(j, {*m.runtime, m.info.n_embd, m.pooling, m.name});
+  const ModelHold held = catalog_.hold(m);
+  return embeddings_reply(j, {*held.runtime, m.info.n_embd, m.pooling, m.name});
 }
 
 }  // namespace autoglm

@@ -1,6 +1,6 @@
 // What the served models are and what their tokenizers and embeddings say: GET /v1/models
-// (models, routes, adapters), GET /v1/models/{id}, POST /tokenize, /detokenize and
-// /v1/embeddings.
+// (models with their status, routes, adapters), GET /v1/models/{id}, POST /models/load and
+// /models/unload, POST /tokenize, /detokenize and /v1/embeddings.
 #pragma once
 
 #include <string>
@@ -14,10 +14,17 @@ class ModelRoutes {
  public:
   ModelRoutes(const ServerConfig& config, ModelCatalog& catalog) : config_(config), catalog_(catalog) {}
   void bind(HandlerTable& table);
+  // Each model's status (a gauge per status, 1 on the current one) and the process's resident
+  // memory (it drops when a model unloads or sleeps).
+  void metrics(std::string& out) const;
 
  private:
   Reply models();
   Reply model(const std::string& id);
+  Reply load_model(const std::string& body);
+  Reply unload_model(const std::string& body);
+  json served_object(const ModelService& m, const std::string& id);
+  ModelService* model_by_name(const std::string& name);
   Reply tokenize(const std::string& body);
   Reply detokenize(const std::string& body);
   Reply embeddings(const std::string& body);

@@ -23,12 +23,11 @@ Reply ProbeRoutes::health() {
   if (!ready_) return error_reply(503, "the model is loading", "", "service_unavailable");
   json engines = json::array();
   bool alive = true;
-  for (const auto& m : catalog_.models) {
-    const RuntimeStats stats = m->runtime->stats();
+  catalog_.shelf->for_each_loaded([&](ModelService& m) {  // an unloaded model has no engine to check
+    const RuntimeStats stats = m.runtime->stats();
     alive = alive && stats.loop_alive;
-    engines.push_back(
-        {{"model", m->name}, {"alive", stats.loop_alive}, {"step_running_s", stats.step_running_seconds}});
-  }
+    engines.push_back({{"model", m.name}, {"alive", stats.loop_alive}, {"step_running_s", stats.step_running_seconds}});
+  });
   if (!alive) return error_reply(503, "an engine thread has stopped", "", "service_unavailable");
   Reply r;
   r.body = json{{"status", draining_ ? "draining" : "ok"}, {"engines", engines}}.dump();
@@ -52,10 +51,10 @@ Reply ProbeRoutes::metrics_text() {
   Reply r;
   r.content_type = "text/plain; version=0.0.4";
   std::vector<EngineView> engines;
-  for (const auto& m : catalog_.models) {
-    const ModelInfo info = m->runtime->info();
-    engines.push_back({m->name, m->runtime->stats(), info.device, info.device_weight_bytes, info.kv_bytes});
-  }
+  catalog_.shelf->for_each_loaded([&](ModelService& m) {
+    const ModelInfo info = m.runtime->info();
+    engines.push_back({m.name, m.runtime->stats(), info.device, info.device_weight_bytes, info.kv_bytes});
+  });
   r.body = metrics_.render(engines, sources_.tools ? sources_.tools() : nullptr);
   if (sources_.more) sources_.more(r.body);
   return r;

@@ -34,7 +34,10 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   AUTOGLM_ASSIGN_OR_RETURN(p.config, load_server_config(options.config_path, options.overrides));
   for (const std::string& key : options.api_keys) p.config.api_keys.push_back(key);
   if (served_models(p.config).empty())
-    return invalid_argument("model: no model given (the 'model' key, 'models', or -m/--model)");
+    return invalid_argument(p.config.models_dir.empty()
+                                ? "model: no model given (the 'model' key, 'models', 'models_dir', -m/--model or "
+                                  "--models-dir)"
+                                : "models_dir: '" + p.config.models_dir + "' holds no model (GGUF files or folders)");
   p.first_model_path = served_models(p.config).front().config->model;
   p.api = std::make_unique<ApiService>(p.config);
   p.http = std::make_unique<HttpServer>(*p.api, kIoThreads);

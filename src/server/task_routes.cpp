@@ -19,9 +19,9 @@ TaskRoutes::~TaskRoutes() {
   release();
 }
 
-Status TaskRoutes::start(Runtime& runtime, const std::optional<ListenAddress>& listening) {
+Status TaskRoutes::start(TaskPipeline::RuntimeSource runtime, const std::optional<ListenAddress>& listening) {
   AUTOGLM_ASSIGN_OR_RETURN(tools_, ToolRegistry::build(config_.tools, config_.http_allowlist, listening));
-  tasks_ = std::make_shared<TaskPipeline>(runtime, tools_, config_.task);
+  tasks_ = std::make_shared<TaskPipeline>(std::move(runtime), tools_, config_.task);
   return Status::ok();
 }
 

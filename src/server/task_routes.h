@@ -24,7 +24,7 @@ class TaskRoutes {
   ~TaskRoutes();
   // The tools (checked against the configuration; http tools never target `listening`) and the
   // pipeline over `runtime`.
-  Status start(Runtime& runtime, const std::optional<ListenAddress>& listening);
+  Status start(TaskPipeline::RuntimeSource runtime, const std::optional<ListenAddress>& listening);
   void bind(HandlerTable& table);
   // A task's reply (HTTP or a job): runs on its own thread, replies when it is done.
   Reply run_task(const std::string& body, const std::string& api_key);

@@ -38,7 +38,14 @@ json& mark_cancelled(json& result) {
 }  // namespace
 
 TaskPipeline::TaskPipeline(Runtime& runtime, std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
-    : runtime_(runtime), tools_(std::move(tools)), options_(options) {}
+    : TaskPipeline(
+          [&runtime]() -> Result<HeldRuntime> {
+            return HeldRuntime{&runtime, nullptr};
+          },
+          std::move(tools), options) {}
+
+TaskPipeline::TaskPipeline(RuntimeSource source, std::shared_ptr<const ToolRegistry> tools, TaskOptions options)
+    : runtime_(std::move(source)), tools_(std::move(tools)), options_(options) {}
 
 const TaskPipeline::Session* TaskPipeline::find_session(const std::string& id, const std::string& owner) const {
   auto it = sessions_.find(id);
@@ -104,7 +111,8 @@ Result<std::string> TaskPipeline::generate(const ordered_json& messages, const j
   g.cache_salt = request.owner;  // each key its own cached prefixes
   // With tools the runtime splits the reply into typed parts as well; ev.text stays the raw
   // text, the JSON the grammar made, which is what is read here.
-  AUTOGLM_ASSIGN_OR_RETURN(auto handle, runtime_.submit(g));
+  AUTOGLM_ASSIGN_OR_RETURN(const HeldRuntime held, runtime_());  // held until the step's reply is read
+  AUTOGLM_ASSIGN_OR_RETURN(auto handle, held.runtime->submit(g));
   std::string text;
   StreamEvent ev;
   auto deadline = Clock::now() + kGenerationTimeout;  // this long without an event: timed out

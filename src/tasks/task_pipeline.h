@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,9 +49,19 @@ struct TaskRequest {
 
 class TaskPipeline {
  public:
+  // A runtime for one step's generation, and what keeps it usable until dropped (a server's
+  // hold on a model that may otherwise unload).
+  struct HeldRuntime {
+    Runtime* runtime = nullptr;
+    std::shared_ptr<void> hold;
+  };
+  using RuntimeSource = std::function<Result<HeldRuntime>()>;
+
   // Generates on `runtime` (its chat template renders each step's conversation), which must
   // outlive the pipeline.
   TaskPipeline(Runtime& runtime, std::shared_ptr<const ToolRegistry> tools, TaskOptions options);
+  // Generates on the runtime `source` gives for each step.
+  TaskPipeline(RuntimeSource source, std::shared_ptr<const ToolRegistry> tools, TaskOptions options);
 
   // The result object; errors only for a request that cannot run (unknown session: not_found).
   Result<nlohmann::json> run(const TaskRequest& request);
@@ -77,7 +88,7 @@ class TaskPipeline {
   const Session* find_session(const std::string& id, const std::string& owner) const;
   void save_session(const std::string& id, Session session);
 
-  Runtime& runtime_;
+  RuntimeSource runtime_;
   std::shared_ptr<const ToolRegistry> tools_;
   TaskOptions options_;
   mutable std::mutex mutex_;

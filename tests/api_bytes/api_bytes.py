@@ -352,6 +352,8 @@ COUNTER_ID = re.compile(rb'"(chatcmpl|cmpl)-\d+"')
 CALL_ID = re.compile(rb'"call_\d+_(\d+)"')
 CREATED = re.compile(rb'"(created|created_at)":\d+')
 STEP_S = re.compile(rb'"step_running_s":[-+0-9.eE]+')
+# Requests holding a model: the one before may still hold it while its connection closes.
+IN_USE = re.compile(rb'"in_use":\d+')
 
 
 class Masker:
@@ -373,6 +375,7 @@ class Masker:
         data = CALL_ID.sub(lambda m: b'"call_<N>_' + m.group(1) + b'"', data)
         data = CREATED.sub(lambda m: b'"' + m.group(1) + b'":<T>', data)
         data = STEP_S.sub(b'"step_running_s":<T>', data)
+        data = IN_USE.sub(b'"in_use":<N>', data)
         return data
 
 # ----------------------------------------------------------------------------------------------

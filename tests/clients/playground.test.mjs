@@ -197,6 +197,10 @@ test('dashboard: plots the live metrics, with the key', { skip, timeout: 120000 
   const tiles = await page.$$eval('.tile', (ts) => Object.fromEntries(ts.map((t) =>
     [t.querySelector('span').textContent, t.querySelector('b').textContent])));
   assert.match(tiles['requests running'], /^\d+$/);
+  // The models card: each served model with its status.
+  const models = await page.$$eval('#models tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  assert.deepEqual(models[0], ['model', 'status', 'in use', 'detail']);
+  assert.ok(models.some((r) => r[0] === 'stories' && r[1] === 'loaded'), JSON.stringify(models));
   assert.match(tiles['KV cache used'], /^\d+\.\d %$/);
   // The TTFT histogram has the chat test's requests: its canvas has bars drawn.
   const painted = await page.$eval('#ttft', (c) => {

@@ -73,6 +73,16 @@ std::string string_field(const json& obj, const char* name) {
   return obj[name].get<std::string>();
 }
 
+std::string string_field(const json& body, const char* name, bool required) {
+  if (!body.contains(name) || body[name].is_null()) {
+    if (required) bad(name, std::string("'") + name + "' is required");
+    return "";
+  }
+  if (!body[name].is_string() || (required && body[name].get<std::string>().empty()))
+    bad(name, std::string("'") + name + "' must be a non-empty string");
+  return body[name];
+}
+
 std::string check_utf8(const std::string& s, const std::string& param) {
   if (utf8::sanitize(s) != s) bad(param, "'" + param + "' is not valid UTF-8");
   return s;

@@ -30,6 +30,9 @@ int64_t integer_param(const json& body, const char* name, int64_t lo, int64_t hi
 bool bool_param(const json& body, const char* name, bool dflt);
 // obj[name] when it is a string, else "" (json::value would throw on another type: a 500).
 std::string string_field(const json& obj, const char* name);
+// body[name]: a 400 naming it when absent (and `required`), or not a non-empty string; "" when
+// absent and not required.
+std::string string_field(const json& body, const char* name, bool required);
 // The text itself, when it is valid UTF-8.
 std::string check_utf8(const std::string& s, const std::string& param);
 

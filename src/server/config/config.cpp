@@ -629,6 +629,13 @@ KeyTable top_level_keys(const ConfigReader& r, ServerConfig& c) {
       {"routes", [&](const YAML::Node& n) { return read_routes(r, n, c.routes); }},
       {"feedback_log", [&](const YAML::Node& n) { return r.scalar(n, "feedback_log", c.feedback_log); }},
       {"jobs", [&](const YAML::Node& n) { return read_jobs(r, n, c.jobs); }},
+      {"models_dir", [&](const YAML::Node& n) { return r.scalar(n, "models_dir", c.models_dir); }},
+      {"models_autoload", [&](const YAML::Node& n) { return r.scalar(n, "models_autoload", c.models_autoload); }},
+      {"models_max", [&](const YAML::Node& n) { return r.ranged<int64_t>(n, "models_max", c.models_max, -1, 4096); }},
+      {"sleep_idle_seconds",
+       [&](const YAML::Node& n) {
+         return r.ranged<double>(n, "sleep_idle_seconds", c.sleep_idle_seconds, 0, 365.0 * 86400);
+       }},
   };
 }
 
@@ -742,6 +749,14 @@ Result<ServerConfig> parse_server_config(const std::string& yaml, const std::str
       return r.error(*models, "models", "and 'model' cannot both be given: name the single model in 'models' too");
     AUTOGLM_RETURN_IF_ERROR(read_models(r, *models, c, c.models));
   }
+  if (!c.models_dir.empty()) {
+    auto found = scan_models_dir(c.models_dir, c);
+    if (!found) return invalid_argument(origin + ": models_dir: " + found.status().message());
+    const std::vector<std::string> configured = served_model_names(c);
+    for (ServedModel& m : *found)  // a name of `models:` (or the single model) keeps its own entry
+      if (std::find(configured.begin(), configured.end(), m.name) == configured.end())
+        c.dir_models.push_back(std::move(m));
+  }
   AUTOGLM_RETURN_IF_ERROR(check_routes(c.routes, served_model_names(c), origin));
   if (!c.jobs.data_dir.empty() && !c.priorities.count(c.jobs.priority))
     return invalid_argument(origin + ": 'jobs.priority' names no class of 'priorities' ('" + c.jobs.priority + "')");
@@ -760,7 +775,9 @@ std::string model_name_of_path(std::string path) {
   return path.substr(slash == std::string::npos ? 0 : slash + 1);
 }
 
-std::vector<ServedModel> served_models(const ServerConfig& c) {
+namespace {
+
+std::vector<ServedModel> configured_models(const ServerConfig& c) {
   if (!c.models.empty()) return c.models;
   if (c.model.empty()) return {};
   ServedModel m{model_name_of_path(c.model), {}, 1, std::make_shared<const ServerConfig>(c)};
@@ -769,6 +786,19 @@ std::vector<ServedModel> served_models(const ServerConfig& c) {
     m.aliases.assign(c.served_model_name.begin() + 1, c.served_model_name.end());
   }
   return {m};
+}
+
+}  // namespace
+
+std::vector<ServedModel> served_models(const ServerConfig& c) {
+  std::vector<ServedModel> all = configured_models(c);
+  all.insert(all.end(), c.dir_models.begin(), c.dir_models.end());
+  return all;
+}
+
+int64_t models_max_of(const ServerConfig& c) {
+  if (c.models_max >= 0) return c.models_max;
+  return c.models_dir.empty() ? 0 : 4;  // llama-server's default for its router
 }
 
 std::vector<std::string> served_model_names(const ServerConfig& c) {

@@ -23,12 +23,13 @@ namespace autoglm {
 
 struct ServerConfig;
 
-// One of several models behind the endpoint (`models:`).
+// One of several models behind the endpoint (`models:`, or a file or folder of `models_dir`).
 struct ServedModel {
   std::string name;                            // what requests give as `model`
   std::vector<std::string> aliases;            // other names it answers to (served_model_name)
   double kv_cache_share = 0;                   // of the KV budget; 0: an equal part of what the others leave
   std::shared_ptr<const ServerConfig> config;  // the top-level keys with the entry's own on top
+  bool on_demand = false;                      // found in models_dir: loaded when first asked for, not at start
 };
 
 // What one client (API key, or address) may hold of max_body_bytes_in_flight: the configured
@@ -100,13 +101,33 @@ struct ServerConfig {
   ResponseCacheConfig response_cache;
   // models: several models, each with its own engine and KV pool (empty: the single `model`).
   std::vector<ServedModel> models;
+  // models_dir (--models-dir): every GGUF file and Hugging Face folder under it is a model named by
+  // its file or folder name (a projector beside a model pairs with it), loaded on the first request
+  // that names it (models_autoload) or by POST /models/load; read when the configuration loads.
+  std::string models_dir;
+  std::vector<ServedModel> dir_models;  // what models_dir holds (a name of `models:` keeps its entry)
+  bool models_autoload = true;          // a request naming an unloaded model loads it (false: a 404)
+  // Models loaded at once; a load that would pass it first unloads the least recently used idle
+  // model. 0: no limit; -1 (auto): 4 with models_dir, else no limit.
+  int64_t models_max = -1;
+  // A model with no request for this long frees its weights and KV, and loads again on the next
+  // request (0: never).
+  double sleep_idle_seconds = 0;
   RouteTable routes;         // routes: virtual model names (rules, cascade, split)
   std::string feedback_log;  // POST /v1/feedback verdicts as JSON lines in this file ("": metrics only)
   JobsConfig jobs;           // jobs: asynchronous requests, durable in data_dir ("": off)
 };
 
-// The models a configuration serves: `models:`, or the single `model` named by its file.
+// The models a configuration serves: `models:`, or the single `model` named by its file; then
+// those of models_dir.
 std::vector<ServedModel> served_models(const ServerConfig& config);
+// models_max with auto resolved: 0 for no limit.
+int64_t models_max_of(const ServerConfig& config);
+// The models under `dir` (sorted by name): each *.gguf file but projectors (mmproj*) and the
+// later shards of a split file (-0000N-of-, N > 1), each folder with config.json, and each folder
+// of GGUF files (named by the folder when it holds one model, else by each file). Each starts
+// from `top`'s keys. Errors name the folder.
+Result<std::vector<ServedModel>> scan_models_dir(const std::string& dir, const ServerConfig& top);
 std::vector<std::string> served_model_names(const ServerConfig& config);
 // A model path's name as the API shows it: the file or folder name.
 std::string model_name_of_path(std::string path);

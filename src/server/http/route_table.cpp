@@ -20,6 +20,8 @@ constexpr std::array<HttpRoute, kEndpointCount> kRoutes = {{
      ErrorShape::kAnthropic},
     {"GET", "/v1/models", kModels},
     {"GET", "/v1/models/{model...}", kModel},
+    {"POST", "/models/load", kLoadModel},
+    {"POST", "/models/unload", kUnloadModel},
     {"POST", "/tokenize", kTokenize},
     {"POST", "/detokenize", kDetokenize},
     {"POST", "/v1/tasks", kTasks},

@@ -24,6 +24,8 @@ enum class Endpoint {
   kCountMessageTokens,
   kModels,
   kModel,
+  kLoadModel,
+  kUnloadModel,
   kTokenize,
   kDetokenize,
   kTasks,

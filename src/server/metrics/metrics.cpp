@@ -83,6 +83,13 @@ void ServerMetrics::count_route(const std::string& route, const std::string& mod
   ++route_decisions_[{route, model, decision}];
 }
 
+void ServerMetrics::count_model_event(const std::string& model, const std::string& event, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EventTotals& t = model_events_[{model, event}];
+  ++t.count;
+  t.seconds += seconds;
+}
+
 std::string metric_label(const std::string& name, const std::string& value) {
   std::string v;
   for (char c : value) {
@@ -269,6 +276,29 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
 
 }  // namespace
 
+// Loads by result with their seconds, unloads by reason (the shelf's events); with mutex_ held.
+void ServerMetrics::render_model_events(std::string& out) const {
+  metric_header(out, "autoglm_model_loads_total", "counter", "Model loads by result (ok, failed).");
+  for (const auto& [key, t] : model_events_)
+    if (key.second == "loaded" || key.second == "load_failed")
+      sample(out, "autoglm_model_loads_total",
+             metric_label("model", key.first) + "," + metric_label("result", key.second == "loaded" ? "ok" : "failed"),
+             double(t.count));
+  metric_header(out, "autoglm_model_load_seconds_total", "counter", "Time spent loading each model.");
+  for (const auto& [key, t] : model_events_)
+    if (key.second == "loaded")
+      sample(out, "autoglm_model_load_seconds_total", metric_label("model", key.first), t.seconds);
+  metric_header(out, "autoglm_model_unloads_total", "counter",
+                "Model unloads by reason (request: POST /models/unload; lru: room for another under models_max; "
+                "idle: asleep after sleep_idle_seconds).");
+  const std::string unloaded = "unloaded:";
+  for (const auto& [key, t] : model_events_)
+    if (key.second.rfind(unloaded, 0) == 0)
+      sample(out, "autoglm_model_unloads_total",
+             metric_label("model", key.first) + "," + metric_label("reason", key.second.substr(unloaded.size())),
+             double(t.count));
+}
+
 std::string ServerMetrics::render(const std::vector<EngineView>& engines, const ToolStats* tools) const {
   std::string out;
   {
@@ -283,6 +313,7 @@ std::string ServerMetrics::render(const std::vector<EngineView>& engines, const 
                  metric_label("decision", std::get<2>(key)),
              double(n));
   }
+  render_model_events(out);
   render_engine(out, engines);
   if (tools) {
     const auto counts = tools->snapshot();

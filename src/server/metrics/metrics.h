@@ -70,15 +70,25 @@ class ServerMetrics {
   // "override", "kept", "escalated").
   void count_route(const std::string& route, const std::string& model, const std::string& decision);
 
+  // A model's load ("loaded", "load_failed") or unload ("unloaded:<reason>"), and its seconds.
+  void count_model_event(const std::string& model, const std::string& event, double seconds);
+
   // Everything: the request series, each engine's counters and gauges, tools, tasks, statuses.
   std::string render(const std::vector<EngineView>& engines, const ToolStats* tools = nullptr) const;
 
  private:
+  void render_model_events(std::string& out) const;
+
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<RequestMetrics>> series_;
   std::map<int, uint64_t> by_status_;
   std::map<std::string, uint64_t> tasks_by_status_;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> route_decisions_;
+  struct EventTotals {
+    uint64_t count = 0;
+    double seconds = 0;
+  };
+  std::map<std::pair<std::string, std::string>, EventTotals> model_events_;  // {model, event}
 };
 
 }  // namespace autoglm

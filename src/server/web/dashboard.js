@@ -129,6 +129,23 @@ function render() {
   drawBars('ops', [...ops.entries()].sort((a, b) => b[1] - a[1]), 'profiling is off (profile: true in the config)');
 }
 
+// Each model's status from /v1/models: loaded, loading (with its step), unloaded, sleeping, failed (why).
+function renderModels(entries) {
+  const rows = [['model', 'status', 'in use', 'detail']];
+  for (const m of entries)
+    if (m.kind === 'model' && m.status)
+      rows.push([m.id, m.status.value, String(m.status.in_use ?? 0), m.status.reason || m.status.progress || '']);
+  $('models').replaceChildren(...rows.map((cells, i) => {
+    const tr = document.createElement('tr');
+    for (const text of cells) {
+      const cell = document.createElement(i ? 'td' : 'th');
+      cell.textContent = text;
+      tr.append(cell);
+    }
+    return tr;
+  }));
+}
+
 async function scrape() {
   try {
     const res = await fetch('/metrics', { headers: headers() });
@@ -142,6 +159,9 @@ async function scrape() {
     last.kv = total ? sum(samples, 'autoglm_kv_blocks_used') / total : 0;
     if (history.length > keep) history.shift();
     render();
+    const models = await fetch('/v1/models', { headers: headers() });
+    if (!models.ok) throw new Error(`/v1/models: HTTP ${models.status}`);
+    renderModels((await models.json()).data);
     $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.scrapes = String(Number(document.body.dataset.scrapes || 0) + 1);
   } catch (e) {

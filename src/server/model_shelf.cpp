@@ -1,0 +1,294 @@
+#include "server/model_shelf.h"
+
+#include <algorithm>
+
+namespace autoglm {
+
+namespace {
+// Requests that may wait on loads at once: the HTTP workers that prepare requests are few (4),
+// and one must stay free for the models already loaded.
+constexpr int64_t kMostWaiting = 3;
+}  // namespace
+
+const char* model_status_name(ModelStatus status) {
+  switch (status) {
+    case ModelStatus::kUnloaded: return "unloaded";
+    case ModelStatus::kLoading: return "loading";
+    case ModelStatus::kLoaded: return "loaded";
+    case ModelStatus::kSleeping: return "sleeping";
+    case ModelStatus::kFailed: return "failed";
+  }
+  return "unloaded";
+}
+
+const char* unload_reason_name(UnloadReason reason) {
+  switch (reason) {
+    case UnloadReason::kRequest: return "request";
+    case UnloadReason::kMakeRoom: return "lru";
+    case UnloadReason::kIdle: return "idle";
+  }
+  return "request";
+}
+
+ModelShelf::ModelShelf(std::vector<std::unique_ptr<ModelService>>& models, Options options)
+    : models_(models), options_(std::move(options)) {}
+
+ModelShelf::~ModelShelf() {
+  stop();
+}
+
+Status ModelShelf::start() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (auto& m : models_) {
+    if (m->on_demand) continue;
+    m->status = ModelStatus::kLoading;
+    load(*m, lock);
+    if (m->status == ModelStatus::kFailed) return m->failure;
+  }
+  thread_ = std::thread([this] { run(); });
+  return Status::ok();
+}
+
+void ModelShelf::stop() {
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    changed_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& m : models_)
+    if (m->runtime) {
+      runtimes.push_back(std::move(m->runtime));
+      m->status = ModelStatus::kUnloaded;
+    }
+  runtimes.clear();  // each engine stops with its runtime
+}
+
+std::shared_ptr<void> ModelShelf::take_hold(ModelService& model) {
+  ++model.holds;
+  model.last_used = Clock::now();
+  return std::shared_ptr<void>(static_cast<void*>(&model), [this](void* p) {
+    auto& m = *static_cast<ModelService*>(p);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --m.holds;
+    m.last_used = Clock::now();  // idle from the end of its last request
+    changed_.notify_all();
+  });
+}
+
+Result<ModelHold> ModelShelf::hold(ModelService& model) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool counted = false;
+  struct Uncount {
+    bool& counted;
+    int64_t& waiting;
+    ~Uncount() {
+      if (counted) --waiting;
+    }
+  } uncount{counted, waiting_};
+  for (;;) {
+    if (stopping_) return resource_exhausted("the server is stopping");
+    switch (model.status) {
+      case ModelStatus::kLoaded:
+        if (!model.unloading) return ModelHold{&model, model.runtime.get(), take_hold(model)};
+        break;  // loaded again (autoload) once the unload is done
+      case ModelStatus::kLoading: break;
+      case ModelStatus::kFailed:
+        return Status(StatusCode::kInternal, "the model '" + model.name + "' failed to load: " +
+                                                 model.failure.message() + " (POST /models/load tries again)");
+      case ModelStatus::kUnloaded:
+        if (!options_.autoload)
+          return not_found("the model '" + model.name +
+                           "' is not loaded and models_autoload is off: load it with POST /models/load");
+        [[fallthrough]];
+      case ModelStatus::kSleeping:
+        model.status = ModelStatus::kLoading;
+        model.progress.clear();
+        jobs_.push_back({&model, true, UnloadReason::kRequest});
+        changed_.notify_all();
+        break;
+    }
+    if (!counted) {
+      if (waiting_ >= kMostWaiting)
+        return resource_exhausted("the model '" + model.name + "' is loading and " + std::to_string(waiting_) +
+                                  " requests already wait for loads; retry shortly");
+      ++waiting_;
+      counted = true;
+    }
+    changed_.wait(lock);
+  }
+}
+
+Status ModelShelf::request_load(ModelService& model) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (model.status == ModelStatus::kLoaded && !model.unloading) return Status::ok();
+  if (model.status == ModelStatus::kLoading) return Status::ok();
+  if (model.status == ModelStatus::kLoaded) {  // unloading: load again after it
+    jobs_.push_back({&model, true, UnloadReason::kRequest});
+  } else {
+    model.status = ModelStatus::kLoading;
+    model.progress.clear();
+    jobs_.push_back({&model, true, UnloadReason::kRequest});
+  }
+  changed_.notify_all();
+  return Status::ok();
+}
+
+Status ModelShelf::request_unload(ModelService& model) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (model.status != ModelStatus::kLoaded)
+    return invalid_argument("the model '" + model.name + "' is not loaded (it is " + model_status_name(model.status) +
+                            ")");
+  if (model.unloading) return Status::ok();
+  model.unloading = true;  // no new holds from now
+  jobs_.push_back({&model, false, UnloadReason::kRequest});
+  changed_.notify_all();
+  return Status::ok();
+}
+
+void ModelShelf::set_progress(ModelService& model, const std::string& step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  model.progress = step;
+}
+
+nlohmann::json ModelShelf::status_of(const ModelService& model) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nlohmann::json s = {{"value", model_status_name(model.status)}, {"in_use", model.holds}};
+  if (model.status == ModelStatus::kFailed) {
+    s["failed"] = true;
+    s["reason"] = model.failure.message();
+  }
+  if (model.status == ModelStatus::kLoading && !model.progress.empty()) s["progress"] = model.progress;
+  if (model.unloading) s["unloading"] = true;
+  return s;
+}
+
+ModelStatus ModelShelf::status(const ModelService& model) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return model.status;
+}
+
+void ModelShelf::for_each_loaded(const std::function<void(ModelService&)>& visit) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& m : models_)
+    if (m->status == ModelStatus::kLoaded && m->runtime) visit(*m);
+}
+
+int64_t ModelShelf::loaded_count() const {
+  return std::count_if(models_.begin(), models_.end(), [](const auto& m) { return m->status == ModelStatus::kLoaded; });
+}
+
+const Runtime* ModelShelf::any_loaded() const {
+  for (const auto& m : models_)
+    if (m->status == ModelStatus::kLoaded && m->runtime && !m->unloading) return m->runtime.get();
+  return nullptr;
+}
+
+void ModelShelf::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    if (!jobs_.empty()) {
+      const Job job = jobs_.front();
+      jobs_.pop_front();
+      if (job.load) {
+        if (job.model->status == ModelStatus::kLoaded && job.model->unloading) {
+          jobs_.push_back(job);  // after the unload ahead of it
+        } else if (job.model->status != ModelStatus::kLoaded) {
+          job.model->status = ModelStatus::kLoading;
+          load(*job.model, lock);
+        }
+      } else if (job.model->status == ModelStatus::kLoaded) {
+        unload(*job.model, job.reason, lock);
+      }
+      continue;
+    }
+    put_idle_to_sleep(lock);
+    if (jobs_.empty() && !stopping_) changed_.wait_until(lock, next_sleep_check());
+  }
+}
+
+// With the lock held on entry and exit; released while the runtime opens.
+void ModelShelf::load(ModelService& model, std::unique_lock<std::mutex>& lock) {
+  changed_.notify_all();
+  if (!make_room(model, lock)) return;
+  const Runtime* other = any_loaded();  // only this thread unloads: it stays loaded meanwhile
+  lock.unlock();
+  const auto began = Clock::now();
+  Result<std::unique_ptr<Runtime>> opened = options_.open(model, other);
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  lock.lock();
+  model.progress.clear();
+  if (!opened) {
+    model.status = ModelStatus::kFailed;
+    model.failure = opened.status();
+    if (options_.on_event) options_.on_event(model, "load_failed", seconds);
+  } else {
+    model.runtime = std::move(opened).value();
+    model.info = model.runtime->info();
+    model.status = ModelStatus::kLoaded;
+    model.failure = Status::ok();
+    model.last_used = Clock::now();
+    if (options_.on_event) options_.on_event(model, "loaded", seconds);
+  }
+  changed_.notify_all();
+}
+
+// Waits for the model's holds to end, then frees its runtime (the lock released meanwhile).
+void ModelShelf::unload(ModelService& model, UnloadReason reason, std::unique_lock<std::mutex>& lock) {
+  model.unloading = true;
+  changed_.wait(lock, [&] { return model.holds == 0; });
+  std::unique_ptr<Runtime> runtime = std::move(model.runtime);
+  model.status = reason == UnloadReason::kIdle ? ModelStatus::kSleeping : ModelStatus::kUnloaded;
+  model.unloading = false;
+  lock.unlock();
+  const auto began = Clock::now();
+  runtime.reset();
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  lock.lock();
+  if (options_.on_event) options_.on_event(model, std::string("unloaded:") + unload_reason_name(reason), seconds);
+  changed_.notify_all();
+}
+
+// Past max_loaded, the least recently used idle model unloads first; with none idle, the load
+// waits for one. False when the shelf stops meanwhile.
+bool ModelShelf::make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock) {
+  if (options_.max_loaded <= 0) return true;
+  while (loaded_count() >= options_.max_loaded) {
+    ModelService* oldest = nullptr;
+    for (auto& m : models_)
+      if (m.get() != &for_model && m->status == ModelStatus::kLoaded && m->holds == 0 && !m->unloading &&
+          (!oldest || m->last_used < oldest->last_used))
+        oldest = m.get();
+    if (oldest) {
+      unload(*oldest, UnloadReason::kMakeRoom, lock);
+      continue;
+    }
+    if (!thread_.joinable()) return true;  // at start, nothing runs yet to wait on
+    changed_.wait(lock);
+    if (stopping_) return false;
+  }
+  return true;
+}
+
+void ModelShelf::put_idle_to_sleep(std::unique_lock<std::mutex>& lock) {
+  if (options_.sleep_idle_seconds <= 0) return;
+  const auto idle_for =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.sleep_idle_seconds));
+  for (auto& m : models_)
+    if (m->status == ModelStatus::kLoaded && m->holds == 0 && !m->unloading && Clock::now() - m->last_used >= idle_for)
+      unload(*m, UnloadReason::kIdle, lock);
+}
+
+ModelShelf::Clock::time_point ModelShelf::next_sleep_check() const {
+  auto next = Clock::now() + std::chrono::hours(1);
+  if (options_.sleep_idle_seconds <= 0) return next;
+  const auto idle_for =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.sleep_idle_seconds));
+  for (const auto& m : models_)
+    if (m->status == ModelStatus::kLoaded && m->holds == 0) next = std::min(next, m->last_used + idle_for);
+  return next;
+}
+
+}  // namespace autoglm
