@@ -172,6 +172,44 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
   check "run --grammar missing file" "missing.gbnf: cannot read it" "$out"
   out=$("$bin" info -m "$shared/models/legacy/tinyllamas-stories-260k-f32.gguf" 2>&1)
   check "v1 rejected" "GGUF v1 is not supported" "$out"
+  # The KV disk tier outlives kill -9: a conversation the pool evicted to disk (1 MiB: about 1600
+  # positions of stories260K; seven other stories evict the first) is served from there by the next process.
+  post() {  # post PORT PATH BODY: the response, head and body
+    (exec 5<>"/dev/tcp/127.0.0.1/$1" && printf 'POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s' \
+      "$2" "${#3}" "$3" >&5 && cat <&5) 2>/dev/null
+  }
+  story() {  # story WORD: a completion request of about 420 prompt tokens
+    local text="Once upon a time there was a $1."
+    for _ in $(seq 25); do text="$text She went to the park with her mom and the $1."; done
+    echo "{\"prompt\": \"$text\", \"max_tokens\": 8, \"temperature\": 0}"
+  }
+  serve_tiered() {  # serve_tiered LOG: the server's pid in tpid, its port in tport
+    "$bin" serve -m "$m" --port 0 -t 1 --kv-cache-mib 1 --cache-disk-dir "$tmp/kvtier" 2>"$1" &
+    tpid=$!
+    wait_for grep -q "^ready:" "$1"
+    tport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$1" | grep -o '[0-9]*$')
+  }
+  serve_tiered "$tmp/tier1.log"
+  first=$(post "$tport" /v1/completions "$(story dog)")
+  for w in cat bird fish frog duck cow pig; do post "$tport" /v1/completions "$(story $w)" >/dev/null; done
+  kill -9 "$tpid"
+  wait "$tpid" 2>/dev/null
+  serve_tiered "$tmp/tier2.log"
+  again=$(post "$tport" /v1/completions "$(story dog)")
+  metrics=$( (exec 5<>"/dev/tcp/127.0.0.1/$tport" &&
+    printf 'GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&5 && cat <&5) 2>/dev/null |
+    grep 'autoglm_kv_tier_hits_total{.*tier="disk"}')
+  kill "$tpid"
+  wait "$tpid" 2>/dev/null
+  text_of() { grep -o '"text":"[^"]*"' <<<"$1"; }
+  if [ -n "$(text_of "$first")" ] && [ "$(text_of "$first")" == "$(text_of "$again")" ]; then
+    echo "ok   kv disk tier: the same reply after kill -9"; else
+    echo "FAIL kv disk tier: '$(text_of "$again")' vs '$(text_of "$first")'"; failures=$((failures + 1)); fi
+  cached=$(grep -o '"cached_tokens":[0-9]*' <<<"$again" | grep -o '[0-9]*$')
+  if [ "${cached:-0}" -ge 256 ]; then echo "ok   kv disk tier: $cached prompt tokens from disk"; else
+    echo "FAIL kv disk tier: cached_tokens '${cached:-}' in: $again"; failures=$((failures + 1)); fi
+  if [[ "$metrics" =~ \ [1-9][0-9]*$ ]]; then echo "ok   kv disk tier: disk hits counted"; else
+    echo "FAIL kv disk tier: disk hits: '$metrics'"; failures=$((failures + 1)); fi
 else
   skip_or_fail "stories checks" "$shared/models/stories260K.gguf"
 fi

@@ -80,6 +80,14 @@ struct RuntimeOptions {
   double kv_memory_fraction = 0;  // ...or this share of the available memory (a GPU's free memory), when > 0
   int64_t kv_block_size = 16;
   bool prefix_cache = true;
+  // Tiers below the pool for its prefix cache (the cpu only): blocks it evicts move to host RAM
+  // (this many MiB; 0: none; llama-server's --cache-ram), and from there to files in
+  // cache_disk_dir ("": none), at most cache_disk_mib, which outlive the process (keyed by the
+  // model's content, the kernel set and the KV layout); a prompt whose prefix is in a tier copies
+  // its blocks back instead of computing them.
+  double cache_ram_mib = 0;
+  std::string cache_disk_dir;
+  double cache_disk_mib = 4096;
   std::string chat_template;  // "" the model's own; a built-in name (chatml, llama2, llama3, glm4) or a file
   // The tool-call format: "" read off the chat template; else hermes, llama3, glm4, glm45, glm47,
   // qwen3coder, deepseek_v3_1 or harmony (a template the detection misreads).
@@ -236,6 +244,13 @@ struct RuntimeStats {
   int64_t prompt_tokens = 0, generated_tokens = 0, prefix_hit_tokens = 0, preemptions = 0, steps = 0;
   int64_t running = 0, waiting = 0, kv_blocks_used = 0, kv_blocks_total = 0;
   int64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
+  // The prefix cache's tiers (cache_ram_mib, cache_disk_dir): blocks the pool missed and found in
+  // RAM, on disk, or in neither; bytes held; bytes copied into them and back; copy time; disk
+  // files skipped as corrupt or foreign.
+  int64_t kv_tier_ram_hits = 0, kv_tier_disk_hits = 0, kv_tier_misses = 0;
+  int64_t kv_tier_ram_bytes = 0, kv_tier_disk_bytes = 0, kv_tier_bytes_in = 0, kv_tier_bytes_out = 0;
+  int64_t kv_tier_disk_rejected = 0;
+  double kv_tier_copy_seconds = 0;
   // Liveness: the engine thread is in its loop, and how long its current step has run (0
   // between steps).
   bool loop_alive = false;

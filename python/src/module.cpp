@@ -256,6 +256,10 @@ PYBIND11_MODULE(_core, m) {
              d["steps"] = s.steps;
              d["running"] = s.running;
              d["waiting"] = s.waiting;
+             d["kv_tier_ram_hits"] = s.kv_tier_ram_hits;
+             d["kv_tier_disk_hits"] = s.kv_tier_disk_hits;
+             d["kv_tier_ram_bytes"] = s.kv_tier_ram_bytes;
+             d["kv_tier_disk_bytes"] = s.kv_tier_disk_bytes;
              return d;
            })
       .def("hold_steps",

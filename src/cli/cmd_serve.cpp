@@ -19,7 +19,8 @@ struct ServeArgs {
   bool models_autoload = true;
   int port = -1, threads = 0;
   int64_t ctx = 0, max_running = 0, max_batch_tokens = 0, max_queued = 0;
-  double kv_mib = 0;
+  double kv_mib = 0, cache_ram_mib = -1, cache_disk_mib = 0;
+  std::string cache_disk_dir;
   std::string kv_type, quantize, spec, draft, draft_quantize, device;
   int32_t draft_max = 0, draft_min = -1, exit_layer = -1;
   double draft_p_min = -1;
@@ -65,6 +66,9 @@ ConfigOverrides flag_overrides(const ServeArgs& a) {
   number("max_queued", a.max_queued, a.max_queued > 0);
   number("kv_cache.memory_mib", a.kv_mib, a.kv_mib > 0);
   text("kv_cache.dtype", a.kv_type);
+  number("kv_cache.ram_mib", a.cache_ram_mib, a.cache_ram_mib >= 0);
+  text("kv_cache.disk_dir", a.cache_disk_dir);
+  number("kv_cache.disk_mib", a.cache_disk_mib, a.cache_disk_mib > 0);
   text("quantize", a.quantize);
   text("device", a.device);
   if (a.no_prefix_cache) o.emplace_back("prefix_cache", "false");
@@ -163,6 +167,14 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-mib", a->kv_mib, "KV cache memory budget in MiB")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-type", a->kv_type, "KV cache type: f16, q8_0 or f32 (overrides kv_cache.dtype)");
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV across requests");
+  cmd->add_option("--cache-ram", a->cache_ram_mib,
+                  "Prefix-cache blocks the KV pool evicts move to this much host RAM, in MiB (kv_cache.ram_mib)")
+      ->check(CLI::Range(0.0, 1048576.0 * 64));
+  cmd->add_option("--cache-disk-dir", a->cache_disk_dir,
+                  "...and from RAM to files here, which outlive restarts (kv_cache.disk_dir)");
+  cmd->add_option("--cache-disk-mib", a->cache_disk_mib,
+                  "The disk tier's size in MiB (default 4096; kv_cache.disk_mib)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--chat-template", a->chat_template,
                   "Built-in template (chatml, llama2, llama3, glm4) or a Jinja file");
   cmd->add_option("--mmproj", a->mmproj,

@@ -116,6 +116,19 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
+// The KV layout a tier file must have been written in: type, row sizes, layers and block size.
+uint64_t kv_layout_key(const BlockPool& blocks) {
+  const KvFormat& f = blocks.format();
+  const int64_t fields[] = {int64_t(f.type),
+                            f.k_row_bytes,
+                            f.v_row_bytes,
+                            int64_t(f.values_in_keys),
+                            blocks.block_key_bytes(),
+                            blocks.block_value_bytes(),
+                            blocks.block_size()};
+  return BlockPool::chain_hash(0, reinterpret_cast<const int32_t*>(fields), int64_t(sizeof(fields) / 4));
+}
+
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config,
                const Model* draft)
     : model_(model),
@@ -127,6 +140,13 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
       runner_(model, pool),
       turn_seat_(pool.turns()) {
   blocks_.set_prefix_caching(config.prefix_cache);
+  KvTierOptions tiers = config.kv_tiers;
+  tiers.format_key = kv_layout_key(blocks_);
+  if (config.prefix_cache && model.device().kind == DeviceKind::kCpu &&
+      (tiers.ram_bytes > 0 || !tiers.disk_dir.empty())) {
+    tiers_ = std::make_unique<KvTiers>(tiers);
+    blocks_.set_tiers(tiers_.get());
+  }
   runner_.profile().set_enabled(config.profile);
   auto drafter = make_drafter(config.spec, model, draft, pool, draft_pool(config));
   AUTOGLM_CHECK(drafter.is_ok());  // the runtime checks the options first (engine_config_for, the draft's KV)

@@ -39,6 +39,7 @@ struct EngineConfig {
   int64_t max_running = 16;        // sequences in the running set
   int64_t max_queued = 256;        // waiting requests before submit says "busy"
   bool prefix_cache = true;
+  KvTierOptions kv_tiers;      // where evicted prefix blocks go (its format_key is the engine's)
   DType kv_type = DType::F16;  // must have passed kv_format for the model
   bool profile = false;        // per-op times in op_profile()
   // Step time target (scheduler.h): 0 off, < 0 auto (3x the step's predicted decode time).
@@ -123,6 +124,7 @@ class Engine {
   std::future<Result<std::vector<std::vector<float>>>> embed(EmbeddingJob job);
 
   const EngineStats& stats() const { return stats_; }
+  KvTierStats kv_tier_stats() const { return tiers_ ? tiers_->stats() : KvTierStats{}; }
   const EngineConfig& config() const { return config_; }
   const OpProfile& op_profile() const { return runner_.profile(); }
   // The drafter's own passes (a draft model or MTP block), or null.
@@ -160,6 +162,7 @@ class Engine {
   const Tokenizer& tokenizer_;
   VocabularyTrie trie_;  // for requests with a grammar
   EngineConfig config_;
+  std::unique_ptr<KvTiers> tiers_;  // before blocks_: the pool puts into it while it lives
   BlockPool blocks_;
   ModelRunner runner_;
   TurnQueue::Seat turn_seat_;  // in the pool's turns: one step at a time among the engines that share it

@@ -36,6 +36,8 @@ std::optional<int32_t> BlockPool::allocate() {
     b = lru_.front();
     lru_.pop_front();
     in_lru_[size_t(b)] = false;
+    if (tiers_ && hash_of_[size_t(b)])
+      tiers_->put(*hash_of_[size_t(b)], key(b, 0), block_key_bytes(), value(b, 0), block_value_bytes());
     forget_hash(b);
   } else {
     return std::nullopt;
@@ -71,9 +73,22 @@ void BlockPool::release(int32_t b) {
 std::optional<int32_t> BlockPool::acquire_cached(uint64_t hash) {
   if (!prefix_caching_) return std::nullopt;
   auto it = by_hash_.find(hash);
-  if (it == by_hash_.end()) return std::nullopt;
+  if (it == by_hash_.end()) return copy_back(hash);
   add_ref(it->second);
   return it->second;
+}
+
+// A block the tiers hold, copied into a block of the pool and published again.
+std::optional<int32_t> BlockPool::copy_back(uint64_t hash) {
+  if (!tiers_) return std::nullopt;
+  const std::optional<int32_t> b = allocate();
+  if (!b) return std::nullopt;
+  if (!tiers_->take(hash, key(*b, 0), block_key_bytes(), value(*b, 0), block_value_bytes())) {
+    release(*b);
+    return std::nullopt;
+  }
+  publish(*b, hash);
+  return b;
 }
 
 void BlockPool::publish(int32_t b, uint64_t hash) {

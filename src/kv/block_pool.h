@@ -1,7 +1,9 @@
 // The paged KV cache: one preallocated pool of fixed-size blocks shared by all
 // sequences. Blocks are reference-counted; full blocks can be published under a
 // hash chained over (parent hash, block tokens) so later requests with the same
-// prefix reuse them. Unreferenced published blocks stay cached until evicted (LRU).
+// prefix reuse them. Unreferenced published blocks stay cached until evicted (LRU);
+// with tiers (kv_tiers.h), an evicted block's bytes move to RAM or disk, and a
+// lookup the pool misses copies them back into a block.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv/kv_tiers.h"
 #include "model/kv_cache.h"
 #include "model/model_spec.h"
 
@@ -37,6 +40,13 @@ class BlockPool {
   // Makes a full block findable by its hash (no-op if another block has it).
   void publish(int32_t block, uint64_t hash);
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
+  // Where evicted cached blocks go (null: nowhere); it must outlive the pool. Host memory only.
+  void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
+  // A block's bytes: every layer's keys, and its values (0 where the values are in the keys).
+  int64_t block_key_bytes() const { return n_layer_ * block_size_ * format_.k_row_bytes; }
+  int64_t block_value_bytes() const {
+    return format_.values_in_keys ? 0 : n_layer_ * block_size_ * format_.v_row_bytes;
+  }
 
   const KvFormat& format() const { return format_; }
   // First row of a block's positions for one layer.
@@ -53,6 +63,7 @@ class BlockPool {
 
  private:
   void forget_hash(int32_t block);
+  std::optional<int32_t> copy_back(uint64_t hash);
 
   int64_t n_blocks_, block_size_, n_layer_;
   KvFormat format_;
@@ -66,6 +77,7 @@ class BlockPool {
   std::vector<std::optional<uint64_t>> hash_of_;
   int64_t n_used_ = 0;
   bool prefix_caching_ = true;
+  KvTiers* tiers_ = nullptr;
 };
 
 }  // namespace autoglm

@@ -1,5 +1,6 @@
 #include "autoglm/runtime.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -11,7 +12,9 @@
 #include "engine/generator.h"
 #include "engine/speculative.h"
 #include "formats/gguf.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kv/kv_tiers.h"
 #include "model/kv_cache.h"
 #include "runtime/model_description.h"
 #include "runtime/prepared_request.h"
@@ -225,10 +228,35 @@ Result<EngineConfig> engine_config_for(const ModelSpec& spec, const RuntimeOptio
   if (auto s = validate_spec_config(ec.spec, spec.n_layer); !s.is_ok())
     return Status(s.code(), "speculative: " + s.message());
   ec.prefix_cache = o.prefix_cache;
+  ec.kv_tiers.ram_bytes = int64_t(o.cache_ram_mib * 1048576.0);
+  ec.kv_tiers.disk_dir = o.cache_disk_dir;
+  ec.kv_tiers.disk_bytes = int64_t(o.cache_disk_mib * 1048576.0);
   ec.profile = o.profile;
   ec.limits = o.limits;
   return ec;
 }
+
+namespace {
+
+// What a disk tier's files are kept for: the model's content (every file of a folder), how its
+// weights were re-encoded, the architecture it runs as and the kernel set (whose sums round their
+// own way), so a file never serves a model that would compute other bits.
+uint64_t tier_model_key(const std::string& model_path, const RuntimeOptions& o) {
+  std::vector<std::string> files;
+  if (std::filesystem::is_directory(model_path)) {
+    for (const auto& e : std::filesystem::directory_iterator(model_path))
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(model_path);
+  }
+  std::string how = o.quantize + "\n" + o.architecture + "\n" + cpu::kernel_isa();
+  how.resize((how.size() + 3) / 4 * 4, '\0');  // whole int32 words, every byte counted
+  return BlockPool::chain_hash(content_key(files), reinterpret_cast<const int32_t*>(how.data()),
+                               int64_t(how.size() / 4));
+}
+
+}  // namespace
 
 Runtime::Runtime() : parts_(std::make_unique<Parts>()) {}
 
@@ -294,6 +322,7 @@ Result<std::unique_ptr<Runtime>> load_into(std::unique_ptr<Runtime> rt, const st
   if (p.projector) p.image_cache = std::make_unique<ImageCache>(options.media.embedding_cache_mib << 20);
   const double available = available_bytes(p.model->device());
   AUTOGLM_ASSIGN_OR_RETURN(p.engine_config, engine_config_for(p.model->spec(), options, available));
+  if (!options.cache_disk_dir.empty()) p.engine_config.kv_tiers.model_key = tier_model_key(model_path, options);
   AUTOGLM_RETURN_IF_ERROR(check_kv_fits(*p.model, p.engine_config, available));
   AUTOGLM_RETURN_IF_ERROR(load_default_loras(p));
   p.loras = std::make_unique<LoraRegistry>(*p.model, options.max_loras);

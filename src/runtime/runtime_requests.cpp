@@ -396,6 +396,16 @@ RuntimeStats Runtime::stats() const {
   s.lora_waiting = lora.waiting;
   s.lora_changed_at = lora.changed_at;
   add_op_profile(parts_->engine->op_profile(), s);
+  const KvTierStats tiers = parts_->engine->kv_tier_stats();
+  s.kv_tier_ram_hits = tiers.ram_hits;
+  s.kv_tier_disk_hits = tiers.disk_hits;
+  s.kv_tier_misses = tiers.misses;
+  s.kv_tier_ram_bytes = tiers.ram_bytes;
+  s.kv_tier_disk_bytes = tiers.disk_bytes;
+  s.kv_tier_bytes_in = tiers.bytes_in;
+  s.kv_tier_bytes_out = tiers.bytes_out;
+  s.kv_tier_disk_rejected = tiers.disk_rejected;
+  s.kv_tier_copy_seconds = tiers.copy_seconds;
   return s;
 }
 

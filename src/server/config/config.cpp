@@ -194,7 +194,8 @@ Status read_tool_access(const ConfigReader& r, const YAML::Node& node, ServerCon
 }
 
 Status read_kv_cache(const ConfigReader& r, const YAML::Node& node, RuntimeOptions& c) {
-  if (!node.IsMap()) return r.error(node, "kv_cache", "must be a mapping (memory_mib, fraction, block_size, dtype)");
+  const std::string known = "memory_mib, fraction, block_size, dtype, ram_mib, disk_dir, disk_mib";
+  if (!node.IsMap()) return r.error(node, "kv_cache", "must be a mapping (" + known + ")");
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
     if (key == "memory_mib") {
@@ -209,8 +210,14 @@ Status read_kv_cache(const ConfigReader& r, const YAML::Node& node, RuntimeOptio
       auto type = kv_type_from_name(name);
       if (!type) return r.error(kv.second, "kv_cache.dtype", "'" + name + "' is not one of f32, f16, q8_0");
       c.kv_type = *type;
+    } else if (key == "ram_mib") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.ram_mib", c.cache_ram_mib, 0.0, 1048576.0 * 64));
+    } else if (key == "disk_dir") {
+      AUTOGLM_RETURN_IF_ERROR(r.scalar(kv.second, "kv_cache.disk_dir", c.cache_disk_dir));
+    } else if (key == "disk_mib") {
+      AUTOGLM_RETURN_IF_ERROR(r.ranged(kv.second, "kv_cache.disk_mib", c.cache_disk_mib, 1.0, 1048576.0 * 1024));
     } else {
-      return r.error(kv.first, "kv_cache." + key, "is not a known key (memory_mib, fraction, block_size, dtype)");
+      return r.error(kv.first, "kv_cache." + key, "is not a known key (" + known + ")");
     }
   }
   return Status::ok();

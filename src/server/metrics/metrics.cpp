@@ -220,6 +220,39 @@ void render_op_profile(std::string& out, const std::vector<EngineView>& engines)
       sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.stats.profiled_tokens));
 }
 
+// The prefix cache's tiers below the pool (kv_cache.ram_mib, kv_cache.disk_dir).
+void render_kv_tiers(std::string& out, const std::vector<EngineView>& engines) {
+  auto by_tier = [&](const char* name, const char* type, const char* help, auto ram, auto disk) {
+    metric_header(out, name, type, help);
+    for (const EngineView& v : engines) {
+      sample(out, name, metric_label("model", v.model) + ",tier=\"ram\"", double(ram(v.stats)));
+      sample(out, name, metric_label("model", v.model) + ",tier=\"disk\"", double(disk(v.stats)));
+    }
+  };
+  by_tier(
+      "autoglm_kv_tier_hits_total", "counter", "Prefix blocks the pool missed and a tier held (copied back).",
+      [](const RuntimeStats& e) { return e.kv_tier_ram_hits; },
+      [](const RuntimeStats& e) { return e.kv_tier_disk_hits; });
+  by_tier(
+      "autoglm_kv_tier_bytes", "gauge", "Bytes of prefix blocks each tier holds.",
+      [](const RuntimeStats& e) { return e.kv_tier_ram_bytes; },
+      [](const RuntimeStats& e) { return e.kv_tier_disk_bytes; });
+  auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
+    metric_header(out, name, type, help);
+    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(v.stats)));
+  };
+  family("autoglm_kv_tier_misses_total", "counter", "Prefix blocks the pool missed and no tier held.",
+         [](const RuntimeStats& e) { return e.kv_tier_misses; });
+  family("autoglm_kv_tier_bytes_in_total", "counter", "Bytes of evicted blocks copied into the tiers.",
+         [](const RuntimeStats& e) { return e.kv_tier_bytes_in; });
+  family("autoglm_kv_tier_bytes_out_total", "counter", "Bytes copied back from the tiers into the pool.",
+         [](const RuntimeStats& e) { return e.kv_tier_bytes_out; });
+  family("autoglm_kv_tier_copy_seconds_total", "counter", "Time spent copying into and out of the tiers.",
+         [](const RuntimeStats& e) { return e.kv_tier_copy_seconds; });
+  family("autoglm_kv_tier_disk_rejected_total", "counter", "Disk tier files skipped as corrupt or foreign.",
+         [](const RuntimeStats& e) { return e.kv_tier_disk_rejected; });
+}
+
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
     metric_header(out, name, type, help);
@@ -252,6 +285,7 @@ void render_engine(std::string& out, const std::vector<EngineView>& engines) {
            return total > 0 ? double(e.kv_blocks_used) / double(total) : 0.0;
          });
   render_device_memory(out, engines);
+  render_kv_tiers(out, engines);
   family("autoglm_scheduler_step_target_seconds", "gauge", "The last step's time target (0: planned by tokens only).",
          [](const RuntimeStats& e) { return e.step_target_seconds; });
   render_prefill_chunks(out, engines);

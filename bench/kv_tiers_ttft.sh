@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Time to first token of a returning conversation of TOKENS prompt tokens (default 8192) on the 1b
+# preset (q4_0, 2 threads) whose KV is: in the pool, in the RAM tier (--cache-ram), in the disk tier
+# after a restart (--cache-disk-dir), or recomputed (evicted, no tiers). The pool holds 1.3
+# conversations: two more evict the first whole.
+#   bash bench/kv_tiers_ttft.sh                 # TOKENS=8192 WORK=/tmp/autoglm-kv-tiers THREADS=2
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$PWD/build/src/cli/autoglm
+work=${WORK:-/tmp/autoglm-kv-tiers}
+tokens=${TOKENS:-8192}
+threads=${THREADS:-2}
+mkdir -p "$work"
+model=$work/1b-q4_0.gguf
+[ -f "$model" ] || "$bin" create-model --arch llama --preset 1b --type q4_0 -o "$model" >/dev/null
+# The 1b preset's f16 KV: 22 layers x 2 x 256 x 2 bytes a position; room for 1.3 conversations.
+pool_mib=$(( tokens * 22528 * 13 / 10 / 1048576 + 1 ))
+grep -m1 'model name' /proc/cpuinfo
+
+serve() {  # serve LOG ARGS...: starts a server; its pid in spid, its port in sport
+  local log=$1
+  shift
+  "$bin" serve -m "$model" --port 0 -t "$threads" -c $((tokens + 64)) --max-batch-tokens 512 \
+    --kv-cache-mib "$pool_mib" "$@" 2>"$log" &
+  spid=$!
+  for _ in $(seq 1200); do grep -q "^ready:" "$log" && break; sleep 0.1; done
+  sport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
+}
+
+ask() {  # ask CONVERSATION: seconds to the reply of one token (its first), and the cached tokens
+  /usr/bin/python3 - "$sport" "$tokens" "$1" <<'EOF'
+import json, sys, time, urllib.request
+port, n, conv = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+prompt = [1] + [100 + (i * 7919 + conv * 104729) % 30000 for i in range(n - 1)]
+body = json.dumps({"prompt": prompt, "max_tokens": 1, "temperature": 0}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                             headers={"Content-Type": "application/json"})
+t = time.monotonic()
+with urllib.request.urlopen(req, timeout=3600) as r:
+    reply = json.load(r)
+cached = reply["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+print("%.3f %d" % (time.monotonic() - t, cached))
+EOF
+}
+
+stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
+
+printf '| KV of the returning %d-token conversation | TTFT (s) | cached tokens |\n|---|---:|---:|\n' "$tokens"
+serve "$work/plain.log"
+ask 1 >/dev/null
+read -r t c < <(ask 1)
+printf '| in the pool | %s | %s |\n' "$t" "$c"
+ask 2 >/dev/null  # with 3: evicts conversation 1
+ask 3 >/dev/null
+read -r t c < <(ask 1)
+printf '| recomputed (evicted, no tiers) | %s | %s |\n' "$t" "$c"
+stop
+
+serve "$work/ram.log" --cache-ram $((pool_mib * 2))
+ask 1 >/dev/null
+ask 2 >/dev/null
+ask 3 >/dev/null
+read -r t c < <(ask 1)
+printf '| RAM tier | %s | %s |\n' "$t" "$c"
+stop
+
+rm -rf "$work/disk"
+serve "$work/disk1.log" --cache-disk-dir "$work/disk" --cache-disk-mib $((pool_mib * 4))
+ask 1 >/dev/null
+ask 2 >/dev/null
+ask 3 >/dev/null
+kill -9 "$spid"
+wait "$spid" 2>/dev/null || true
+serve "$work/disk2.log" --cache-disk-dir "$work/disk" --cache-disk-mib $((pool_mib * 4))
+read -r t c < <(ask 1)
+printf '| disk tier, after kill -9 and a restart | %s | %s |\n' "$t" "$c"
+stop

@@ -1,0 +1,280 @@
+#include "kv/kv_tiers.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "core/log.h"
+
+namespace autoglm {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMagic[8] = {'A', 'G', 'K', 'V', 'B', 'L', 'K', '1'};
+
+// A block file's head; the checksum covers the other fields and the bytes after it.
+struct FileHeader {
+  char magic[8];
+  uint64_t model_key, format_key, hash, bytes, checksum;
+};
+
+uint64_t checksum_of(FileHeader header, const uint8_t* bytes, size_t n) {
+  header.checksum = 0;
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &header, sizeof(header));
+  XXH3_64bits_update(state, bytes, n);
+  const uint64_t sum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return sum;
+}
+
+std::string hex(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof(s), "%016" PRIx64, v);
+  return s;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(fs::file_time_type::clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+KvTiers::KvTiers(KvTierOptions options) : options_(std::move(options)) {
+  if (options_.disk_dir.empty()) return;
+  folder_ = (fs::path(options_.disk_dir) / (hex(options_.model_key) + "-" + hex(options_.format_key))).string();
+  std::error_code ec;
+  fs::create_directories(folder_, ec);
+  if (ec) {
+    log_line(LogLevel::kWarning,
+             "kv cache disk tier: cannot create " + folder_ + ": " + ec.message() + " (no disk tier)");
+    options_.disk_dir.clear();
+    return;
+  }
+  index_disk();
+}
+
+std::string KvTiers::file_of(uint64_t hash) const {
+  return folder_ + "/" + hex(hash) + ".kv";
+}
+
+// The files a run before left: each block file by its modification time (the order of last use);
+// leftovers of an interrupted write go.
+void KvTiers::index_disk() {
+  std::error_code ec;
+  for (fs::directory_iterator it(folder_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path p = it->path();
+    const std::string name = p.filename().string();
+    if (name.find(".tmp-") != std::string::npos) {
+      fs::remove(p, ec);
+      continue;
+    }
+    if (p.extension() != ".kv" || name.size() != 19) continue;
+    uint64_t hash = 0;
+    if (std::sscanf(name.c_str(), "%16" SCNx64, &hash) != 1) continue;
+    std::error_code size_ec, time_ec;
+    const int64_t bytes = int64_t(fs::file_size(p, size_ec));
+    const int64_t used = fs::last_write_time(p, time_ec).time_since_epoch().count();
+    if (size_ec || time_ec) continue;
+    on_disk_[hash] = {used, bytes};
+    disk_by_use_.emplace(used, hash);
+    disk_held_ += bytes;
+  }
+  trim_disk();
+}
+
+void KvTiers::put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
+  if (!enabled()) return;
+  const auto began = Clock::now();
+  RamBlock block{hash, std::vector<uint8_t>(size_t(key_bytes + value_bytes))};
+  std::memcpy(block.bytes.data(), keys, size_t(key_bytes));
+  if (value_bytes > 0) std::memcpy(block.bytes.data() + key_bytes, values, size_t(value_bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.bytes_in += key_bytes + value_bytes;
+  if (options_.ram_bytes <= 0) {
+    spill_to_disk(block);
+  } else if (!in_ram_.count(hash)) {
+    ram_held_ += int64_t(block.bytes.size());
+    in_ram_[hash] = ram_.insert(ram_.end(), std::move(block));
+    while (ram_held_ > options_.ram_bytes && !ram_.empty()) {
+      RamBlock& oldest = ram_.front();
+      spill_to_disk(oldest);
+      ram_held_ -= int64_t(oldest.bytes.size());
+      in_ram_.erase(oldest.hash);
+      ram_.pop_front();
+    }
+  }
+  stats_.copy_seconds += seconds_since(began);
+}
+
+// With mutex_ held. A block already on disk is only marked used.
+void KvTiers::spill_to_disk(const RamBlock& block) {
+  if (options_.disk_dir.empty()) return;
+  const int64_t used = now_ns();
+  if (auto it = on_disk_.find(block.hash); it != on_disk_.end()) {
+    disk_by_use_.erase(std::find_if(disk_by_use_.lower_bound(it->second.first), disk_by_use_.end(),
+                                    [&](const auto& e) { return e.second == block.hash; }));
+    it->second.first = used;
+    disk_by_use_.emplace(used, block.hash);
+    std::error_code ec;
+    fs::last_write_time(file_of(block.hash), fs::file_time_type(fs::file_time_type::duration(used)), ec);
+    return;
+  }
+  FileHeader header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.model_key = options_.model_key;
+  header.format_key = options_.format_key;
+  header.hash = block.hash;
+  header.bytes = uint64_t(block.bytes.size());
+  header.checksum = checksum_of(header, block.bytes.data(), block.bytes.size());
+  const std::string path = file_of(block.hash);
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&header), sizeof(header));
+    out.write(reinterpret_cast<const char*>(block.bytes.data()), std::streamsize(block.bytes.size()));
+    if (!out) {
+      log_line(LogLevel::kWarning, "kv cache disk tier: cannot write " + temp + " (the block is dropped)");
+      std::error_code ec;
+      fs::remove(temp, ec);
+      return;
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);  // whole or absent, even if the process dies here
+  if (ec) {
+    fs::remove(temp, ec);
+    return;
+  }
+  const int64_t bytes = int64_t(sizeof(header) + block.bytes.size());
+  on_disk_[block.hash] = {used, bytes};
+  disk_by_use_.emplace(used, block.hash);
+  disk_held_ += bytes;
+  trim_disk();
+}
+
+// With mutex_ held: the least recently used files go past disk_bytes.
+void KvTiers::trim_disk() {
+  while (options_.disk_bytes > 0 && disk_held_ > options_.disk_bytes && !disk_by_use_.empty()) {
+    const uint64_t hash = disk_by_use_.begin()->second;
+    disk_by_use_.erase(disk_by_use_.begin());
+    disk_held_ -= on_disk_[hash].second;
+    on_disk_.erase(hash);
+    std::error_code ec;
+    fs::remove(file_of(hash), ec);
+  }
+}
+
+std::string check_block_file(const uint8_t* file, size_t size, uint64_t model_key, uint64_t format_key, uint64_t hash,
+                             size_t bytes) {
+  FileHeader header{};
+  if (size < sizeof(header)) return "cut short (no head)";
+  std::memcpy(&header, file, sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return "not a KV block file";
+  if (header.model_key != model_key || header.format_key != format_key) return "another model's or KV format's block";
+  if (header.hash != hash || header.bytes != bytes) return "another block, or another size";
+  if (size != sizeof(header) + bytes) return "cut short or too long";
+  if (checksum_of(header, file + sizeof(header), bytes) != header.checksum)
+    return "its checksum does not match (damaged)";
+  return "";
+}
+
+size_t block_file_head_bytes() {
+  return sizeof(FileHeader);
+}
+
+// With mutex_ held: the file's bytes, when its head and checksum say they are this block's; a
+// file that is not is removed.
+bool KvTiers::read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes) {
+  auto it = on_disk_.find(hash);
+  if (it == on_disk_.end()) return false;
+  const std::string path = file_of(hash);
+  std::vector<uint8_t> file(sizeof(FileHeader) + bytes.size());
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(file.data()), std::streamsize(file.size()));
+  size_t got = size_t(in.gcount());
+  if (got == file.size() && in.peek() != std::char_traits<char>::eof()) ++got;  // longer than a block file
+  const std::string wrong =
+      check_block_file(file.data(), got, options_.model_key, options_.format_key, hash, bytes.size());
+  if (wrong.empty()) {
+    std::memcpy(bytes.data(), file.data() + sizeof(FileHeader), bytes.size());
+    return true;
+  }
+  log_line(LogLevel::kWarning, "kv cache disk tier: skipped " + path + ": " + wrong);
+  ++stats_.disk_rejected;
+  disk_by_use_.erase(std::find_if(disk_by_use_.lower_bound(it->second.first), disk_by_use_.end(),
+                                  [&](const auto& e) { return e.second == hash; }));
+  disk_held_ -= it->second.second;
+  on_disk_.erase(it);
+  std::error_code ec;
+  fs::remove(path, ec);
+  return false;
+}
+
+bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes) {
+  if (!enabled()) return false;
+  const auto began = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<uint8_t> from_disk;
+  const std::vector<uint8_t>* bytes = nullptr;
+  if (auto it = in_ram_.find(hash);
+      it != in_ram_.end() && int64_t(it->second->bytes.size()) == key_bytes + value_bytes) {
+    ram_.splice(ram_.end(), ram_, it->second);  // used: the newest
+    bytes = &it->second->bytes;
+    ++stats_.ram_hits;
+  } else {
+    from_disk.resize(size_t(key_bytes + value_bytes));
+    if (!read_from_disk(hash, from_disk)) {
+      ++stats_.misses;
+      return false;
+    }
+    bytes = &from_disk;
+    ++stats_.disk_hits;
+  }
+  std::memcpy(keys, bytes->data(), size_t(key_bytes));
+  if (value_bytes > 0) std::memcpy(values, bytes->data() + key_bytes, size_t(value_bytes));
+  stats_.bytes_out += key_bytes + value_bytes;
+  stats_.copy_seconds += seconds_since(began);
+  return true;
+}
+
+KvTierStats KvTiers::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  KvTierStats s = stats_;
+  s.ram_bytes = ram_held_;
+  s.disk_bytes = disk_held_;
+  return s;
+}
+
+uint64_t content_key(const std::vector<std::string>& files) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> buffer(size_t(1) << 20);
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    XXH3_64bits_update(state, f.data(), 0);
+    while (in) {
+      in.read(buffer.data(), std::streamsize(buffer.size()));
+      if (in.gcount() > 0) XXH3_64bits_update(state, buffer.data(), size_t(in.gcount()));
+    }
+  }
+  const uint64_t key = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return key;
+}
+
+}  // namespace autoglm

@@ -1,0 +1,82 @@
+// Where prefix-cache blocks go when the pool evicts them: host RAM (ram_bytes), and from there
+// disk (disk_dir, disk_bytes), each least recently used first; a lookup the pool misses finds them
+// here and copies them back instead of computing them again. The disk tier outlives the process:
+// one file per block under <disk_dir>/<model key>-<format key>/, named by the block's chain hash
+// (its tokens, the key's salt and the LoRA adapter), written whole under a temporary name and
+// renamed, its header and bytes checksummed. A file that is corrupt or of another model or KV
+// format is skipped with a warning, never loaded.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace autoglm {
+
+struct KvTierOptions {
+  int64_t ram_bytes = 0;  // 0: no RAM tier
+  std::string disk_dir;   // "": no disk tier
+  int64_t disk_bytes = 0;
+  uint64_t model_key = 0;   // the model's content
+  uint64_t format_key = 0;  // the KV layout: type, rows, layers, block size
+};
+
+struct KvTierStats {
+  int64_t ram_hits = 0, disk_hits = 0, misses = 0;  // lookups the pool missed
+  int64_t ram_bytes = 0, disk_bytes = 0;            // held now
+  int64_t bytes_in = 0, bytes_out = 0;              // copied into the tiers, and back to the pool
+  int64_t disk_rejected = 0;                        // corrupt or foreign files skipped
+  double copy_seconds = 0;                          // spent copying either way (disk included)
+};
+
+class KvTiers {
+ public:
+  explicit KvTiers(KvTierOptions options);
+  bool enabled() const { return options_.ram_bytes > 0 || !options_.disk_dir.empty(); }
+
+  // A block evicted from the pool under `hash`: its bytes (keys, then values) kept.
+  void put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes);
+  // The block of `hash` into `keys` and `values` (sizes as put): from RAM (leaving it) or from
+  // disk (the file checked first); false when neither holds it whole.
+  bool take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes);
+  KvTierStats stats() const;
+
+ private:
+  struct RamBlock {
+    uint64_t hash;
+    std::vector<uint8_t> bytes;
+  };
+  void spill_to_disk(const RamBlock& block);
+  bool read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes);
+  void trim_disk();
+  void index_disk();
+  std::string file_of(uint64_t hash) const;
+
+  KvTierOptions options_;
+  std::string folder_;  // the disk tier's folder of this model and format
+  mutable std::mutex mutex_;
+  std::list<RamBlock> ram_;  // oldest first
+  std::unordered_map<uint64_t, std::list<RamBlock>::iterator> in_ram_;
+  int64_t ram_held_ = 0;
+  // The disk tier's files by last use, oldest first (from their modification times at start).
+  std::multimap<int64_t, uint64_t> disk_by_use_;
+  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> on_disk_;  // hash -> {last use, bytes}
+  int64_t disk_held_ = 0, use_clock_ = 0;
+  KvTierStats stats_;
+};
+
+// Why a disk tier file's `size` bytes are not block `hash` of this model and KV format with
+// `bytes` bytes after its head (wrong head, size or checksum); "" when they are.
+std::string check_block_file(const uint8_t* file, size_t size, uint64_t model_key, uint64_t format_key, uint64_t hash,
+                             size_t bytes);
+size_t block_file_head_bytes();
+
+// A key of files' content (a model's weights): their bytes hashed, in order.
+uint64_t content_key(const std::vector<std::string>& files);
+
+}  // namespace autoglm
