@@ -4,6 +4,7 @@
 # after a restart (--cache-disk-dir), or recomputed (evicted, no tiers). The pool holds 1.3
 # conversations: two more evict the first whole.
 #   bash bench/kv_tiers_ttft.sh                 # TOKENS=8192 WORK=/tmp/autoglm-kv-tiers THREADS=2
+#   CASES="ram disk" bash bench/kv_tiers_ttft.sh  # some of: plain (pool and recomputed), ram, disk
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/build/src/cli/autoglm
@@ -31,12 +32,18 @@ ask() {  # ask CONVERSATION: seconds to the reply of one token (its first), and 
   /usr/bin/python3 - "$sport" "$tokens" "$1" <<'EOF'
 import json, sys, time, urllib.request
 port, n, conv = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-prompt = [1] + [100 + (i * 7919 + conv * 104729) % 30000 for i in range(n - 1)]
-body = json.dumps({"prompt": prompt, "max_tokens": 1, "temperature": 0}).encode()
-req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
-                             headers={"Content-Type": "application/json"})
+def post(path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=3600)
+# A text of the conversation's own words, cut to n - 1 tokens (the BOS makes n).
+words = ["river", "stone", "light", "garden", "window", "silver", "morning", "paper", "cloud", "bridge"]
+text = " ".join(words[(i * 7 + conv * 13 + i // 10) % len(words)] + str((i * 31 + conv) % 997) for i in range(n))
+ids = json.load(post("/tokenize", {"content": text, "add_special": False}))["tokens"][: n - 1]
+prompt = json.load(post("/detokenize", {"tokens": ids}))["content"]
+body = {"prompt": prompt, "max_tokens": 1, "temperature": 0}
 t = time.monotonic()
-with urllib.request.urlopen(req, timeout=3600) as r:
+with post("/v1/completions", body) as r:
     reply = json.load(r)
 cached = reply["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
 print("%.3f %d" % (time.monotonic() - t, cached))
@@ -44,8 +51,10 @@ EOF
 }
 
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
+runs() { [[ " ${CASES:-plain ram disk} " == *" $1 "* ]]; }
 
 printf '| KV of the returning %d-token conversation | TTFT (s) | cached tokens |\n|---|---:|---:|\n' "$tokens"
+if runs plain; then
 serve "$work/plain.log"
 ask 1 >/dev/null
 read -r t c < <(ask 1)
@@ -55,7 +64,9 @@ ask 3 >/dev/null
 read -r t c < <(ask 1)
 printf '| recomputed (evicted, no tiers) | %s | %s |\n' "$t" "$c"
 stop
+fi
 
+if runs ram; then
 serve "$work/ram.log" --cache-ram $((pool_mib * 2))
 ask 1 >/dev/null
 ask 2 >/dev/null
@@ -63,7 +74,9 @@ ask 3 >/dev/null
 read -r t c < <(ask 1)
 printf '| RAM tier | %s | %s |\n' "$t" "$c"
 stop
+fi
 
+if runs disk; then
 rm -rf "$work/disk"
 serve "$work/disk1.log" --cache-disk-dir "$work/disk" --cache-disk-mib $((pool_mib * 4))
 ask 1 >/dev/null
@@ -75,3 +88,4 @@ serve "$work/disk2.log" --cache-disk-dir "$work/disk" --cache-disk-mib $((pool_m
 read -r t c < <(ask 1)
 printf '| disk tier, after kill -9 and a restart | %s | %s |\n' "$t" "$c"
 stop
+fi

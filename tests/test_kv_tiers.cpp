@@ -56,6 +56,8 @@ TEST_F(KvTierFiles, BlocksGoToRamThenDiskAndComeBackAcrossARestart) {
     EXPECT_EQ(k, keys);
     EXPECT_EQ(v, values);
     EXPECT_EQ(tiers.stats().ram_hits, 1);
+    EXPECT_EQ(tiers.stats().ram_bytes, 0);  // back in the pool: no second copy
+    tiers.put(11, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));  // evicted again
     tiers.put(12, values.data(), int64_t(values.size()), keys.data(), int64_t(keys.size()));  // 11 spills
     EXPECT_EQ(tiers.stats().ram_bytes, 5000);
     EXPECT_GT(tiers.stats().disk_bytes, 5000);
@@ -71,6 +73,18 @@ TEST_F(KvTierFiles, BlocksGoToRamThenDiskAndComeBackAcrossARestart) {
   // A block of another size under the same hash is no match.
   std::vector<uint8_t> small(10);
   EXPECT_FALSE(again.take(11, small.data(), 5, small.data() + 5, 5));
+}
+
+// A conversation coming back from a full RAM tier: each block copied back evicts another from the
+// pool into RAM; the blocks still to come back must not be pushed out by them.
+TEST_F(KvTierFiles, CopyingBackMakesRoomForWhatThePoolEvictsMeanwhile) {
+  KvTiers tiers(KvTierOptions{10000, "", 0, 1, 2});  // two blocks of 5000 bytes
+  std::vector<uint8_t> k(keys.size()), v(values.size());
+  tiers.put(1, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  tiers.put(2, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  ASSERT_TRUE(tiers.take(1, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  tiers.put(3, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));  // evicted for block 1
+  EXPECT_TRUE(tiers.take(2, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
 }
 
 TEST_F(KvTierFiles, AFlippedByteIsDetectedAndTheFileSkipped) {

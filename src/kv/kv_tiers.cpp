@@ -231,10 +231,9 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<uint8_t> from_disk;
   const std::vector<uint8_t>* bytes = nullptr;
-  if (auto it = in_ram_.find(hash);
-      it != in_ram_.end() && int64_t(it->second->bytes.size()) == key_bytes + value_bytes) {
-    ram_.splice(ram_.end(), ram_, it->second);  // used: the newest
-    bytes = &it->second->bytes;
+  auto in_ram = in_ram_.find(hash);
+  if (in_ram != in_ram_.end() && int64_t(in_ram->second->bytes.size()) == key_bytes + value_bytes) {
+    bytes = &in_ram->second->bytes;
     ++stats_.ram_hits;
   } else {
     from_disk.resize(size_t(key_bytes + value_bytes));
@@ -248,6 +247,11 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
   std::memcpy(keys, bytes->data(), size_t(key_bytes));
   if (value_bytes > 0) std::memcpy(values, bytes->data() + key_bytes, size_t(value_bytes));
   stats_.bytes_out += key_bytes + value_bytes;
+  if (bytes != &from_disk) {  // back in the pool: RAM keeps no second copy (it comes again if evicted again)
+    ram_held_ -= int64_t(in_ram->second->bytes.size());
+    ram_.erase(in_ram->second);
+    in_ram_.erase(in_ram);
+  }
   stats_.copy_seconds += seconds_since(began);
   return true;
 }

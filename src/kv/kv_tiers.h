@@ -41,8 +41,9 @@ class KvTiers {
 
   // A block evicted from the pool under `hash`: its bytes (keys, then values) kept.
   void put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes);
-  // The block of `hash` into `keys` and `values` (sizes as put): from RAM (leaving it) or from
-  // disk (the file checked first); false when neither holds it whole.
+  // The block of `hash` into `keys` and `values` (sizes as put): from RAM (which lets it go: the
+  // pool holds it again, and puts it again if it evicts it again) or from disk (the file checked
+  // first, and kept); false when neither holds it whole.
   bool take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes);
   KvTierStats stats() const;
 
