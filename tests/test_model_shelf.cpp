@@ -187,6 +187,21 @@ TEST_F(ModelShelfServer, PastModelsMaxTheLeastRecentlyUsedIdleModelUnloads) {
   EXPECT_EQ(metric(std::string("autoglm_model_loads_total{model=\"") + kStories + "\",result=\"ok\"}"), 2);
 }
 
+// Two requests at once for two models past models_max: neither model is unloaded while a request
+// waits for it (they would take turns for ever), so both are served; the extra one unloads after.
+TEST_F(ModelShelfServer, RequestsForTwoModelsAtOncePastModelsMaxAreBothServed) {
+  start("models_max: 1\n");
+  test::HttpResult first, second;
+  std::thread a([&] { first = chat(kStories); });
+  std::thread b([&] { second = chat(kRandom); });
+  a.join();
+  b.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(second.status, 200) << second.body;
+  const auto loaded = [&] { return int(status_value(kStories) == "loaded") + int(status_value(kRandom) == "loaded"); };
+  EXPECT_TRUE(test::wait_until([&] { return loaded() == 1; })) << "still loaded: " << loaded();
+}
+
 TEST_F(ModelShelfServer, AnUnloadWaitsForTheRequestsInFlight) {
   start();
   ASSERT_EQ(chat(kStories).status, 200);

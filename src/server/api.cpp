@@ -52,10 +52,11 @@ ApiService::~ApiService() {
 void ApiService::shutdown() {
   tasks_.wait_idle();
   ready_ = false;
-  jobs_.stop();                                // the runners first: they call the engines, the tasks and the batches
-  tasks_.release();                            // the task pipeline, then the engines' threads, then the models
-  if (catalog_.shelf) catalog_.shelf->stop();  // its thread, then every runtime
-  catalog_.models.clear();
+  jobs_.stop();      // the runners first: they call the engines, the tasks and the batches
+  tasks_.release();  // the task pipeline, then the engines' threads, then the models
+  // Its thread, then every runtime. The models stay (unloaded) while the service lives: a reply a
+  // closing connection still holds drops its hold into them.
+  if (catalog_.shelf) catalog_.shelf->stop();
 }
 
 void ApiService::begin_stop() {

@@ -57,13 +57,15 @@ void ModelShelf::stop() {
     changed_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& m : models_)
-    if (m->runtime) {
-      runtimes.push_back(std::move(m->runtime));
-      m->status = ModelStatus::kUnloaded;
-    }
-  runtimes.clear();  // each engine stops with its runtime
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& m : models_)
+      if (m->runtime) {
+        runtimes.push_back(std::move(m->runtime));
+        m->status = ModelStatus::kUnloaded;
+      }
+  }
+  runtimes.clear();  // each engine stops with its runtime, the lock free for the holds its replies drop
 }
 
 std::shared_ptr<void> ModelShelf::take_hold(ModelService& model) {
@@ -81,13 +83,14 @@ std::shared_ptr<void> ModelShelf::take_hold(ModelService& model) {
 Result<ModelHold> ModelShelf::hold(ModelService& model) {
   std::unique_lock<std::mutex> lock(mutex_);
   bool counted = false;
-  struct Uncount {
+  struct Uncount {  // with the lock held: destroyed before `lock`
     bool& counted;
     int64_t& waiting;
+    int64_t& waiters;
     ~Uncount() {
-      if (counted) --waiting;
+      if (counted) --waiting, --waiters;
     }
-  } uncount{counted, waiting_};
+  } uncount{counted, waiting_, model.waiters};
   for (;;) {
     if (stopping_) return resource_exhausted("the server is stopping");
     switch (model.status) {
@@ -115,6 +118,7 @@ Result<ModelHold> ModelShelf::hold(ModelService& model) {
         return resource_exhausted("the model '" + model.name + "' is loading and " + std::to_string(waiting_) +
                                   " requests already wait for loads; retry shortly");
       ++waiting_;
+      ++model.waiters;
       counted = true;
     }
     changed_.wait(lock);
@@ -204,6 +208,7 @@ void ModelShelf::run() {
       }
       continue;
     }
+    trim_to_max(lock);
     put_idle_to_sleep(lock);
     if (jobs_.empty() && !stopping_) changed_.wait_until(lock, next_sleep_check());
   }
@@ -212,7 +217,7 @@ void ModelShelf::run() {
 // With the lock held on entry and exit; released while the runtime opens.
 void ModelShelf::load(ModelService& model, std::unique_lock<std::mutex>& lock) {
   changed_.notify_all();
-  if (!make_room(model, lock)) return;
+  make_room(model, lock);
   const Runtime* other = any_loaded();  // only this thread unloads: it stays loaded meanwhile
   lock.unlock();
   const auto began = Clock::now();
@@ -251,25 +256,36 @@ void ModelShelf::unload(ModelService& model, UnloadReason reason, std::unique_lo
   changed_.notify_all();
 }
 
-// Past max_loaded, the least recently used idle model unloads first; with none idle, the load
-// waits for one. False when the shelf stops meanwhile.
-bool ModelShelf::make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock) {
-  if (options_.max_loaded <= 0) return true;
+// The least recently used loaded model that no request uses or waits for, but `besides`.
+ModelService* ModelShelf::least_recently_used_idle(const ModelService* besides) const {
+  ModelService* oldest = nullptr;
+  for (auto& m : models_)
+    if (m.get() != besides && m->status == ModelStatus::kLoaded && m->holds == 0 && m->waiters == 0 &&
+        (!oldest || m->last_used < oldest->last_used))
+      oldest = m.get();
+  return oldest;
+}
+
+// Past max_loaded, the least recently used idle model unloads first. With none idle the load goes
+// ahead (waiting could wait on the request that asked for it: a cascade holds one model while it
+// loads another); run() unloads the extra ones once idle.
+void ModelShelf::make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock) {
+  if (options_.max_loaded <= 0) return;
   while (loaded_count() >= options_.max_loaded) {
-    ModelService* oldest = nullptr;
-    for (auto& m : models_)
-      if (m.get() != &for_model && m->status == ModelStatus::kLoaded && m->holds == 0 && !m->unloading &&
-          (!oldest || m->last_used < oldest->last_used))
-        oldest = m.get();
-    if (oldest) {
-      unload(*oldest, UnloadReason::kMakeRoom, lock);
-      continue;
-    }
-    if (!thread_.joinable()) return true;  // at start, nothing runs yet to wait on
-    changed_.wait(lock);
-    if (stopping_) return false;
+    ModelService* oldest = least_recently_used_idle(&for_model);
+    if (!oldest) return;
+    unload(*oldest, UnloadReason::kMakeRoom, lock);
   }
-  return true;
+}
+
+// Models past max_loaded (loaded while every other was in use) unload once idle.
+void ModelShelf::trim_to_max(std::unique_lock<std::mutex>& lock) {
+  if (options_.max_loaded <= 0) return;
+  while (loaded_count() > options_.max_loaded) {
+    ModelService* oldest = least_recently_used_idle(nullptr);
+    if (!oldest) return;
+    unload(*oldest, UnloadReason::kMakeRoom, lock);
+  }
 }
 
 void ModelShelf::put_idle_to_sleep(std::unique_lock<std::mutex>& lock) {
@@ -277,7 +293,8 @@ void ModelShelf::put_idle_to_sleep(std::unique_lock<std::mutex>& lock) {
   const auto idle_for =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.sleep_idle_seconds));
   for (auto& m : models_)
-    if (m->status == ModelStatus::kLoaded && m->holds == 0 && !m->unloading && Clock::now() - m->last_used >= idle_for)
+    if (m->status == ModelStatus::kLoaded && m->holds == 0 && m->waiters == 0 && !m->unloading &&
+        Clock::now() - m->last_used >= idle_for)
       unload(*m, UnloadReason::kIdle, lock);
 }
 

@@ -53,6 +53,7 @@ struct ModelService {
   Status failure;          // the last load's error, while kFailed
   std::string progress;    // the load's step in progress, while kLoading
   int64_t holds = 0;       // requests using the runtime
+  int64_t waiters = 0;     // requests waiting for it to load (it is not unloaded to make room then)
   bool unloading = false;  // an unload waits for the holds to end; no new ones are given
   std::chrono::steady_clock::time_point last_used;
 };
@@ -117,7 +118,9 @@ class ModelShelf {
   void run();
   void load(ModelService& model, std::unique_lock<std::mutex>& lock);
   void unload(ModelService& model, UnloadReason reason, std::unique_lock<std::mutex>& lock);
-  bool make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock);
+  void make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock);
+  ModelService* least_recently_used_idle(const ModelService* besides) const;
+  void trim_to_max(std::unique_lock<std::mutex>& lock);
   void put_idle_to_sleep(std::unique_lock<std::mutex>& lock);
   Clock::time_point next_sleep_check() const;
   const Runtime* any_loaded() const;

@@ -26,7 +26,7 @@ bool is_model_file(const fs::path& p) {
   if (p.extension() != ".gguf" || file.empty() || file[0] == '.' || starts_with_mmproj(file)) return false;
   static const std::regex kLaterShard(R"(-0*([0-9]+)-of-[0-9]+\.gguf$)");
   std::smatch shard;
-  return !std::regex_search(file, shard, kLaterShard) || std::stoi(shard[1].str()) == 1;
+  return !std::regex_search(file, shard, kLaterShard) || shard[1].str() == "1";
 }
 
 std::vector<fs::path> sorted_entries(const fs::path& dir, std::error_code& ec) {
