@@ -220,6 +220,13 @@ TEST(Lora, TheBareBaseInTheSameBatchIsUnchangedBitForBit) {
   EXPECT_EQ(mixed[0], batch_logits(**base, {prompts[0]}, {&sx})[0]);
   EXPECT_EQ(mixed[2], batch_logits(**base, {prompts[2]}, {&sxy})[0]);
   EXPECT_EQ(mixed[3], batch_logits(**base, {prompts[3]}, {&sy})[0]);
+  // An adapter's id (its prefix-cache salt, also on disk) is its content: the same file and scale
+  // give the same id in any process; another scale or file another.
+  auto x_again = load_lora(temp("x.gguf"), **base), x_half = load_lora(temp("x.gguf"), **base, 0.5f);
+  ASSERT_TRUE(x_again.is_ok() && x_half.is_ok());
+  EXPECT_EQ((*x_again)->id, (*x)->id);
+  EXPECT_NE((*x_half)->id, (*x)->id);
+  EXPECT_NE((*y)->id, (*x)->id);
 }
 
 TEST(Lora, BadAdaptersAreErrorsNamingTheTensorOrTheKey) {

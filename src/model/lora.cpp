@@ -1,6 +1,7 @@
 #include "model/lora.h"
 
-#include <atomic>
+#include <xxhash.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -263,6 +264,27 @@ std::vector<LoraSlot> lora_slots(const std::string& name, const Model& base) {
   return out;
 }
 
+// The adapter's identity for the prefix cache and its disk tier: its matrices and scale hashed, so
+// the same adapter has the same id in every process and a changed file another (a per-process
+// counter could give a restarted server's adapter the id of another one's blocks on disk).
+static uint64_t content_id(const LoraAdapter& ad) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &ad.rank, sizeof(ad.rank));
+  XXH3_64bits_update(state, &ad.scale, sizeof(ad.scale));
+  for (const auto& layer : ad.layers)
+    for (const auto& d : layer) {
+      const int64_t shape[3] = {d ? d->rank : 0, d ? d->n_in : 0, d ? d->n_out : 0};
+      XXH3_64bits_update(state, shape, sizeof(shape));
+      if (!d) continue;
+      XXH3_64bits_update(state, d->a.data(), d->a.size() * sizeof(float));
+      XXH3_64bits_update(state, d->b.data(), d->b.size() * sizeof(float));
+    }
+  const uint64_t id = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return id | 1;  // never 0
+}
+
 int64_t LoraAdapter::bytes() const {
   int64_t n = 0;
   for (const auto& layer : layers)
@@ -272,7 +294,6 @@ int64_t LoraAdapter::bytes() const {
 }
 
 Result<std::shared_ptr<const LoraAdapter>> load_lora(const std::string& path, const Model& base, float scale) {
-  static std::atomic<uint64_t> next_id{1};
   auto ad = std::make_shared<LoraAdapter>();
   ad->path = path;
   ad->layers.resize(size_t(base.spec().n_layer));
@@ -289,7 +310,7 @@ Result<std::shared_ptr<const LoraAdapter>> load_lora(const std::string& path, co
   // llama.cpp's rule for GGUF adapters: no alpha means a scale of 1.
   const double own = alpha == 0 ? 1.0 : rslora ? alpha / std::sqrt(r) : alpha / r;
   ad->scale = float(own * scale);
-  ad->id = next_id++;
+  ad->id = content_id(*ad);
   return std::shared_ptr<const LoraAdapter>(std::move(ad));
 }
 

@@ -33,7 +33,7 @@ struct LoraAdapter {
   std::string path;
   float scale = 1;  // alpha / rank (alpha / sqrt(rank) with rsLoRA) times the scale asked for
   int64_t rank = 0;
-  uint64_t id = 0;  // distinct for every adapter loaded (the prefix cache keeps their KV apart)
+  uint64_t id = 0;  // its content hashed: the prefix cache and its disk tier keep adapters' KV apart
   std::vector<std::array<std::optional<LoraDelta>, kLoraTargets>> layers;  // [n_layer]
   const LoraDelta* delta(int64_t layer, LoraTarget t) const {
     const auto& d = layers[size_t(layer)][size_t(t)];

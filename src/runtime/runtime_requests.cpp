@@ -222,7 +222,7 @@ std::string PreparedRequest::output_key() const {
   const ReplyFormat& f = state_->format;
   nlohmann::json adapters = nlohmann::json::array();
   if (g.lora)
-    for (const auto& a : *g.lora) adapters.push_back(a->id);  // an adapter loaded again is another
+    for (const auto& a : *g.lora) adapters.push_back(a->id);  // its content: a changed file is another
   const nlohmann::json what = {
       {"sampling", sampling_json(g.sampling)},
       {"max_tokens", g.max_tokens},
