@@ -87,6 +87,19 @@ TEST_F(KvTierFiles, CopyingBackMakesRoomForWhatThePoolEvictsMeanwhile) {
   EXPECT_TRUE(tiers.take(2, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
 }
 
+// Past disk_bytes the least recently used file goes: a block read back counts as used.
+TEST_F(KvTierFiles, TheDiskTierKeepsTheBlocksReadBackPastItsBudget) {
+  KvTiers tiers(KvTierOptions{0, dir, 10200, 1, 2});  // two files of 5000 bytes and a head
+  std::vector<uint8_t> k(keys.size()), v(values.size());
+  tiers.put(1, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  tiers.put(2, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  ASSERT_TRUE(tiers.take(1, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  tiers.put(3, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  EXPECT_TRUE(tiers.take(1, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_FALSE(tiers.take(2, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_TRUE(tiers.take(3, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+}
+
 TEST_F(KvTierFiles, AFlippedByteIsDetectedAndTheFileSkipped) {
   {
     KvTiers tiers(options(0));  // straight to disk

@@ -125,13 +125,8 @@ void KvTiers::put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const u
 void KvTiers::spill_to_disk(const RamBlock& block) {
   if (options_.disk_dir.empty()) return;
   const int64_t used = now_ns();
-  if (auto it = on_disk_.find(block.hash); it != on_disk_.end()) {
-    disk_by_use_.erase(std::find_if(disk_by_use_.lower_bound(it->second.first), disk_by_use_.end(),
-                                    [&](const auto& e) { return e.second == block.hash; }));
-    it->second.first = used;
-    disk_by_use_.emplace(used, block.hash);
-    std::error_code ec;
-    fs::last_write_time(file_of(block.hash), fs::file_time_type(fs::file_time_type::duration(used)), ec);
+  if (on_disk_.count(block.hash)) {
+    mark_used_on_disk(block.hash, used);
     return;
   }
   FileHeader header{};
@@ -165,6 +160,17 @@ void KvTiers::spill_to_disk(const RamBlock& block) {
   disk_by_use_.emplace(used, block.hash);
   disk_held_ += bytes;
   trim_disk();
+}
+
+// With mutex_ held: a file on disk used now (its time too, the order of use after a restart).
+void KvTiers::mark_used_on_disk(uint64_t hash, int64_t used) {
+  auto it = on_disk_.find(hash);
+  disk_by_use_.erase(std::find_if(disk_by_use_.lower_bound(it->second.first), disk_by_use_.end(),
+                                  [&](const auto& e) { return e.second == hash; }));
+  it->second.first = used;
+  disk_by_use_.emplace(used, hash);
+  std::error_code ec;
+  fs::last_write_time(file_of(hash), fs::file_time_type(fs::file_time_type::duration(used)), ec);
 }
 
 // With mutex_ held: the least recently used files go past disk_bytes.
@@ -243,6 +249,7 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
     }
     bytes = &from_disk;
     ++stats_.disk_hits;
+    mark_used_on_disk(hash, now_ns());
   }
   std::memcpy(keys, bytes->data(), size_t(key_bytes));
   if (value_bytes > 0) std::memcpy(values, bytes->data() + key_bytes, size_t(value_bytes));

@@ -55,6 +55,7 @@ class KvTiers {
   void spill_to_disk(const RamBlock& block);
   bool read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes);
   void trim_disk();
+  void mark_used_on_disk(uint64_t hash, int64_t used);
   void index_disk();
   std::string file_of(uint64_t hash) const;
 
