@@ -220,6 +220,14 @@ void render_op_profile(std::string& out, const std::vector<EngineView>& engines)
       sample(out, "autoglm_op_profiled_tokens_total", metric_label("model", v.model), double(v.stats.profiled_tokens));
 }
 
+// One sample per engine, labelled by its model.
+template <class ValueOf>
+void per_engine(std::string& out, const std::vector<EngineView>& engines, const char* name, const char* type,
+                const char* help, ValueOf value_of) {
+  metric_header(out, name, type, help);
+  for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(v.stats)));
+}
+
 // The prefix cache's tiers below the pool (kv_cache.ram_mib, kv_cache.disk_dir).
 void render_kv_tiers(std::string& out, const std::vector<EngineView>& engines) {
   auto by_tier = [&](const char* name, const char* type, const char* help, auto ram, auto disk) {
@@ -238,8 +246,7 @@ void render_kv_tiers(std::string& out, const std::vector<EngineView>& engines) {
       [](const RuntimeStats& e) { return e.kv_tier_ram_bytes; },
       [](const RuntimeStats& e) { return e.kv_tier_disk_bytes; });
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
-    metric_header(out, name, type, help);
-    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(v.stats)));
+    per_engine(out, engines, name, type, help, value_of);
   };
   family("autoglm_kv_tier_misses_total", "counter", "Prefix blocks the pool missed and no tier held.",
          [](const RuntimeStats& e) { return e.kv_tier_misses; });
@@ -255,8 +262,7 @@ void render_kv_tiers(std::string& out, const std::vector<EngineView>& engines) {
 
 void render_engine(std::string& out, const std::vector<EngineView>& engines) {
   auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
-    metric_header(out, name, type, help);
-    for (const EngineView& v : engines) sample(out, name, metric_label("model", v.model), double(value_of(v.stats)));
+    per_engine(out, engines, name, type, help, value_of);
   };
   family("autoglm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
          [](const RuntimeStats& e) { return e.prompt_tokens; });
