@@ -218,6 +218,10 @@ TEST_F(ModelShelfServer, AnUnloadWaitsForTheRequestsInFlight) {
     const json during = status_of(kStories);
     EXPECT_EQ(during["value"], "loaded") << during.dump();  // until the request is done
     EXPECT_TRUE(during["unloading"].get<bool>()) << during.dump();
+    // The pending unload holds up no other model's load.
+    const auto other = chat(kRandom);
+    EXPECT_EQ(other.status, 200) << other.body;
+    EXPECT_EQ(status_value(kStories), "loaded");
     still.reset();
     client.join();
   }

@@ -190,27 +190,39 @@ const Runtime* ModelShelf::any_loaded() const {
   return nullptr;
 }
 
+// A job that cannot run yet: an unload waits for its model's requests in flight, and a load for
+// the unload ahead of it, without holding up the jobs behind them.
+bool ModelShelf::job_waits(const Job& job) const {
+  const ModelService& m = *job.model;
+  if (m.status != ModelStatus::kLoaded) return false;
+  return job.load ? m.unloading : m.holds > 0;
+}
+
+std::optional<ModelShelf::Job> ModelShelf::take_runnable_job() {
+  const auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return !job_waits(j); });
+  if (it == jobs_.end()) return std::nullopt;
+  const Job job = *it;
+  jobs_.erase(it);
+  return job;
+}
+
 void ModelShelf::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    if (!jobs_.empty()) {
-      const Job job = jobs_.front();
-      jobs_.pop_front();
-      if (job.load) {
-        if (job.model->status == ModelStatus::kLoaded && job.model->unloading) {
-          jobs_.push_back(job);  // after the unload ahead of it
-        } else if (job.model->status != ModelStatus::kLoaded) {
-          job.model->status = ModelStatus::kLoading;
-          load(*job.model, lock);
-        }
-      } else if (job.model->status == ModelStatus::kLoaded) {
-        unload(*job.model, job.reason, lock);
+    if (const std::optional<Job> job = take_runnable_job()) {
+      if (job->load && job->model->status != ModelStatus::kLoaded) {
+        job->model->status = ModelStatus::kLoading;
+        load(*job->model, lock);
+      } else if (!job->load && job->model->status == ModelStatus::kLoaded) {
+        unload(*job->model, job->reason, lock);
       }
       continue;
     }
     trim_to_max(lock);
     put_idle_to_sleep(lock);
-    if (jobs_.empty() && !stopping_) changed_.wait_until(lock, next_sleep_check());
+    // A hold ending, a new job or a status change wakes the thread (changed_).
+    if (std::all_of(jobs_.begin(), jobs_.end(), [&](const Job& j) { return job_waits(j); }) && !stopping_)
+      changed_.wait_until(lock, next_sleep_check());
   }
 }
 
@@ -240,7 +252,8 @@ void ModelShelf::load(ModelService& model, std::unique_lock<std::mutex>& lock) {
   changed_.notify_all();
 }
 
-// Waits for the model's holds to end, then frees its runtime (the lock released meanwhile).
+// Frees the runtime of a model no request holds (run() takes an unload once its holds end; the
+// wait is for an idle model's, already none), the lock released while it frees.
 void ModelShelf::unload(ModelService& model, UnloadReason reason, std::unique_lock<std::mutex>& lock) {
   model.unloading = true;
   changed_.wait(lock, [&] { return model.holds == 0; });

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,8 @@ class ModelShelf {
   };
 
   void run();
+  bool job_waits(const Job& job) const;
+  std::optional<Job> take_runnable_job();
   void load(ModelService& model, std::unique_lock<std::mutex>& lock);
   void unload(ModelService& model, UnloadReason reason, std::unique_lock<std::mutex>& lock);
   void make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock);
