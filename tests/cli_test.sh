@@ -183,18 +183,20 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
     for _ in $(seq 25); do text="$text She went to the park with her mom and the $1."; done
     echo "{\"prompt\": \"$text\", \"max_tokens\": 8, \"temperature\": 0}"
   }
-  serve_tiered() {  # serve_tiered LOG: the server's pid in tpid, its port in tport
-    "$bin" serve -m "$m" --port 0 -t 1 --kv-cache-mib 1 --cache-disk-dir "$tmp/kvtier" 2>"$1" &
+  serve_tiered() {  # serve_tiered LOG [FLAGS]: the server's pid in tpid, its port in tport
+    local log=$1
+    shift
+    "$bin" serve -m "$m" --port 0 -t 1 --cache-disk-dir "$tmp/kvtier" "$@" 2>"$log" &
     tpid=$!
-    wait_for grep -q "^ready:" "$1"
-    tport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$1" | grep -o '[0-9]*$')
+    wait_for grep -q "^ready:" "$log"
+    tport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
   }
-  serve_tiered "$tmp/tier1.log"
+  serve_tiered "$tmp/tier1.log" --kv-cache-mib 1
   first=$(post "$tport" /v1/completions "$(story dog)")
   for w in cat bird fish frog duck cow pig; do post "$tport" /v1/completions "$(story $w)" >/dev/null; done
   kill -9 "$tpid"
   wait "$tpid" 2>/dev/null
-  serve_tiered "$tmp/tier2.log"
+  serve_tiered "$tmp/tier2.log" --kv-cache-mib 1
   again=$(post "$tport" /v1/completions "$(story dog)")
   metrics=$( (exec 5<>"/dev/tcp/127.0.0.1/$tport" &&
     printf 'GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&5 && cat <&5) 2>/dev/null |
@@ -210,6 +212,23 @@ if [ -f "$shared/models/stories260K.gguf" ]; then
     echo "FAIL kv disk tier: cached_tokens '${cached:-}' in: $again"; failures=$((failures + 1)); fi
   if [[ "$metrics" =~ \ [1-9][0-9]*$ ]]; then echo "ok   kv disk tier: disk hits counted"; else
     echo "FAIL kv disk tier: disk hits: '$metrics'"; failures=$((failures + 1)); fi
+  # A graceful stop leaves the pool's cached prefixes on disk: the pool (the default size) evicted
+  # nothing, yet the next process finds the conversation there.
+  rm -rf "$tmp/kvtier"
+  serve_tiered "$tmp/tier3.log"
+  first=$(post "$tport" /v1/completions "$(story owl)")
+  kill "$tpid"
+  wait "$tpid" 2>/dev/null
+  saved=$(grep -o 'the cached prefixes saved.*' "$tmp/tier3.log")
+  serve_tiered "$tmp/tier4.log"
+  again=$(post "$tport" /v1/completions "$(story owl)")
+  kill "$tpid"
+  wait "$tpid" 2>/dev/null
+  cached=$(grep -o '"cached_tokens":[0-9]*' <<<"$again" | grep -o '[0-9]*$')
+  if [ -n "$saved" ] && [ "${cached:-0}" -ge 256 ] && [ "$(text_of "$first")" == "$(text_of "$again")" ]; then
+    echo "ok   kv disk tier: $cached prompt tokens saved at a graceful stop"; else
+    echo "FAIL kv disk tier after a graceful stop: '${saved:-no save logged}', cached '${cached:-}' in: $again"
+    failures=$((failures + 1)); fi
 else
   skip_or_fail "stories checks" "$shared/models/stories260K.gguf"
 fi

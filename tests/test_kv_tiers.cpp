@@ -37,7 +37,7 @@ class KvTierFiles : public ::testing::Test {
   fs::path only_file() const {
     std::vector<fs::path> files;
     for (const auto& e : fs::recursive_directory_iterator(dir))
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (e.is_regular_file() && e.path().extension() == ".kv") files.push_back(e.path());
     EXPECT_EQ(files.size(), 1u);
     return files.empty() ? fs::path() : files.front();
   }
@@ -128,7 +128,7 @@ TEST_F(KvTierFiles, AnotherModelsFileIsNeverLoaded) {
     tiers.put(31, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
   }
   const fs::path file = only_file();
-  KvTiers other(options(0, 2));  // another model: its own folder, where the file is copied by hand
+  { KvTiers other(options(0, 2)); }  // another model: its own folder, where the file is copied by hand
   fs::path foreign;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path() != file.parent_path()) foreign = e.path() / file.filename();
@@ -138,6 +138,44 @@ TEST_F(KvTierFiles, AnotherModelsFileIsNeverLoaded) {
   std::vector<uint8_t> k(keys.size()), v(values.size());
   EXPECT_FALSE(reopened.take(31, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
   EXPECT_EQ(reopened.stats().disk_rejected, 1);
+}
+
+// Two processes (or engines) on one model's folder: the first keeps it, so that its budget holds;
+// the other runs without the disk tier (RAM still works) until the first lets go.
+TEST_F(KvTierFiles, OneUserAtATimeKeepsAModelsFolder) {
+  std::vector<uint8_t> k(keys.size()), v(values.size());
+  auto first = std::make_unique<KvTiers>(options(6000));
+  EXPECT_TRUE(first->has_disk());
+  KvTiers second(options(6000));
+  EXPECT_FALSE(second.has_disk());
+  EXPECT_TRUE(second.enabled());  // its RAM tier
+  second.put(41, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  second.flush_ram_to_disk();
+  EXPECT_EQ(second.stats().disk_bytes, 0);
+  first->save(42, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+  first.reset();
+  KvTiers third(options(6000));
+  EXPECT_TRUE(third.has_disk());
+  EXPECT_TRUE(third.take(42, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_EQ(k, keys);
+  EXPECT_FALSE(third.take(41, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+}
+
+// At the end RAM's blocks go to disk, oldest first, within the disk budget.
+TEST_F(KvTierFiles, FlushingRamKeepsTheNewestWithinTheDiskBudget) {
+  std::vector<uint8_t> k(keys.size()), v(values.size());
+  {
+    KvTiers tiers(KvTierOptions{1 << 20, dir, 10200, 1, 2});  // room on disk for two
+    for (uint64_t h = 1; h <= 3; ++h)
+      tiers.put(h, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+    EXPECT_EQ(tiers.stats().disk_bytes, 0);
+    tiers.flush_ram_to_disk();
+    EXPECT_EQ(tiers.stats().ram_bytes, 0);
+  }
+  KvTiers again(KvTierOptions{0, dir, 10200, 1, 2});
+  EXPECT_FALSE(again.take(1, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_TRUE(again.take(2, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_TRUE(again.take(3, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
 }
 
 // An engine over stories260K with a pool of 24 blocks: a conversation, then others that evict
@@ -245,6 +283,28 @@ TEST_F(KvTierEngine, TheDiskTierServesTheSamePrefixToANewEngine) {
   other.kv_tiers.model_key = 8;
   Engine foreign(*model, *tok, pool, other);
   EXPECT_EQ(run(foreign, story(0)).cached, 0);
+}
+
+// A graceful stop (or unload) leaves the pool's cached prefixes and RAM's on disk: none was
+// evicted to disk while the engine ran, and a new engine finds both conversations there.
+TEST_F(KvTierEngine, AnEngineThatEndsLeavesItsCachedPrefixesOnDisk) {
+  Run first, last;
+  {
+    Engine engine(*model, *tok, pool, config(64 << 20, true));  // evicted blocks stay in RAM
+    first = first_then_evict(engine);
+    last = run(engine, story(5));
+    ASSERT_GT(engine.kv_tier_stats().ram_bytes, 0);
+    ASSERT_EQ(engine.kv_tier_stats().disk_bytes, 0);
+  }
+  Engine restarted(*model, *tok, pool, config(0, true));
+  const Run again = run(restarted, story(0));  // it was in RAM
+  EXPECT_GE(again.cached, 6 * 16);
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(again.logprobs, first.logprobs);
+  const Run last_again = run(restarted, story(5));  // it was in the pool
+  EXPECT_GE(last_again.cached, 6 * 16);
+  EXPECT_EQ(last_again.logprobs, last.logprobs);
+  EXPECT_GE(restarted.kv_tier_stats().disk_hits, 12);
 }
 
 }  // namespace

@@ -164,6 +164,19 @@ Engine::~Engine() {
   }
   submit_ready_.notify_all();
   thread_.join();
+  if (tiers_ && tiers_->has_disk()) save_cache_to_disk();
+}
+
+// The pool's cached prefixes and RAM's to the disk tier as the engine ends (a graceful stop, an
+// unload or idle sleep), so that the next start or wake copies them back.
+void Engine::save_cache_to_disk() {
+  const auto began = std::chrono::steady_clock::now();
+  blocks_.save_to_disk_tier();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  char line[160];
+  std::snprintf(line, sizeof(line), "kv cache disk tier: the cached prefixes saved (%.1f MiB on disk) in %.2f s",
+                double(tiers_->stats().disk_bytes) / (1 << 20), seconds);
+  log_line(LogLevel::kInfo, line);
 }
 
 Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) {

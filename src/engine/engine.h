@@ -132,6 +132,7 @@ class Engine {
 
  private:
   void loop();
+  void save_cache_to_disk();
   bool step();
   void take_submissions();
   void drop_cancelled_and_expired();

@@ -78,6 +78,17 @@ std::optional<int32_t> BlockPool::acquire_cached(uint64_t hash) {
   return it->second;
 }
 
+void BlockPool::save_to_disk_tier() {
+  if (!tiers_ || !tiers_->has_disk()) return;
+  tiers_->flush_ram_to_disk();
+  const auto save = [&](int32_t b) {
+    tiers_->save(*hash_of_[size_t(b)], key(b, 0), block_key_bytes(), value(b, 0), block_value_bytes());
+  };
+  for (int32_t b : lru_) save(b);  // released, oldest first
+  for (int32_t b = 0; b < int32_t(n_blocks_); ++b)
+    if (refs_[size_t(b)] > 0 && hash_of_[size_t(b)]) save(b);  // still held: the most recent
+}
+
 // A block the tiers hold, copied into a block of the pool and published again.
 std::optional<int32_t> BlockPool::copy_back(uint64_t hash) {
   if (!tiers_) return std::nullopt;

@@ -42,6 +42,9 @@ class BlockPool {
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
   // Where evicted cached blocks go (null: nowhere); it must outlive the pool. Host memory only.
   void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
+  // Every cached block to the tiers' disk, after what RAM holds, least recently used first (a
+  // graceful stop or an unload: the next start finds what this one had).
+  void save_to_disk_tier();
   // A block's bytes: every layer's keys, and its values (0 where the values are in the keys).
   int64_t block_key_bytes() const { return n_layer_ * block_size_ * format_.k_row_bytes; }
   int64_t block_value_bytes() const {

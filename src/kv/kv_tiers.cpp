@@ -1,5 +1,7 @@
 #include "kv/kv_tiers.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -65,7 +67,42 @@ KvTiers::KvTiers(KvTierOptions options) : options_(std::move(options)) {
     options_.disk_dir.clear();
     return;
   }
+  if (!lock_folder()) {
+    options_.disk_dir.clear();
+    return;
+  }
   index_disk();
+}
+
+KvTiers::~KvTiers() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // the lock goes with it
+}
+
+// The folder's lock, so that one process's budget holds over its files; false (warned) when
+// another process (or engine) holds it.
+bool KvTiers::lock_folder() {
+  const std::string path = folder_ + "/lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    log_line(LogLevel::kWarning,
+             "kv cache disk tier: cannot open " + path + ": " + std::strerror(errno) + " (no disk tier)");
+    return false;
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char owner[32] = {};
+    const ssize_t n = ::pread(lock_fd_, owner, sizeof(owner) - 1, 0);
+    log_line(LogLevel::kWarning, "kv cache disk tier: " + folder_ + " is in use by another process (pid " +
+                                     std::string(owner, size_t(std::max<ssize_t>(n, 0))) +
+                                     "); this one runs without the disk tier");
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return false;
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    // The pid only names the owner in another process's warning; the lock holds without it.
+  }
+  return true;
 }
 
 std::string KvTiers::file_of(uint64_t hash) const {
@@ -97,12 +134,18 @@ void KvTiers::index_disk() {
   trim_disk();
 }
 
-void KvTiers::put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
-  if (!enabled()) return;
-  const auto began = Clock::now();
+KvTiers::RamBlock KvTiers::block_of(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values,
+                                    int64_t value_bytes) {
   RamBlock block{hash, std::vector<uint8_t>(size_t(key_bytes + value_bytes))};
   std::memcpy(block.bytes.data(), keys, size_t(key_bytes));
   if (value_bytes > 0) std::memcpy(block.bytes.data() + key_bytes, values, size_t(value_bytes));
+  return block;
+}
+
+void KvTiers::put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
+  if (!enabled()) return;
+  const auto began = Clock::now();
+  RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.bytes_in += key_bytes + value_bytes;
   if (options_.ram_bytes <= 0) {
@@ -261,6 +304,27 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
   }
   stats_.copy_seconds += seconds_since(began);
   return true;
+}
+
+void KvTiers::flush_ram_to_disk() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!has_disk()) return;
+  const auto began = Clock::now();
+  for (const RamBlock& block : ram_) spill_to_disk(block);
+  ram_.clear();
+  in_ram_.clear();
+  ram_held_ = 0;
+  stats_.copy_seconds += seconds_since(began);
+}
+
+void KvTiers::save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
+  if (!has_disk()) return;
+  const auto began = Clock::now();
+  RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.bytes_in += key_bytes + value_bytes;
+  spill_to_disk(block);
+  stats_.copy_seconds += seconds_since(began);
 }
 
 KvTierStats KvTiers::stats() const {

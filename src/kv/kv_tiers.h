@@ -4,7 +4,9 @@
 // one file per block under <disk_dir>/<model key>-<format key>/, named by the block's chain hash
 // (its tokens, the key's salt and the LoRA adapter), written whole under a temporary name and
 // renamed, its header and bytes checksummed. A file that is corrupt or of another model or KV
-// format is skipped with a warning, never loaded.
+// format is skipped with a warning, never loaded. One process at a time uses a model's folder (a
+// lock file in it), so that its budget holds; another runs without the disk tier, warned. When the
+// pool ends (a graceful stop, an unload), RAM's blocks and the pool's go to disk.
 #pragma once
 
 #include <chrono>
@@ -37,7 +39,11 @@ struct KvTierStats {
 class KvTiers {
  public:
   explicit KvTiers(KvTierOptions options);
-  bool enabled() const { return options_.ram_bytes > 0 || !options_.disk_dir.empty(); }
+  ~KvTiers();
+  KvTiers(const KvTiers&) = delete;
+  KvTiers& operator=(const KvTiers&) = delete;
+  bool enabled() const { return options_.ram_bytes > 0 || has_disk(); }
+  bool has_disk() const { return !options_.disk_dir.empty(); }
 
   // A block evicted from the pool under `hash`: its bytes (keys, then values) kept.
   void put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes);
@@ -47,20 +53,29 @@ class KvTiers {
   bool take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes);
   KvTierStats stats() const;
 
+  // At the pool's end: the blocks RAM holds go to disk (least recently used first), then each
+  // block `save` is given (the pool's, in its order of use), within the disk budget.
+  void flush_ram_to_disk();
+  void save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes);
+
  private:
   struct RamBlock {
     uint64_t hash;
     std::vector<uint8_t> bytes;
   };
+  static RamBlock block_of(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values,
+                           int64_t value_bytes);
   void spill_to_disk(const RamBlock& block);
   bool read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes);
   void trim_disk();
   void mark_used_on_disk(uint64_t hash, int64_t used);
   void index_disk();
+  bool lock_folder();
   std::string file_of(uint64_t hash) const;
 
   KvTierOptions options_;
   std::string folder_;  // the disk tier's folder of this model and format
+  int lock_fd_ = -1;    // holds the folder's lock while this process uses it
   mutable std::mutex mutex_;
   std::list<RamBlock> ram_;  // oldest first
   std::unordered_map<uint64_t, std::list<RamBlock>::iterator> in_ram_;
