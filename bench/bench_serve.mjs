@@ -6,6 +6,8 @@
 //   node bench/bench_serve.mjs --url http://127.0.0.1:8080 -n 64 -c 16 --prompt-len 128 --output-len 64
 //   node bench/bench_serve.mjs --url ... --rate 2 -n 32            (Poisson arrivals, 2 requests/s)
 //   node bench/bench_serve.mjs --url ... --turns 4 -c 4 -n 16      (multi-turn chats: n conversations)
+//   node bench/bench_serve.mjs --url ... --turns 3 -n 8 --returning (round by round: each conversation returns
+//        after the other n - 1 took their turn, so that with enough of them its KV left the server's pool)
 import { parseArgs } from 'node:util';
 
 const { values: o } = parseArgs({
@@ -19,13 +21,14 @@ const { values: o } = parseArgs({
     'prompt-len': { type: 'string', default: '64' },       // words; "a:b" draws uniformly
     'output-len': { type: 'string', default: '64' },       // max_tokens; "a:b" draws uniformly
     turns: { type: 'string', default: '1' },
+    returning: { type: 'boolean', default: false },
     seed: { type: 'string', default: '1' },
     temperature: { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (o.help) {
-  console.log('options: --url --model --api-key -n -c/--concurrency --rate --prompt-len N|a:b --output-len N|a:b --turns T --seed --temperature');
+  console.log('options: --url --model --api-key -n -c/--concurrency --rate --prompt-len N|a:b --output-len N|a:b --turns T --returning --seed --temperature');
   process.exit(0);
 }
 
@@ -88,20 +91,39 @@ async function chat(messages, maxTokens) {
 }
 
 const conversations = Number(o.n), turns = Number(o.turns);
+if (o.returning && o.rate) {
+  console.error('--returning runs round by round at a concurrency: leave --rate out');
+  process.exit(2);
+}
 const jobs = Array.from({ length: conversations }, () => ({
+  messages: [],
+  failed: false,
   turns: Array.from({ length: turns }, () => ({ prompt: text(draw(o['prompt-len'])), max: draw(o['output-len']) })),
 }));
 const results = [];
 const errors = [];
-async function runConversation(job) {
-  const messages = [];
-  for (const [index, turn] of job.turns.entries()) {
-    messages.push({ role: 'user', content: turn.prompt });
-    const r = await chat(messages, turn.max);
-    if (r.error) { errors.push(r.error); return; }
-    results.push({ ...r, turn: index });
-    messages.push({ role: 'assistant', content: r.content });
+// One turn of a conversation: its user message, then the reply kept for the next turn.
+async function runTurn(job, index) {
+  if (job.failed) return;
+  const turn = job.turns[index];
+  job.messages.push({ role: 'user', content: turn.prompt });
+  const r = await chat(job.messages, turn.max);
+  if (r.error) {
+    errors.push(r.error);
+    job.failed = true;
+    return;
   }
+  results.push({ ...r, turn: index });
+  job.messages.push({ role: 'assistant', content: r.content });
+}
+async function runConversation(job) {
+  for (let index = 0; index < turns; ++index) await runTurn(job, index);
+}
+// Runs task(item) for each item, `concurrency` at a time.
+async function pool(items, concurrency, task) {
+  let next = 0;
+  const worker = async () => { while (next < items.length) await task(items[next++]); };
+  await Promise.all(Array.from({ length: concurrency }, worker));
 }
 
 const t0 = performance.now();
@@ -113,10 +135,10 @@ if (o.rate) {
     await new Promise((res) => setTimeout(res, (-Math.log(1 - random()) / rate) * 1000));
   }
   await Promise.all(running);
+} else if (o.returning) {
+  for (let index = 0; index < turns; ++index) await pool(jobs, Number(o.concurrency), (job) => runTurn(job, index));
 } else {
-  let next = 0;
-  const worker = async () => { while (next < jobs.length) await runConversation(jobs[next++]); };
-  await Promise.all(Array.from({ length: Number(o.concurrency) }, worker));
+  await pool(jobs, Number(o.concurrency), runConversation);
 }
 const seconds = (performance.now() - t0) / 1000;
 
@@ -139,7 +161,11 @@ row('inter-token latency', results.flatMap((r) => r.gaps));
 row('end to end', results.map((r) => r.e2e));
 if (turns > 1) {
   row('TTFT, first turns', results.filter((r) => r.turn === 0).map((r) => r.ttft).filter((x) => x !== null));
-  row('TTFT, later turns', results.filter((r) => r.turn > 0).map((r) => r.ttft).filter((x) => x !== null));
+  const later = results.filter((r) => r.turn > 0);
+  row(o.returning ? 'TTFT, returning turns' : 'TTFT, later turns', later.map((r) => r.ttft).filter((x) => x !== null));
+  const laterPrompt = later.reduce((a, r) => a + r.prompt, 0), laterCached = later.reduce((a, r) => a + r.cached, 0);
+  console.log(`${o.returning ? 'returning' : 'later'} turns: prompt tokens ${laterPrompt}, cached by the server ${laterCached} ` +
+              `(${laterPrompt ? ((100 * laterCached) / laterPrompt).toFixed(1) : 0}%)`);
 }
 if (errors.length) console.log(`first error: ${errors[0]}`);
 process.exit(errors.length ? 1 : 0);

@@ -99,6 +99,8 @@ def main():
     ap.add_argument('--prompt-len', default='64', help='words; a:b draws uniformly')
     ap.add_argument('--output-len', default='64', help='max_tokens; a:b draws uniformly')
     ap.add_argument('--turns', type=int, default=1)
+    ap.add_argument('--returning', action='store_true',
+                    help='round by round: each conversation returns after the others took their turn')
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--temperature', type=float, default=0)
     args = ap.parse_args()
@@ -117,31 +119,48 @@ def main():
     jobs = [[(rng.text(rng.draw(args.prompt_len)), rng.draw(args.output_len)) for _ in range(args.turns)]
             for _ in range(args.n)]
     results, errors, lock = [], [], threading.Lock()
-    next_job = iter(jobs)
+    conversations = [{'turns': turns, 'messages': [], 'failed': False} for turns in jobs]
 
-    def worker():
-        while True:
-            with lock:
-                job = next(next_job, None)
-            if job is None:
+    def run_turn(conversation, index):
+        """One turn: its user message, then the reply kept for the next turn."""
+        if conversation['failed']:
+            return
+        prompt, max_tokens = conversation['turns'][index]
+        messages = conversation['messages']
+        messages.append({'role': 'user', 'content': prompt})
+        r = chat(args, model, headers, messages, max_tokens)
+        with lock:
+            if 'error' in r:
+                errors.append(r['error'])
+                conversation['failed'] = True
                 return
-            messages = []
-            for index, (prompt, max_tokens) in enumerate(job):
-                messages.append({'role': 'user', 'content': prompt})
-                r = chat(args, model, headers, messages, max_tokens)
+            results.append(dict(r, turn=index))
+        messages.append({'role': 'assistant', 'content': r['content']})
+
+    def run_all(task):
+        """task(conversation) for each conversation, `concurrency` at a time."""
+        pending = iter(conversations)
+
+        def worker():
+            while True:
                 with lock:
-                    if 'error' in r:
-                        errors.append(r['error'])
-                        break
-                    results.append(dict(r, turn=index))
-                messages.append({'role': 'assistant', 'content': r['content']})
+                    conversation = next(pending, None)
+                if conversation is None:
+                    return
+                task(conversation)
+
+        threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if args.returning:
+        for index in range(args.turns):
+            run_all(lambda conversation: run_turn(conversation, index))
+    else:
+        run_all(lambda conversation: [run_turn(conversation, index) for index in range(args.turns)])
     seconds = time.perf_counter() - t0
 
     out_tokens = sum(r['output'] for r in results)
@@ -161,6 +180,14 @@ def main():
     row('time to first token', [r['ttft'] for r in results if r['ttft'] is not None])
     row('inter-token latency', [g for r in results for g in r['gaps']])
     row('end to end', [r['e2e'] for r in results])
+    if args.turns > 1:
+        later = [r for r in results if r['turn'] > 0]
+        word = 'returning' if args.returning else 'later'
+        row('TTFT, first turns', [r['ttft'] for r in results if r['turn'] == 0 and r['ttft'] is not None])
+        row(f'TTFT, {word} turns', [r['ttft'] for r in later if r['ttft'] is not None])
+        later_prompt, later_cached = sum(r['prompt'] for r in later), sum(r['cached'] for r in later)
+        share = 100 * later_cached / later_prompt if later_prompt else 0
+        print(f'{word} turns: prompt tokens {later_prompt}, cached by the server {later_cached} ({share:.1f}%)')
     if errors:
         print(f'first error: {errors[0]}')
     return 1 if errors else 0

@@ -9,6 +9,7 @@
 from . import _core
 from .errors import BusyError, ModelFormatError, OpenAutoGLMError
 from .model import AutoModelForCausalLM, CausalLM, CausalLMOutput, GenerationFuture, GenerationResult
+from .registry import ModelRegistry
 from .service import AutoGLMService
 from .streamer import TextIteratorStreamer, TextStreamer
 from .tokenizer import AutoTokenizer, BatchEncoding, Tokenizer
@@ -22,5 +23,5 @@ def available_devices():
 
 
 __all__ = ["available_devices", "AutoGLMService", "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "BusyError", "CausalLM",
-           "CausalLMOutput", "GenerationFuture", "GenerationResult", "ModelFormatError", "OpenAutoGLMError",
+           "CausalLMOutput", "GenerationFuture", "GenerationResult", "ModelFormatError", "ModelRegistry", "OpenAutoGLMError",
            "TextIteratorStreamer", "TextStreamer", "Tokenizer"]

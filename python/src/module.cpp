@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "autoglm/model_folder.h"
 #include "autoglm/runtime.h"
 #include "autoglm/server.h"
 #include "options.h"
@@ -143,6 +144,20 @@ PYBIND11_MODULE(_core, m) {
   m.def("version", [] { return std::string(autoglm::version()); });
   m.def("cuda_built", &autoglm::cuda_built);
   m.def("available_devices", &autoglm::available_devices);
+  m.def(
+      "find_models",
+      [](const std::string& dir) {
+        py::list out;
+        for (const FolderModel& f : value_or_raise(find_models(dir))) {
+          py::dict d;
+          d["name"] = f.name;
+          d["path"] = f.path;
+          d["mmproj"] = f.mmproj;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("dir"));
 
   py::class_<Stream>(m, "Stream").def("next", &Stream::next, py::arg("timeout") = 0.1).def("cancel", &Stream::cancel);
 

@@ -209,6 +209,8 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
     seq->id = next_id_++;
     ++queued_;
     submitted_.push_back(std::move(seq));
+    ++n_submitted_;
+    ++stats_.waiting;  // counted from now, not from the engine's next step
   }
   submit_ready_.notify_one();
   return handle;
@@ -356,6 +358,7 @@ void Engine::take_submissions() {
   {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     fresh.swap(submitted_);
+    n_submitted_ -= int64_t(fresh.size());
   }
   for (auto& seq : fresh) insert_sorted(waiting_, std::move(seq));
 }
@@ -819,7 +822,7 @@ void EngineStats::set_lora_activity(std::string running, std::string waiting) {
 
 void Engine::update_gauges() {
   stats_.running = int64_t(running_.size());
-  stats_.waiting = int64_t(waiting_.size());
+  stats_.waiting = int64_t(waiting_.size()) + n_submitted_.load();  // and those the loop has yet to take
   stats_.kv_blocks_used = blocks_.n_used();
   std::string running = lora_names(running_), waiting = lora_names(waiting_);
   const bool listed = !running.empty() || !waiting.empty();

@@ -185,7 +185,8 @@ class Engine {
   StepCostModel step_cost_;           // engine thread only
   std::unique_ptr<Drafter> drafter_;  // null: no speculation
   double max_step_ms_ = 0;
-  int64_t queued_ = 0;  // submitted + waiting, under submit_mutex_
+  int64_t queued_ = 0;                   // submitted + waiting, under submit_mutex_
+  std::atomic<int64_t> n_submitted_{0};  // submitted_.size(), read by the loop without the lock
   bool stopping_ = false;
 
   // Engine thread only.

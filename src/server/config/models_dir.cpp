@@ -1,92 +1,26 @@
-// models_dir: the models a folder holds, named as llama-server's router names them (the file, or
-// the folder of a model that needs several files).
-#include <algorithm>
-#include <cctype>
-#include <filesystem>
-#include <regex>
-#include <system_error>
-
+// models_dir: the models a folder holds (autoglm/model_folder.h), each served on demand with the
+// top-level keys.
+#include "autoglm/model_folder.h"
 #include "server/config/config.h"
 
 namespace autoglm {
-namespace {
-
-namespace fs = std::filesystem;
-
-bool starts_with_mmproj(const std::string& file) {
-  std::string lower = file;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-  return lower.rfind("mmproj", 0) == 0 || lower.find(".mmproj.") != std::string::npos;
-}
-
-// A file whose weights are a model of their own: *.gguf, not a projector, the first shard of a
-// split file ("-00001-of-00003.gguf").
-bool is_model_file(const fs::path& p) {
-  const std::string file = p.filename().string();
-  if (p.extension() != ".gguf" || file.empty() || file[0] == '.' || starts_with_mmproj(file)) return false;
-  static const std::regex kLaterShard(R"(-0*([0-9]+)-of-[0-9]+\.gguf$)");
-  std::smatch shard;
-  return !std::regex_search(file, shard, kLaterShard) || shard[1].str() == "1";
-}
-
-std::vector<fs::path> sorted_entries(const fs::path& dir, std::error_code& ec) {
-  std::vector<fs::path> out;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// A file at the folder's top pairs only with its own projector (X.mmproj.gguf): the folder is
-// shared, and the runtime would otherwise take its one mmproj-*.gguf for every model there.
-std::string top_level_projector(const fs::path& model) {
-  fs::path own = model;
-  own.replace_extension(".mmproj.gguf");
-  std::error_code ec;
-  return fs::is_regular_file(own, ec) ? own.string() : "none";
-}
-
-ServedModel model_at(const std::string& name, const fs::path& path, const ServerConfig& top,
-                     bool in_own_folder = true) {
-  auto config = std::make_shared<ServerConfig>(top);
-  if (!in_own_folder && config->runtime.mmproj.empty()) config->runtime.mmproj = top_level_projector(path);
-  config->models.clear();
-  config->dir_models.clear();
-  config->routes.clear();
-  config->served_model_name.clear();
-  config->model = path.string();
-  ServedModel m;
-  m.name = name;
-  m.config = std::move(config);
-  m.on_demand = true;
-  return m;
-}
-
-}  // namespace
 
 Result<std::vector<ServedModel>> scan_models_dir(const std::string& dir, const ServerConfig& top) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return invalid_argument("'" + dir + "' is not a folder");
-  const std::vector<fs::path> entries = sorted_entries(dir, ec);
-  if (ec) return io_error("'" + dir + "' cannot be read: " + ec.message());
+  AUTOGLM_ASSIGN_OR_RETURN(std::vector<FolderModel> found, find_models(dir));
   std::vector<ServedModel> out;
-  for (const fs::path& p : entries) {
-    const std::string name = p.filename().string();
-    if (name.empty() || name[0] == '.') continue;
-    if (fs::is_regular_file(p, ec)) {
-      if (is_model_file(p)) out.push_back(model_at(name, p, top, false));
-      continue;
-    }
-    if (!fs::is_directory(p, ec)) continue;
-    if (fs::is_regular_file(p / "config.json", ec)) {  // a Hugging Face folder
-      out.push_back(model_at(name, p, top));
-      continue;
-    }
-    std::vector<fs::path> files;
-    for (const fs::path& f : sorted_entries(p, ec))
-      if (fs::is_regular_file(f, ec) && is_model_file(f)) files.push_back(f);
-    if (files.size() == 1) out.push_back(model_at(name, files.front(), top));  // its projector is found beside it
-    if (files.size() > 1)
-      for (const fs::path& f : files) out.push_back(model_at(name + "/" + f.filename().string(), f, top, false));
+  for (const FolderModel& f : found) {
+    auto config = std::make_shared<ServerConfig>(top);
+    if (config->runtime.mmproj.empty()) config->runtime.mmproj = f.mmproj;
+    config->models.clear();
+    config->dir_models.clear();
+    config->routes.clear();
+    config->served_model_name.clear();
+    config->model = f.path;
+    ServedModel m;
+    m.name = f.name;
+    m.config = std::move(config);
+    m.on_demand = true;
+    out.push_back(std::move(m));
   }
   return out;
 }
