@@ -36,7 +36,7 @@ trap 'kill "${spid:-0}" 2>/dev/null || true' EXIT
 for case in plain ram; do
   extra=()
   [ "$case" = ram ] && extra=(--cache-ram 1024)
-  serve "$work/returning-$case.log" "${extra[@]}"
+  serve "$work/returning-$case.log" ${extra[@]+"${extra[@]}"}
   node bench/bench_serve.mjs --url "http://127.0.0.1:$sport" -n "$n" -c 1 --turns "$turns" --returning \
     --prompt-len "$words" --output-len 16 >"$work/returning-$case.txt" || true
   stop

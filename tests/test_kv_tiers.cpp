@@ -178,6 +178,35 @@ TEST_F(KvTierFiles, FlushingRamKeepsTheNewestWithinTheDiskBudget) {
   EXPECT_TRUE(again.take(3, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
 }
 
+// Within a process the engines of one model share its folder's tiers (one lock, one budget).
+TEST_F(KvTierFiles, EnginesOfOneModelInAProcessShareItsTiers) {
+  const std::shared_ptr<KvTiers> first = open_kv_tiers(options(6000));
+  const std::shared_ptr<KvTiers> second = open_kv_tiers(options(6000));
+  EXPECT_EQ(first, second);
+  EXPECT_TRUE(second->has_disk());
+  EXPECT_NE(open_kv_tiers(options(6000, 2)), first);  // another model: its own
+  EXPECT_NE(open_kv_tiers(KvTierOptions{6000, "", 0, 1, 2}), open_kv_tiers(KvTierOptions{6000, "", 0, 1, 2}));
+}
+
+// Files still to come (the pool's) leave RAM's oldest unwritten: only what fits is written.
+TEST_F(KvTierFiles, FlushingRamLeavesRoomForThePoolsNewerBlocks) {
+  std::vector<uint8_t> k(keys.size()), v(values.size());
+  {
+    KvTiers tiers(KvTierOptions{1 << 20, dir, 10200, 1, 2});  // room on disk for two
+    for (uint64_t h = 1; h <= 3; ++h)
+      tiers.put(h, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+    const int64_t file = tiers.file_bytes(int64_t(keys.size() + values.size()));
+    tiers.flush_ram_to_disk(file);  // one newer block to come
+    EXPECT_EQ(tiers.stats().disk_bytes, file);
+    tiers.save(4, keys.data(), int64_t(keys.size()), values.data(), int64_t(values.size()));
+    EXPECT_EQ(tiers.stats().disk_bytes, 2 * file);
+  }
+  KvTiers again(KvTierOptions{0, dir, 10200, 1, 2});
+  EXPECT_FALSE(again.take(2, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_TRUE(again.take(3, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+  EXPECT_TRUE(again.take(4, k.data(), int64_t(k.size()), v.data(), int64_t(v.size())));
+}
+
 // An engine over stories260K with a pool of 24 blocks: a conversation, then others that evict
 // its blocks, then the conversation again.
 class KvTierEngine : public ::testing::Test {

@@ -19,7 +19,7 @@ struct FolderModel {
   std::string mmproj;
 };
 
-// The models under `dir`, sorted by name; the error names the folder.
+// The models under `dir`, in the order of their paths; the error names the folder.
 Result<std::vector<FolderModel>> find_models(const std::string& dir);
 
 }  // namespace autoglm

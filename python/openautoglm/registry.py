@@ -66,8 +66,9 @@ class ModelRegistry:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._sleeper = None
-        if sleep_idle_seconds > 0:
-            self._sleeper = threading.Thread(target=self._sleep_idle, name="openautoglm-registry-sleep", daemon=True)
+        if sleep_idle_seconds > 0:  # the thread holds the registry weakly: dropped, it is collected
+            self._sleeper = threading.Thread(target=_sleep_idle, args=(weakref.ref(self), self._closed),
+                                             name="openautoglm-registry-sleep", daemon=True)
             self._sleeper.start()
 
     # --- what the folder holds --------------------------------------------------------------
@@ -119,17 +120,17 @@ class ModelRegistry:
         with self._lock:
             if entry.status != "loaded":
                 raise ValueError(f"the model '{name}' is not loaded (it is {entry.status})")
-            self._drop(entry, "unloaded")
+            dropped = self._drop(entry, "unloaded")
+        del dropped  # the runtime ends here, outside the lock
 
     def close(self):
-        """Unloads every model (and stops the idle timer)."""
+        """Unloads every model (and stops the idle timer); the registry loads none after."""
         self._closed.set()
-        if self._sleeper is not None:
+        if self._sleeper is not None and self._sleeper is not threading.current_thread():
             self._sleeper.join()
         with self._lock:
-            for entry in self._entries.values():
-                if entry.status in ("loaded", "loading"):
-                    self._drop(entry, "unloaded")
+            dropped = [self._drop(e, "unloaded") for e in self._entries.values() if e.status == "loaded"]
+        del dropped
 
     def __enter__(self):
         return self
@@ -147,30 +148,42 @@ class ModelRegistry:
     def _load(self, entry, retry):
         with entry.load_lock:
             with self._lock:
+                self._check_open()
                 if entry.status == "loaded":
                     entry.last_used = time.monotonic()
                     return entry.model
                 if entry.status == "failed" and not retry:
                     raise _failed(entry)
-                self._make_room(besides=entry)
+                dropped = self._make_room(besides=entry)
                 held = entry.dropped() if entry.dropped is not None else None
                 if held is not None:  # unloaded while a caller kept it: the same model again, not a copy
-                    entry.model, entry.status, entry.dropped = held, "loaded", None
-                    entry.last_used = time.monotonic()
+                    self._mark_loaded(entry, held)
                     return held
                 entry.status = "loading"
+            del dropped  # the runtimes made room for end outside the lock
             try:
                 model = AutoModelForCausalLM.from_pretrained(entry.path, **self._options_of(entry))
-            except Exception as e:
+            except BaseException as e:
                 with self._lock:
-                    entry.status, entry.reason = "failed", str(e)
+                    entry.status, entry.reason = "failed", str(e) or type(e).__name__
                 raise
             with self._lock:
-                entry.model, entry.status, entry.reason = model, "loaded", ""
-                entry.last_used = time.monotonic()
+                self._mark_loaded(entry, model)
                 if self._closed.is_set():  # closed while it loaded
                     self._drop(entry, "unloaded")
+                    raise _closed()
             return model
+
+    def _check_open(self):
+        if self._closed.is_set():
+            raise _closed()
+
+    def _mark_loaded(self, entry, model):
+        """With the lock held: the model is the entry's, used now (its token counts the base of _note_use)."""
+        stats = model.stats()
+        entry.model, entry.status, entry.reason, entry.dropped = model, "loaded", "", None
+        entry.activity = stats["prompt_tokens"] + stats["generated_tokens"]
+        entry.last_used = time.monotonic()
 
     def _options_of(self, entry):
         options = dict(self._options)
@@ -189,24 +202,31 @@ class ModelRegistry:
 
     def _make_room(self, besides):
         """With the lock held: past max_loaded, the least recently used idle models go (one with a
-        generation in flight stays; the load goes past max_loaded, and it goes at a later load)."""
+        generation in flight stays; the load goes past max_loaded, and it goes at a later load).
+        Returns them, to end outside the lock."""
         if self.max_loaded <= 0:
-            return
-        loaded = [e for e in self._entries.values() if e.status == "loaded" and e is not besides]
+            return []
+        taken = [e for e in self._entries.values() if e.status in ("loaded", "loading") and e is not besides]
         now = time.monotonic()
-        for e in loaded:
-            self._note_use(e, now)
-        idle = sorted((e for e in loaded if self._in_flight(e) == 0), key=lambda e: e.last_used)
-        while len(loaded) >= self.max_loaded and idle:
+        for e in taken:
+            if e.status == "loaded":
+                self._note_use(e, now)
+        idle = sorted((e for e in taken if e.status == "loaded" and self._in_flight(e) == 0), key=lambda e: e.last_used)
+        dropped = []
+        while len(taken) >= self.max_loaded and idle:
             oldest = idle.pop(0)
-            self._drop(oldest, "unloaded")
-            loaded.remove(oldest)
+            dropped.append(self._drop(oldest, "unloaded"))
+            taken.remove(oldest)
+        return dropped
 
     @staticmethod
     def _drop(entry, status):
-        if entry.model is not None:
-            entry.dropped = weakref.ref(entry.model)
+        """With the lock held: the entry lets its model go (returned: the caller ends it after the lock)."""
+        model = entry.model
+        if model is not None:
+            entry.dropped = weakref.ref(model)
         entry.model, entry.status = None, status
+        return model
 
     @staticmethod
     def _note_use(entry, now):
@@ -217,17 +237,38 @@ class ModelRegistry:
         if activity != entry.activity:
             entry.activity, entry.last_used = activity, now
 
-    def _sleep_idle(self):
-        period = min(1.0, self.sleep_idle_seconds / 2)
-        while not self._closed.wait(period):
-            now = time.monotonic()
-            with self._lock:
-                for entry in self._entries.values():
-                    if entry.status != "loaded":
-                        continue
-                    self._note_use(entry, now)
-                    if now - entry.last_used >= self.sleep_idle_seconds and self._in_flight(entry) == 0:
-                        self._drop(entry, "sleeping")
+    def _put_idle_to_sleep(self):
+        now = time.monotonic()
+        with self._lock:
+            dropped = []
+            for entry in self._entries.values():
+                if entry.status != "loaded":
+                    continue
+                self._note_use(entry, now)
+                if now - entry.last_used >= self.sleep_idle_seconds and self._in_flight(entry) == 0:
+                    dropped.append(self._drop(entry, "sleeping"))
+        del dropped
+
+
+def _sleep_idle(registry_ref, closed):
+    """The idle timer's thread: it holds the registry only while it looks."""
+    while True:
+        registry = registry_ref()
+        if registry is None:
+            return
+        period = min(1.0, registry.sleep_idle_seconds / 2)
+        del registry
+        if closed.wait(period):
+            return
+        registry = registry_ref()
+        if registry is None:
+            return
+        registry._put_idle_to_sleep()
+        del registry
+
+
+def _closed():
+    return OpenAutoGLMError("the registry is closed")
 
 
 def _failed(entry):

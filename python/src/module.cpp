@@ -109,14 +109,37 @@ py::array_t<float> logits_array(Runtime& rt, const std::vector<int32_t>& ids, bo
   return out;
 }
 
-std::unique_ptr<Runtime> open_runtime(const std::string& path, const py::dict& options, bool tokenizer_only) {
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// A runtime ends (its engine stops; with a disk tier its cached prefixes are written out) with the
+// GIL released, so that Python's other threads go on meanwhile; at the interpreter's exit, held.
+struct EndWithoutGil {
+  void operator()(Runtime* runtime) const {
+    if (runtime == nullptr) return;
+    if (PyGILState_Check() && !interpreter_finalizing()) {
+      py::gil_scoped_release unlocked;
+      delete runtime;
+    } else {
+      delete runtime;
+    }
+  }
+};
+using RuntimeHolder = std::unique_ptr<Runtime, EndWithoutGil>;
+
+RuntimeHolder open_runtime(const std::string& path, const py::dict& options, bool tokenizer_only) {
   RuntimeOptions o = runtime_options(options);
   Result<std::unique_ptr<Runtime>> r = invalid_argument("");
   {
     py::gil_scoped_release unlocked;
     r = tokenizer_only ? Runtime::open_tokenizer(path, o) : Runtime::open(path, o);
   }
-  return value_or_raise(std::move(r));
+  return RuntimeHolder(value_or_raise(std::move(r)).release());
 }
 
 std::unique_ptr<Server> start_server(const std::string& config_path,
@@ -167,7 +190,7 @@ PYBIND11_MODULE(_core, m) {
   };
   py::class_<StepHold>(m, "StepHold").def("release", [](StepHold& h) { h.hold.reset(); });
 
-  py::class_<Runtime>(m, "Runtime")
+  py::class_<Runtime, RuntimeHolder>(m, "Runtime")
       .def_static(
           "open", [](const std::string& p, const py::dict& o) { return open_runtime(p, o, false); }, py::arg("path"),
           py::arg("options") = py::dict())

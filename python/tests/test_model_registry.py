@@ -92,16 +92,20 @@ def test_a_model_with_a_generation_in_flight_is_not_unloaded_to_make_room(folder
         finally:
             hold.release()
         assert future.result(timeout=120).text
+        wait_for(lambda: registry.status(STORIES)["in_use"] == 0, "the request to end")
         registry[QWEN]  # the next load: both idle ones go
         assert [value(registry, n) for n in (STORIES, RANDOM, QWEN)] == ["unloaded", "unloaded", "loaded"]
 
 
 def test_an_idle_model_sleeps_and_wakes_on_the_next_use(folder):
-    with ModelRegistry(folder, sleep_idle_seconds=0.2, threads=2, kv_memory_mib=16) as registry:
+    with ModelRegistry(folder, sleep_idle_seconds=1.0, threads=2, kv_memory_mib=16) as registry:
         text = registry[STORIES].generate("Once upon a time", max_new_tokens=6, do_sample=False)
         wait_for(lambda: value(registry, STORIES) == "sleeping", "the model to fall asleep")
-        assert registry[STORIES].generate("Once upon a time", max_new_tokens=6, do_sample=False) == text
+        woke = registry[STORIES]
         assert value(registry, STORIES) == "loaded"
+        assert woke.generate("Once upon a time", max_new_tokens=6, do_sample=False) == text
+    with pytest.raises(OpenAutoGLMError, match="the registry is closed"):
+        registry[STORIES]
 
 
 def test_a_model_kept_by_its_caller_comes_back_the_same_not_a_copy(folder):

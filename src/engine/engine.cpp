@@ -144,7 +144,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
   tiers.format_key = kv_layout_key(blocks_);
   if (config.prefix_cache && model.device().kind == DeviceKind::kCpu &&
       (tiers.ram_bytes > 0 || !tiers.disk_dir.empty())) {
-    tiers_ = std::make_unique<KvTiers>(tiers);
+    tiers_ = open_kv_tiers(tiers);
     blocks_.set_tiers(tiers_.get());
   }
   runner_.profile().set_enabled(config.profile);
@@ -210,7 +210,6 @@ Result<std::shared_ptr<StreamHandle>> Engine::submit(GenerationRequest request) 
     ++queued_;
     submitted_.push_back(std::move(seq));
     ++n_submitted_;
-    ++stats_.waiting;  // counted from now, not from the engine's next step
   }
   submit_ready_.notify_one();
   return handle;
@@ -822,7 +821,7 @@ void EngineStats::set_lora_activity(std::string running, std::string waiting) {
 
 void Engine::update_gauges() {
   stats_.running = int64_t(running_.size());
-  stats_.waiting = int64_t(waiting_.size()) + n_submitted_.load();  // and those the loop has yet to take
+  stats_.waiting = int64_t(waiting_.size());
   stats_.kv_blocks_used = blocks_.n_used();
   std::string running = lora_names(running_), waiting = lora_names(waiting_);
   const bool listed = !running.empty() || !waiting.empty();

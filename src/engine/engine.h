@@ -124,6 +124,8 @@ class Engine {
   std::future<Result<std::vector<std::vector<float>>>> embed(EmbeddingJob job);
 
   const EngineStats& stats() const { return stats_; }
+  // Requests submitted that the loop has yet to take (stats().waiting counts them once it has).
+  int64_t submitted_not_taken() const { return n_submitted_.load(); }
   KvTierStats kv_tier_stats() const { return tiers_ ? tiers_->stats() : KvTierStats{}; }
   const EngineConfig& config() const { return config_; }
   const OpProfile& op_profile() const { return runner_.profile(); }
@@ -163,7 +165,7 @@ class Engine {
   const Tokenizer& tokenizer_;
   VocabularyTrie trie_;  // for requests with a grammar
   EngineConfig config_;
-  std::unique_ptr<KvTiers> tiers_;  // before blocks_: the pool puts into it while it lives
+  std::shared_ptr<KvTiers> tiers_;  // before blocks_: the pool puts into it while it lives (shared per disk folder)
   BlockPool blocks_;
   ModelRunner runner_;
   TurnQueue::Seat turn_seat_;  // in the pool's turns: one step at a time among the engines that share it
@@ -186,7 +188,7 @@ class Engine {
   std::unique_ptr<Drafter> drafter_;  // null: no speculation
   double max_step_ms_ = 0;
   int64_t queued_ = 0;                   // submitted + waiting, under submit_mutex_
-  std::atomic<int64_t> n_submitted_{0};  // submitted_.size(), read by the loop without the lock
+  std::atomic<int64_t> n_submitted_{0};  // submitted_.size(), read by stats without the lock
   bool stopping_ = false;
 
   // Engine thread only.

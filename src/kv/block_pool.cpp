@@ -1,5 +1,7 @@
 #include "kv/block_pool.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "core/check.h"
@@ -80,13 +82,19 @@ std::optional<int32_t> BlockPool::acquire_cached(uint64_t hash) {
 
 void BlockPool::save_to_disk_tier() {
   if (!tiers_ || !tiers_->has_disk()) return;
-  tiers_->flush_ram_to_disk();
-  const auto save = [&](int32_t b) {
-    tiers_->save(*hash_of_[size_t(b)], key(b, 0), block_key_bytes(), value(b, 0), block_value_bytes());
-  };
-  for (int32_t b : lru_) save(b);  // released, oldest first
+  std::vector<int32_t> blocks(lru_.begin(), lru_.end());  // released, oldest first
   for (int32_t b = 0; b < int32_t(n_blocks_); ++b)
-    if (refs_[size_t(b)] > 0 && hash_of_[size_t(b)]) save(b);  // still held: the most recent
+    if (refs_[size_t(b)] > 0 && hash_of_[size_t(b)]) blocks.push_back(b);  // still held: the most recent
+  // Only the newest that fit the budget are written (the rest would be trimmed as they land).
+  const int64_t file_bytes = tiers_->file_bytes(block_key_bytes() + block_value_bytes());
+  const int64_t budget = tiers_->disk_budget();
+  const size_t fit =
+      budget > 0 ? size_t(std::min<int64_t>(int64_t(blocks.size()), budget / file_bytes)) : blocks.size();
+  tiers_->flush_ram_to_disk(int64_t(fit) * file_bytes);
+  for (size_t i = blocks.size() - fit; i < blocks.size(); ++i) {
+    const int32_t b = blocks[i];
+    tiers_->save(*hash_of_[size_t(b)], key(b, 0), block_key_bytes(), value(b, 0), block_value_bytes());
+  }
 }
 
 // A block the tiers hold, copied into a block of the pool and published again.

@@ -6,10 +6,12 @@
 #include <xxhash.h>
 
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <system_error>
 
 #include "core/log.h"
@@ -79,21 +81,30 @@ KvTiers::~KvTiers() {
 }
 
 // The folder's lock, so that one process's budget holds over its files; false (warned) when
-// another process (or engine) holds it.
+// another process holds it. Where no lock can be taken (a read-only folder, a file system without
+// flock) the tier runs without one, warned.
 bool KvTiers::lock_folder() {
   const std::string path = folder_ + "/lock";
   lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) {
-    log_line(LogLevel::kWarning,
-             "kv cache disk tier: cannot open " + path + ": " + std::strerror(errno) + " (no disk tier)");
-    return false;
+    log_line(LogLevel::kWarning, "kv cache disk tier: cannot open " + path + ": " + std::strerror(errno) +
+                                     " (the tier runs without its lock)");
+    return true;
   }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error != EWOULDBLOCK) {
+      log_line(LogLevel::kWarning, "kv cache disk tier: cannot lock " + path + ": " + std::strerror(error) +
+                                       " (the tier runs without its lock)");
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      return true;
+    }
     char owner[32] = {};
     const ssize_t n = ::pread(lock_fd_, owner, sizeof(owner) - 1, 0);
     log_line(LogLevel::kWarning, "kv cache disk tier: " + folder_ + " is in use by another process (pid " +
                                      std::string(owner, size_t(std::max<ssize_t>(n, 0))) +
-                                     "); this one runs without the disk tier");
+                                     "); this one runs without the disk tier (give each its own --cache-disk-dir)");
     ::close(lock_fd_);
     lock_fd_ = -1;
     return false;
@@ -103,6 +114,18 @@ bool KvTiers::lock_folder() {
     // The pid only names the owner in another process's warning; the lock holds without it.
   }
   return true;
+}
+
+std::shared_ptr<KvTiers> open_kv_tiers(const KvTierOptions& options) {
+  if (options.disk_dir.empty()) return std::make_shared<KvTiers>(options);
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<KvTiers>> open;
+  const std::string key = options.disk_dir + "/" + hex(options.model_key) + "-" + hex(options.format_key);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::shared_ptr<KvTiers> shared = open[key].lock()) return shared;
+  auto tiers = std::make_shared<KvTiers>(options);
+  open[key] = tiers;
+  return tiers;
 }
 
 std::string KvTiers::file_of(uint64_t hash) const {
@@ -306,15 +329,28 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
   return true;
 }
 
-void KvTiers::flush_ram_to_disk() {
+void KvTiers::flush_ram_to_disk(int64_t newer_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!has_disk()) return;
   const auto began = Clock::now();
-  for (const RamBlock& block : ram_) spill_to_disk(block);
+  // The newest blocks that fit beside the newer files; the older ones are not written at all.
+  auto first = ram_.end();
+  int64_t room = options_.disk_bytes > 0 ? options_.disk_bytes - newer_bytes : INT64_MAX;
+  while (first != ram_.begin()) {
+    const int64_t bytes = file_bytes(int64_t(std::prev(first)->bytes.size()));
+    if (bytes > room) break;
+    room -= bytes;
+    --first;
+  }
+  for (auto it = first; it != ram_.end(); ++it) spill_to_disk(*it);
   ram_.clear();
   in_ram_.clear();
   ram_held_ = 0;
   stats_.copy_seconds += seconds_since(began);
+}
+
+int64_t KvTiers::file_bytes(int64_t block_bytes) const {
+  return int64_t(sizeof(FileHeader)) + block_bytes;
 }
 
 void KvTiers::save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {

@@ -5,14 +5,16 @@
 // (its tokens, the key's salt and the LoRA adapter), written whole under a temporary name and
 // renamed, its header and bytes checksummed. A file that is corrupt or of another model or KV
 // format is skipped with a warning, never loaded. One process at a time uses a model's folder (a
-// lock file in it), so that its budget holds; another runs without the disk tier, warned. When the
-// pool ends (a graceful stop, an unload), RAM's blocks and the pool's go to disk.
+// lock file in it), so that its budget holds; another runs without the disk tier, warned; within a
+// process the engines of one model share its tiers (open_kv_tiers). When the pool ends (a graceful
+// stop, an unload), RAM's blocks and the pool's newest go to disk, within its budget.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -53,9 +55,13 @@ class KvTiers {
   bool take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes);
   KvTierStats stats() const;
 
-  // At the pool's end: the blocks RAM holds go to disk (least recently used first), then each
-  // block `save` is given (the pool's, in its order of use), within the disk budget.
-  void flush_ram_to_disk();
+  // At the pool's end: the blocks RAM holds go to disk, least recently used first, but those that
+  // would not fit the disk budget beside `newer_bytes` of files still to come (the pool's, by
+  // save); the newest are kept.
+  void flush_ram_to_disk(int64_t newer_bytes = 0);
+  // The bytes of a block's file, and the disk budget (0: none).
+  int64_t file_bytes(int64_t block_bytes) const;
+  int64_t disk_budget() const { return has_disk() ? options_.disk_bytes : 0; }
   void save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes);
 
  private:
@@ -86,6 +92,10 @@ class KvTiers {
   int64_t disk_held_ = 0, use_clock_ = 0;
   KvTierStats stats_;
 };
+
+// The tiers of a model's disk folder, shared by the engines of this process that use it (one lock,
+// one budget); RAM-only tiers are an engine's own.
+std::shared_ptr<KvTiers> open_kv_tiers(const KvTierOptions& options);
 
 // Why a disk tier file's `size` bytes are not block `hash` of this model and KV format with
 // `bytes` bytes after its head (wrong head, size or checksum); "" when they are.

@@ -376,7 +376,7 @@ RuntimeStats Runtime::stats() const {
   s.preemptions = e.preemptions;
   s.steps = e.steps;
   s.running = e.running;
-  s.waiting = e.waiting;
+  s.waiting = e.waiting + parts_->engine->submitted_not_taken();  // waiting from its submission on
   s.kv_blocks_used = e.kv_blocks_used;
   s.kv_blocks_total = e.kv_blocks_total;
   s.loop_alive = e.loop_alive;
