@@ -36,7 +36,7 @@ time_to_ready() {  # time_to_ready START_FN READY_PATH
   port=$(free_port)
   t0=$(date +%s.%N)
   "$1" "$port"
-  until [ "$(status_of "$port" "$2")" = 200 ]; do sleep 0.02; done
+  for _ in $(seq 6000); do [ "$(status_of "$port" "$2")" = 200 ] && break; sleep 0.02; done
   t1=$(date +%s.%N)
   kill "$pid"
   wait "$pid" 2>/dev/null || true
@@ -70,7 +70,7 @@ for repack in 1 0; do
   for _ in 1 2; do
     port=$(free_port)
     start_ours "$port" AUTOGLM_REPACK=$repack
-    until [ "$(status_of "$port" /ready)" = 200 ]; do sleep 0.05; done
+    for _ in $(seq 2400); do [ "$(status_of "$port" /ready)" = 200 ] && break; sleep 0.05; done
     ask "$port"
     pids+=("$pid")
   done

@@ -166,16 +166,25 @@ KvTiers::RamBlock KvTiers::block_of(uint64_t hash, const uint8_t* keys, int64_t 
 }
 
 void KvTiers::put(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
-  if (!enabled()) return;
+  if (enabled()) keep(hash, keys, key_bytes, values, value_bytes, options_.ram_bytes <= 0);
+}
+
+void KvTiers::save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
+  if (has_disk()) keep(hash, keys, key_bytes, values, value_bytes, true);
+}
+
+// A block into RAM (the oldest spilling to disk past ram_bytes), or straight to disk.
+void KvTiers::keep(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes,
+                   bool straight_to_disk) {
   const auto began = Clock::now();
   RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.bytes_in += key_bytes + value_bytes;
-  if (options_.ram_bytes <= 0) {
+  stats_.bytes_in += int64_t(block.bytes.size());
+  if (straight_to_disk) {
     spill_to_disk(block);
-  } else if (!in_ram_.count(hash)) {
+  } else if (!in_ram_.count(block.hash)) {
     ram_held_ += int64_t(block.bytes.size());
-    in_ram_[hash] = ram_.insert(ram_.end(), std::move(block));
+    in_ram_[block.hash] = ram_.insert(ram_.end(), std::move(block));
     while (ram_held_ > options_.ram_bytes && !ram_.empty()) {
       RamBlock& oldest = ram_.front();
       spill_to_disk(oldest);
@@ -351,16 +360,6 @@ void KvTiers::flush_ram_to_disk(int64_t newer_bytes) {
 
 int64_t KvTiers::file_bytes(int64_t block_bytes) const {
   return int64_t(sizeof(FileHeader)) + block_bytes;
-}
-
-void KvTiers::save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes) {
-  if (!has_disk()) return;
-  const auto began = Clock::now();
-  RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.bytes_in += key_bytes + value_bytes;
-  spill_to_disk(block);
-  stats_.copy_seconds += seconds_since(began);
 }
 
 KvTierStats KvTiers::stats() const {

@@ -71,6 +71,8 @@ class KvTiers {
   };
   static RamBlock block_of(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values,
                            int64_t value_bytes);
+  void keep(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes,
+            bool straight_to_disk);
   void spill_to_disk(const RamBlock& block);
   bool read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes);
   void trim_disk();
