@@ -179,10 +179,10 @@ class ModelRegistry:
             raise _closed()
 
     def _mark_loaded(self, entry, model):
-        """With the lock held: the model is the entry's, used now (its token counts the base of _note_use)."""
+        """With the lock held: the model is the entry's, used now."""
         stats = model.stats()
         entry.model, entry.status, entry.reason, entry.dropped = model, "loaded", "", None
-        entry.activity = stats["prompt_tokens"] + stats["generated_tokens"]
+        entry.activity = stats["prompt_tokens"] + stats["generated_tokens"]  # the base of _look
         entry.last_used = time.monotonic()
 
     def _options_of(self, entry):
@@ -208,10 +208,7 @@ class ModelRegistry:
             return []
         taken = [e for e in self._entries.values() if e.status in ("loaded", "loading") and e is not besides]
         now = time.monotonic()
-        for e in taken:
-            if e.status == "loaded":
-                self._note_use(e, now)
-        idle = sorted((e for e in taken if e.status == "loaded" and self._in_flight(e) == 0), key=lambda e: e.last_used)
+        idle = sorted((e for e in taken if e.status == "loaded" and self._look(e, now)), key=lambda e: e.last_used)
         dropped = []
         while len(taken) >= self.max_loaded and idle:
             oldest = idle.pop(0)
@@ -229,13 +226,15 @@ class ModelRegistry:
         return model
 
     @staticmethod
-    def _note_use(entry, now):
-        """With the lock held: a loaded model that generated since the last look was used now (callers
-        may keep the model and use it without the registry)."""
+    def _look(entry, now):
+        """With the lock held, for a loaded model, from one read of its stats: a model that generated
+        since the last look was used now (callers may keep the model and use it without the registry);
+        returns whether it is idle (no generation running or queued)."""
         stats = entry.model.stats()
         activity = stats["prompt_tokens"] + stats["generated_tokens"]
         if activity != entry.activity:
             entry.activity, entry.last_used = activity, now
+        return stats["running"] + stats["waiting"] == 0
 
     def _put_idle_to_sleep(self):
         now = time.monotonic()
@@ -244,8 +243,7 @@ class ModelRegistry:
             for entry in self._entries.values():
                 if entry.status != "loaded":
                     continue
-                self._note_use(entry, now)
-                if now - entry.last_used >= self.sleep_idle_seconds and self._in_flight(entry) == 0:
+                if self._look(entry, now) and now - entry.last_used >= self.sleep_idle_seconds:
                     dropped.append(self._drop(entry, "sleeping"))
         del dropped
 

@@ -99,7 +99,7 @@ void BlockPool::save_to_disk_tier() {
 
 // A block the tiers hold, copied into a block of the pool and published again.
 std::optional<int32_t> BlockPool::copy_back(uint64_t hash) {
-  if (!tiers_) return std::nullopt;
+  if (!tiers_ || !tiers_->find(hash)) return std::nullopt;  // no block evicted for a miss
   const std::optional<int32_t> b = allocate();
   if (!b) return std::nullopt;
   if (!tiers_->take(hash, key(*b, 0), block_key_bytes(), value(*b, 0), block_value_bytes())) {

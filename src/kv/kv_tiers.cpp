@@ -177,12 +177,14 @@ void KvTiers::save(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const 
 void KvTiers::keep(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes,
                    bool straight_to_disk) {
   const auto began = Clock::now();
-  RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.bytes_in += int64_t(block.bytes.size());
-  if (straight_to_disk) {
-    spill_to_disk(block);
-  } else if (!in_ram_.count(block.hash)) {
+  stats_.bytes_in += key_bytes + value_bytes;
+  if (straight_to_disk && on_disk_.count(hash)) {
+    mark_used_on_disk(hash, now_ns());  // held already: no copy
+  } else if (straight_to_disk) {
+    spill_to_disk(block_of(hash, keys, key_bytes, values, value_bytes));
+  } else if (!in_ram_.count(hash)) {
+    RamBlock block = block_of(hash, keys, key_bytes, values, value_bytes);
     ram_held_ += int64_t(block.bytes.size());
     in_ram_[block.hash] = ram_.insert(ram_.end(), std::move(block));
     while (ram_held_ > options_.ram_bytes && !ram_.empty()) {
@@ -280,9 +282,10 @@ size_t block_file_head_bytes() {
 
 // With mutex_ held: the file's bytes, when its head and checksum say they are this block's; a
 // file that is not is removed.
-bool KvTiers::read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes) {
+bool KvTiers::read_from_disk(uint64_t hash, size_t n, std::vector<uint8_t>& bytes) {
   auto it = on_disk_.find(hash);
   if (it == on_disk_.end()) return false;
+  bytes.resize(n);
   const std::string path = file_of(hash);
   std::vector<uint8_t> file(sizeof(FileHeader) + bytes.size());
   std::ifstream in(path, std::ios::binary);
@@ -317,8 +320,7 @@ bool KvTiers::take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* val
     bytes = &in_ram->second->bytes;
     ++stats_.ram_hits;
   } else {
-    from_disk.resize(size_t(key_bytes + value_bytes));
-    if (!read_from_disk(hash, from_disk)) {
+    if (!read_from_disk(hash, size_t(key_bytes + value_bytes), from_disk)) {
       ++stats_.misses;
       return false;
     }
@@ -360,6 +362,13 @@ void KvTiers::flush_ram_to_disk(int64_t newer_bytes) {
 
 int64_t KvTiers::file_bytes(int64_t block_bytes) const {
   return int64_t(sizeof(FileHeader)) + block_bytes;
+}
+
+bool KvTiers::find(uint64_t hash) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (in_ram_.count(hash) || on_disk_.count(hash)) return true;
+  ++stats_.misses;
+  return false;
 }
 
 KvTierStats KvTiers::stats() const {

@@ -53,6 +53,9 @@ class KvTiers {
   // pool holds it again, and puts it again if it evicts it again) or from disk (the file checked
   // first, and kept); false when neither holds it whole.
   bool take(uint64_t hash, uint8_t* keys, int64_t key_bytes, uint8_t* values, int64_t value_bytes);
+  // Whether a tier holds `hash` (so that the pool makes room for it only then); a lookup that
+  // finds none counts as a miss.
+  bool find(uint64_t hash);
   KvTierStats stats() const;
 
   // At the pool's end: the blocks RAM holds go to disk, least recently used first, but those that
@@ -74,7 +77,7 @@ class KvTiers {
   void keep(uint64_t hash, const uint8_t* keys, int64_t key_bytes, const uint8_t* values, int64_t value_bytes,
             bool straight_to_disk);
   void spill_to_disk(const RamBlock& block);
-  bool read_from_disk(uint64_t hash, std::vector<uint8_t>& bytes);
+  bool read_from_disk(uint64_t hash, size_t n, std::vector<uint8_t>& bytes);
   void trim_disk();
   void mark_used_on_disk(uint64_t hash, int64_t used);
   void index_disk();

@@ -42,10 +42,15 @@ std::shared_ptr<const RouteTable> ModelCatalog::routes() const {
   return routes_;
 }
 
+ModelService* ModelCatalog::find_model(const std::string& name) const {
+  for (const auto& m : models)
+    if (m->answers_to(name)) return m.get();
+  return nullptr;
+}
+
 ModelService& ModelCatalog::model_named(const std::string& name) {
-  for (auto& m : models)
-    if (m->answers_to(name)) return *m;
-  return default_model();  // routes are checked against the models when they load
+  ModelService* m = find_model(name);
+  return m ? *m : default_model();  // routes are checked against the models when they load
 }
 
 std::string ModelCatalog::served_list() const {
@@ -73,11 +78,10 @@ std::optional<Reply> ModelCatalog::resolve(const json& body, Target& target, boo
 std::optional<Reply> ModelCatalog::resolve(const std::string& name, Target& target, bool routes_ok) {
   target.model = &default_model();
   if (name.empty()) return std::nullopt;
-  for (auto& m : models)
-    if (m->answers_to(name)) {
-      target.model = m.get();
-      return std::nullopt;
-    }
+  if (ModelService* m = find_model(name)) {
+    target.model = m;
+    return std::nullopt;
+  }
   if (ModelService* base = adapter_base(name)) {  // held once the request is prepared
     target.model = base;
     target.lora = name;
@@ -114,8 +118,7 @@ ModelService* ModelCatalog::adapter_base(const std::string& name) {
 }
 
 Status ModelCatalog::lora_name_free(const std::string& name) {
-  for (const auto& m : models)
-    if (m->answers_to(name)) return invalid_argument("'" + name + "' is the name of a model");
+  if (find_model(name)) return invalid_argument("'" + name + "' is the name of a model");
   if (const auto table = routes(); table && table->count(name))
     return invalid_argument("'" + name + "' is the name of a route");
   if (adapter_base(name)) return invalid_argument("an adapter named '" + name + "' is already loaded");

@@ -46,6 +46,8 @@ class ModelCatalog {
 
   ModelService& default_model() { return *models.front(); }
   // The model of this name (routes are checked against the models: the first when none).
+  // The model that answers to `name` (its name or an alias), or null.
+  ModelService* find_model(const std::string& name) const;
   ModelService& model_named(const std::string& name);
   // The loaded model a LoRA adapter of this name is loaded over, or null.
   ModelService* adapter_base(const std::string& name);

@@ -47,38 +47,32 @@ json ModelRoutes::served_object(const ModelService& m, const std::string& id) {
   return o;
 }
 
-ModelService* ModelRoutes::model_by_name(const std::string& name) {
-  for (const auto& m : catalog_.models)
-    if (m->answers_to(name)) return m.get();
-  return nullptr;
-}
-
 // POST /models/load {"model"}: starts loading it (requests that name it wait for the load);
 // {"success": true} once started, or at once when it is loaded.
 Reply ModelRoutes::load_model(const std::string& body) {
-  const json j = parse_body(body, config_.runtime.limits);
-  const std::string name = string_field(j, "model", true);
-  ModelService* m = model_by_name(name);
-  if (!m) return error_reply(404, "no model '" + name + "'; this server serves " + catalog_.served_list(), "model");
-  if (Status st = catalog_.shelf->request_load(*m); !st.is_ok()) return error_reply(400, st.message(), "model");
-  return json_reply(200, json{{"success", true}, {"status", catalog_.shelf->status_of(*m)}});
+  return change_model(body, &ModelShelf::request_load);
 }
 
 // POST /models/unload {"model"}: unloads it once its requests in flight are done (those that
 // come meanwhile load it again, with autoload).
 Reply ModelRoutes::unload_model(const std::string& body) {
+  return change_model(body, &ModelShelf::request_unload);
+}
+
+// The body's model asked of the shelf: 404 for a name not served, 400 for what the shelf refuses.
+Reply ModelRoutes::change_model(const std::string& body, Status (ModelShelf::*ask)(ModelService&)) {
   const json j = parse_body(body, config_.runtime.limits);
   const std::string name = string_field(j, "model", true);
-  ModelService* m = model_by_name(name);
+  ModelService* m = catalog_.find_model(name);
   if (!m) return error_reply(404, "no model '" + name + "'; this server serves " + catalog_.served_list(), "model");
-  if (Status st = catalog_.shelf->request_unload(*m); !st.is_ok()) return error_reply(400, st.message(), "model");
+  if (Status st = ((*catalog_.shelf).*ask)(*m); !st.is_ok()) return error_reply(400, st.message(), "model");
   return json_reply(200, json{{"success", true}, {"status", catalog_.shelf->status_of(*m)}});
 }
 
 // GET /v1/models/{id}: a model or a route, or a 404 naming those served.
 Reply ModelRoutes::model(const std::string& id) {
   Reply r;
-  if (const ModelService* m = model_by_name(id)) {
+  if (const ModelService* m = catalog_.find_model(id)) {
     r.body = served_object(*m, id).dump();
     return r;
   }

@@ -24,7 +24,7 @@ class ModelRoutes {
   Reply load_model(const std::string& body);
   Reply unload_model(const std::string& body);
   json served_object(const ModelService& m, const std::string& id);
-  ModelService* model_by_name(const std::string& name);
+  Reply change_model(const std::string& body, Status (ModelShelf::*ask)(ModelService&));
   Reply tokenize(const std::string& body);
   Reply detokenize(const std::string& body);
   Reply embeddings(const std::string& body);

@@ -106,12 +106,7 @@ Result<ModelHold> ModelShelf::hold(ModelService& model) {
           return not_found("the model '" + model.name +
                            "' is not loaded and models_autoload is off: load it with POST /models/load");
         [[fallthrough]];
-      case ModelStatus::kSleeping:
-        model.status = ModelStatus::kLoading;
-        model.progress.clear();
-        jobs_.push_back({&model, true, UnloadReason::kRequest});
-        changed_.notify_all();
-        break;
+      case ModelStatus::kSleeping: queue_load(model); break;
     }
     if (!counted) {
       if (waiting_ >= kMostWaiting)
@@ -129,15 +124,18 @@ Status ModelShelf::request_load(ModelService& model) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (model.status == ModelStatus::kLoaded && !model.unloading) return Status::ok();
   if (model.status == ModelStatus::kLoading) return Status::ok();
-  if (model.status == ModelStatus::kLoaded) {  // unloading: load again after it
-    jobs_.push_back({&model, true, UnloadReason::kRequest});
-  } else {
+  queue_load(model);  // an unloading model loads again after its unload
+  return Status::ok();
+}
+
+// With the lock held: a load job; a model not loaded shows `loading` from now.
+void ModelShelf::queue_load(ModelService& model) {
+  if (model.status != ModelStatus::kLoaded) {
     model.status = ModelStatus::kLoading;
     model.progress.clear();
-    jobs_.push_back({&model, true, UnloadReason::kRequest});
   }
+  jobs_.push_back({&model, true, UnloadReason::kRequest});
   changed_.notify_all();
-  return Status::ok();
 }
 
 Status ModelShelf::request_unload(ModelService& model) {
@@ -283,19 +281,19 @@ ModelService* ModelShelf::least_recently_used_idle(const ModelService* besides) 
 // ahead (waiting could wait on the request that asked for it: a cascade holds one model while it
 // loads another); run() unloads the extra ones once idle.
 void ModelShelf::make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock) {
-  if (options_.max_loaded <= 0) return;
-  while (loaded_count() >= options_.max_loaded) {
-    ModelService* oldest = least_recently_used_idle(&for_model);
-    if (!oldest) return;
-    unload(*oldest, UnloadReason::kMakeRoom, lock);
-  }
+  unload_idle_past(options_.max_loaded - 1, &for_model, lock);
 }
 
 // Models past max_loaded (loaded while every other was in use) unload once idle.
 void ModelShelf::trim_to_max(std::unique_lock<std::mutex>& lock) {
+  unload_idle_past(options_.max_loaded, nullptr, lock);
+}
+
+// The least recently used idle models but `besides` unload while more than `keep` are loaded.
+void ModelShelf::unload_idle_past(int64_t keep, const ModelService* besides, std::unique_lock<std::mutex>& lock) {
   if (options_.max_loaded <= 0) return;
-  while (loaded_count() > options_.max_loaded) {
-    ModelService* oldest = least_recently_used_idle(nullptr);
+  while (loaded_count() > keep) {
+    ModelService* oldest = least_recently_used_idle(besides);
     if (!oldest) return;
     unload(*oldest, UnloadReason::kMakeRoom, lock);
   }

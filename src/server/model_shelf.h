@@ -124,6 +124,8 @@ class ModelShelf {
   void make_room(ModelService& for_model, std::unique_lock<std::mutex>& lock);
   ModelService* least_recently_used_idle(const ModelService* besides) const;
   void trim_to_max(std::unique_lock<std::mutex>& lock);
+  void unload_idle_past(int64_t keep, const ModelService* besides, std::unique_lock<std::mutex>& lock);
+  void queue_load(ModelService& model);
   void put_idle_to_sleep(std::unique_lock<std::mutex>& lock);
   Clock::time_point next_sleep_check() const;
   const Runtime* any_loaded() const;
