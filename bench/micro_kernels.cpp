@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/kv_rows.h"
 #include "kernels/cpu/matmul.h"
@@ -57,6 +58,37 @@ void matmul_benchmark(benchmark::State& state, DType type) {
       benchmark::Counter(iters * double(row_bytes * kRows) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(iters * 2.0 * double(kRows * kCols * tokens) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(cpu::kernel_isa()) + (m.packed ? " packed" : ""));
+}
+
+// Decode of one token through a matrix of about 512 MiB, far past the caches: the weight stream's
+// rate against the machine's read bandwidth (the decode bound's denominator, measured here too).
+// The rows repeat one quantized 2048x2048 tile: only the bytes' movement is measured.
+void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
+  const int64_t cols = 2048, tile_rows = 2048, row_bytes = dtype_row_bytes(type, cols);
+  const int64_t rows = ((int64_t(512) << 20) / row_bytes) / tile_rows * tile_rows;
+  const auto w = random_floats(size_t(tile_rows * cols), 1);
+  std::vector<uint8_t> bytes(size_t(row_bytes * rows));
+  for (int64_t r = 0; r < tile_rows; ++r)
+    ref::quantize_row(type, &w[size_t(r * cols)], bytes.data() + r * row_bytes, cols);
+  for (int64_t r = tile_rows; r < rows; ++r)
+    std::copy_n(bytes.data() + (r % tile_rows) * row_bytes, row_bytes, bytes.data() + r * row_bytes);
+  cpu::WeightMatrix m{type, bytes.data(), rows, cols, row_bytes};
+  cpu::PackedBuffer packed;
+  if (cpu::packable(type)) {
+    packed = cpu::pack_matrix(pool(), m);
+    std::vector<uint8_t>().swap(bytes);  // the packed copy is what the kernel reads
+  }
+  const auto x = random_floats(size_t(cols), 2);
+  std::vector<float> y(static_cast<size_t>(rows));
+  const double bandwidth = cpu::measure_read_bandwidth(pool());
+  for (auto _ : state) {
+    cpu::matmul(pool(), m, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double gbs = double(state.iterations()) * double(row_bytes * rows) / 1e9;
+  state.counters["weight_GB/s"] = benchmark::Counter(gbs, benchmark::Counter::kIsRate);
+  state.counters["read_GB/s"] = bandwidth / 1e9;
   state.SetLabel(std::string(cpu::kernel_isa()) + (m.packed ? " packed" : ""));
 }
 
@@ -123,6 +155,14 @@ void register_all() {
         ->Arg(64)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  for (DType t :
+       {DType::F16,   DType::BF16,    DType::Q8_0,   DType::Q4_0,   DType::Q4_K,  DType::Q5_K,    DType::Q6_K,
+        DType::Q2_K,  DType::Q3_K,    DType::IQ4_XS, DType::IQ4_NL, DType::TQ2_0, DType::IQ2_XXS, DType::IQ2_XS,
+        DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M, DType::MXFP4})
+    benchmark::RegisterBenchmark(("MatmulFromMemory/" + std::string(dtype_name(t))).c_str(),
+                                 matmul_from_memory_benchmark, t)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   for (DType t : {DType::F32, DType::F16, DType::Q8_0})
     benchmark::RegisterBenchmark(("KvRows/" + std::string(dtype_name(t))).c_str(), kv_attention_row_benchmark, t)
         ->Arg(4096)

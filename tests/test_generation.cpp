@@ -95,11 +95,13 @@ TEST(Sampler, KeepsWhatAFullSortKeepsAndDrawsInProportion) {
   struct Chain {
     float temperature, top_p, min_p;
     int32_t top_k;
+    bool ties = false;  // logits in steps of 1/2: top-k's cut falls inside a tie (the lower ids stay)
   };
   for (const Chain& c : {Chain{1.0f, 0.5f, 0, 0}, Chain{0.7f, 0.9f, 0, 0}, Chain{1.3f, 1.0f, 0.05f, 0},
-                         Chain{1.0f, 0.8f, 0.01f, 50}, Chain{1.0f, 1.0f, 0, 0}}) {
+                         Chain{1.0f, 0.8f, 0.01f, 50}, Chain{1.0f, 1.0f, 0, 0}, Chain{1.0f, 1.0f, 0, 40, true},
+                         Chain{0.8f, 0.9f, 0, 7, true}, Chain{1.0f, 1.0f, 0, 2500}}) {
     std::vector<float> logits(3000);
-    for (float& l : logits) l = normal(rng);
+    for (float& l : logits) l = c.ties ? std::round(2 * normal(rng)) / 2 : normal(rng);
     for (size_t i = 0; i < logits.size(); i += 3) logits[i] = -INFINITY;  // a grammar's mask
     SamplingParams p;
     p.temperature = c.temperature;
@@ -124,6 +126,24 @@ TEST(Sampler, KeepsWhatAFullSortKeepsAndDrawsInProportion) {
       EXPECT_NEAR(seen[t], draws * prob, 5 * sd) << "token " << t << " top_p " << c.top_p;
     }
   }
+}
+
+// Top-k's cut inside a tie keeps the lower ids, whatever order the tied tokens come in.
+TEST(Sampler, TopKKeepsTheLowerIdsOfATie) {
+  const std::vector<float> logits = {1, 3, 3, 2, 2, 2, 0, 2};
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_p = 1;
+  p.top_k = 4;
+  p.seed = 3;
+  Sampler s(p);
+  std::map<int32_t, int> seen;
+  for (int d = 0; d < 2000; ++d) {
+    std::vector<float> row = logits;
+    ++seen[s.sample(row.data(), int32_t(row.size()), {})];
+  }
+  EXPECT_EQ(seen.size(), 4u);
+  for (int32_t t : {1, 2, 3, 4}) EXPECT_GT(seen[t], 0) << "token " << t;
 }
 
 TEST(Sampler, RepetitionPenaltyChangesTheWinner) {

@@ -218,6 +218,38 @@ void expect_batched_rows_equal_single_rows(DType t) {
 }
 
 // Auto gathers exactly where the CPU's gathers are fast; on and off force either way.
+// A model's packed matrices share one buffer (packed_room apart); a buffer of a huge page or more
+// starts on a huge-page boundary, so that transparent huge pages can back all of it.
+TEST(Packed, MatricesShareOneBufferOnHugePageBoundaries) {
+  const cpu::PackedBuffer small = cpu::allocate_packed(1000);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.get()) % 64, 0u);
+  const EncodedMatrix a(DType::Q4_K, 9, 512, 21), b(DType::Q6_K, 17, 256, 22);
+  cpu::WeightMatrix alone[2] = {a.matrix, b.matrix}, shared[2] = {a.matrix, b.matrix};
+  ThreadPool pool(2);
+  const cpu::PackedBuffer own[2] = {cpu::pack_matrix(pool, alone[0]), cpu::pack_matrix(pool, alone[1])};
+  EXPECT_EQ(cpu::packed_room(shared[0]) % 64, 0);
+  EXPECT_GE(cpu::packed_room(shared[0]), cpu::packed_bytes(shared[0]));
+  const cpu::PackedBuffer huge = cpu::allocate_packed(size_t(3) << 20);  // past a huge page
+  ASSERT_NE(huge, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(huge.get()) % (size_t(2) << 20), 0u);
+  std::vector<size_t> done;
+  const cpu::PackedBuffer arena =
+      cpu::pack_matrices(pool, {&shared[0], &shared[1]}, [&](size_t i) { done.push_back(i); });
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(done, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(shared[0].packed, arena.get());
+  EXPECT_EQ(shared[1].packed, shared[0].packed + cpu::packed_room(shared[0]));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(std::memcmp(shared[i].packed, alone[i].packed, size_t(cpu::packed_bytes(alone[i]))), 0) << i;
+    const auto x = random_values(size_t(2 * shared[i].cols), 23);
+    std::vector<float> want(size_t(2 * shared[i].rows)), got(want.size());
+    cpu::matmul(pool, alone[i], x.data(), 2, want.data());
+    cpu::matmul(pool, shared[i], x.data(), 2, got.data());
+    EXPECT_EQ(want, got) << i;
+  }
+}
+
 TEST(LatticeGathers, AutoFollowsTheCpu) {
   cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
   EXPECT_EQ(cpu::lattice_gathers(), cpu_features().fast_gathers) << cpu_features_string();

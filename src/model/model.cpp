@@ -110,13 +110,14 @@ Status Model::repack_weights(const LoadProgress& progress, const std::vector<boo
   }
   if (!host_experts && cpu::packable(weights_.output.type)) matrices.push_back(&weights_.output);
   if (matrices.empty()) return Status::ok();
+  for (const cpu::WeightMatrix* m : matrices) repacked_bytes_ += cpu::packed_bytes(*m);
   ThreadPool pool(physical_core_count());
-  for (cpu::WeightMatrix* m : matrices) {
-    repacked_bytes_ += cpu::packed_bytes(*m);
-    packed_.push_back(cpu::pack_matrix(pool, *m));
-    if (!packed_.back()) return resource_exhausted("out of memory repacking the weights of " + file_->path());
-    if (progress) progress("repacking weights", int64_t(packed_.size()), int64_t(matrices.size()));
-  }
+  packed_ = cpu::pack_matrices(pool, matrices, [&](size_t i) {
+    if (progress) progress("repacking weights", int64_t(i + 1), int64_t(matrices.size()));
+  });
+  if (!packed_)
+    return resource_exhausted("out of memory repacking the weights of " + file_->path() + " (" +
+                              std::to_string(repacked_bytes_ >> 20) + " MiB)");
   return Status::ok();
 }
 

@@ -85,7 +85,7 @@ class Model {
   GenerationDefaults generation_defaults_;
   ModelSpec spec_;
   ModelWeights weights_;
-  std::vector<cpu::PackedBuffer> packed_;
+  cpu::PackedBuffer packed_;  // every packed matrix, one after another
   int64_t repacked_bytes_ = 0;
   Device device_;
   std::unique_ptr<PlacedWeights> placed_;

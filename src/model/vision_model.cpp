@@ -64,13 +64,12 @@ Status VisionModel::repack() {
   std::vector<cpu::WeightMatrix*> matrices = {&w.patch, &w.merge, &w.fc, &w.m_gate, &w.m_up, &w.m_down, &w.mm0, &w.mm2};
   for (VisionLayerWeights& l : w.layers)
     for (cpu::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) matrices.push_back(m);
+  std::erase_if(matrices, [](const cpu::WeightMatrix* m) { return m->rows == 0 || !cpu::packable(m->type); });
+  if (matrices.empty()) return Status::ok();
+  for (const cpu::WeightMatrix* m : matrices) repacked_bytes_ += cpu::packed_bytes(*m);
   ThreadPool pool(physical_core_count());
-  for (cpu::WeightMatrix* m : matrices) {
-    if (m->rows == 0 || !cpu::packable(m->type)) continue;
-    repacked_bytes_ += cpu::packed_bytes(*m);
-    packed_.push_back(cpu::pack_matrix(pool, *m));
-    if (!packed_.back()) return resource_exhausted("out of memory repacking the projector " + file_->path());
-  }
+  packed_ = cpu::pack_matrices(pool, matrices, [](size_t) {});
+  if (!packed_) return resource_exhausted("out of memory repacking the projector " + file_->path());
   return Status::ok();
 }
 

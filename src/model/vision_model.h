@@ -67,7 +67,7 @@ class VisionModel {
   VisionSpec spec_;
   VisionWeights weights_;
   std::vector<std::vector<float>> owned_;
-  std::vector<cpu::PackedBuffer> packed_;
+  cpu::PackedBuffer packed_;  // every packed matrix, one after another
   int64_t repacked_bytes_ = 0;
 };
 

@@ -27,6 +27,7 @@ class Sampler {
  private:
   void apply_penalties(float* logits, int32_t n_vocab, const std::vector<int32_t>& history);
   void apply_logit_bias(float* logits, int32_t n_vocab) const;
+  void select_top_k(const float* logits, int32_t n_vocab, int32_t k);
   double gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature);
   double exponentiate(float max_logit, float temperature);
   double select_top_p(float max_logit, double mass);

@@ -1,5 +1,7 @@
 #include "kernels/cpu/packed.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -270,13 +272,44 @@ void AlignedFree::operator()(uint8_t* p) const {
   std::free(p);
 }
 
-PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w) {
-  const size_t bytes = size_t((packed_bytes(w) + 63) / 64 * 64);
-  PackedBuffer buf(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-  if (!buf) return buf;
-  uint8_t* dst = buf.get();
+int64_t packed_room(const WeightMatrix& w) {
+  return (packed_bytes(w) + 63) / 64 * 64;
+}
+
+PackedBuffer allocate_packed(size_t bytes) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (bytes < kHugePage) return PackedBuffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  PackedBuffer buf(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, rounded)));
+#if defined(MADV_HUGEPAGE)
+  if (buf) madvise(buf.get(), rounded, MADV_HUGEPAGE);  // advice: without huge pages, 4 KiB ones
+#endif
+  return buf;
+}
+
+void pack_matrix_into(ThreadPool& pool, WeightMatrix& w, uint8_t* dst) {
   pool.parallel_for(packed_groups(w), [&](int, int64_t g0, int64_t g1) { pack_groups(w, dst, g0, g1); });
   w.packed = dst;
+}
+
+PackedBuffer pack_matrices(ThreadPool& pool, const std::vector<WeightMatrix*>& matrices,
+                           FunctionRef<void(size_t)> after_each) {
+  int64_t room = 0;
+  for (const WeightMatrix* m : matrices) room += packed_room(*m);
+  PackedBuffer buf = allocate_packed(size_t(room));
+  if (!buf) return buf;
+  uint8_t* at = buf.get();
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    pack_matrix_into(pool, *matrices[i], at);
+    at += packed_room(*matrices[i]);
+    after_each(i);
+  }
+  return buf;
+}
+
+PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w) {
+  PackedBuffer buf = allocate_packed(size_t(packed_room(w)));
+  if (buf) pack_matrix_into(pool, w, buf.get());
   return buf;
 }
 
@@ -286,9 +319,7 @@ void repack_matrix(ThreadPool& pool, WeightMatrix& w, PackedBuffer& buf, int64_t
     capacity = buf ? packed_bytes(w) : 0;
     return;
   }
-  uint8_t* dst = buf.get();
-  pool.parallel_for(packed_groups(w), [&](int, int64_t g0, int64_t g1) { pack_groups(w, dst, g0, g1); });
-  w.packed = dst;
+  pack_matrix_into(pool, w, buf.get());
 }
 
 }  // namespace autoglm::cpu
