@@ -144,6 +144,35 @@ TEST(Sampler, TopKKeepsTheLowerIdsOfATie) {
   }
   EXPECT_EQ(seen.size(), 4u);
   for (int32_t t : {1, 2, 3, 4}) EXPECT_GT(seen[t], 0) << "token " << t;
+  // A tie evicted from the heap: of three 2s behind a 3, the first one stays.
+  p.top_k = 2;
+  Sampler evicting(p);
+  seen.clear();
+  for (int d = 0; d < 500; ++d) {
+    std::vector<float> row = {2, 2, 2, 3};
+    ++seen[evicting.sample(row.data(), 4, {})];
+  }
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[0], 0);
+  EXPECT_GT(seen[3], 0);
+}
+
+// A NaN logit is never a top-k candidate, wherever it stands.
+TEST(Sampler, TopKPassesOverNaN) {
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_p = 1;
+  p.top_k = 2;
+  p.seed = 4;
+  Sampler s(p);
+  std::map<int32_t, int> seen;
+  for (int d = 0; d < 500; ++d) {
+    std::vector<float> row = {NAN, 5, 1, 6, NAN};
+    ++seen[s.sample(row.data(), int32_t(row.size()), {})];
+  }
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[1], 0);
+  EXPECT_GT(seen[3], 0);
 }
 
 TEST(Sampler, RepetitionPenaltyChangesTheWinner) {

@@ -217,10 +217,9 @@ void expect_batched_rows_equal_single_rows(DType t) {
   cpu::select_kernel_isa(best.c_str());
 }
 
-// Auto gathers exactly where the CPU's gathers are fast; on and off force either way.
-// A model's packed matrices share one buffer (packed_room apart); a buffer of a huge page or more
+// A model's packed matrices share one buffer, packed_room apart; a buffer of a huge page or more
 // starts on a huge-page boundary, so that transparent huge pages can back all of it.
-TEST(Packed, MatricesShareOneBufferOnHugePageBoundaries) {
+TEST(Packed, MatricesShareOneBufferThatStartsOnAHugePage) {
   const cpu::PackedBuffer small = cpu::allocate_packed(1000);
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.get()) % 64, 0u);
@@ -233,6 +232,7 @@ TEST(Packed, MatricesShareOneBufferOnHugePageBoundaries) {
   const cpu::PackedBuffer huge = cpu::allocate_packed(size_t(3) << 20);  // past a huge page
   ASSERT_NE(huge, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(huge.get()) % (size_t(2) << 20), 0u);
+  std::memset(huge.get(), 1, size_t(3) << 20);  // all of it writable (under ASan: all of it allocated)
   std::vector<size_t> done;
   const cpu::PackedBuffer arena =
       cpu::pack_matrices(pool, {&shared[0], &shared[1]}, [&](size_t i) { done.push_back(i); });
@@ -250,6 +250,7 @@ TEST(Packed, MatricesShareOneBufferOnHugePageBoundaries) {
   }
 }
 
+// Auto gathers exactly where the CPU's gathers are fast; on and off force either way.
 TEST(LatticeGathers, AutoFollowsTheCpu) {
   cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
   EXPECT_EQ(cpu::lattice_gathers(), cpu_features().fast_gathers) << cpu_features_string();
@@ -703,6 +704,11 @@ TEST(Ops, MaxOfEveryIsaIsTheLargest) {
         EXPECT_EQ(cpu::element_ops().max(v.data(), n), 7.5f) << isa << " n " << n << " at " << at;
         v[size_t(at)] = x[size_t(at)];
         EXPECT_EQ(cpu::element_ops().max(v.data(), n), *std::max_element(v.begin(), v.end())) << isa << " n " << n;
+        // NaNs, first or last, in the vector part or the tail, are passed over.
+        v[size_t(at)] = NAN;
+        const float rest = n == 1 ? -std::numeric_limits<float>::infinity()
+                                  : *std::max_element(v.begin() + (at == 0 ? 1 : 0), v.begin() + (at == 0 ? n : n - 1));
+        EXPECT_EQ(cpu::element_ops().max(v.data(), n), rest) << isa << " n " << n << " NaN at " << at;
       }
   }
   cpu::select_kernel_isa("avx2");

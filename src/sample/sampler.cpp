@@ -65,18 +65,6 @@ double sum(const float* x, size_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// The largest value, in eight independent lanes (one chain of dependent maxima is bound by its
-// latency); NaNs are skipped as std::max_element skips them past the first element.
-float max_of(const float* x, size_t n) {
-  float lane[8];
-  std::fill(lane, lane + 8, x[0]);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) lane[k] = x[i + size_t(k)] > lane[k] ? x[i + size_t(k)] : lane[k];
-  for (; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
-  return *std::max_element(lane, lane + 8);
-}
-
 }  // namespace
 
 // The candidates that top-k and min-p keep, in token order, with their probabilities at
@@ -110,22 +98,24 @@ double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float ma
   return mass;
 }
 
-// ids_ = the k best tokens (higher logit; ties: the lower id), in token order. One pass in token
-// order with a heap of the k best so far, worst on top: a token enters only when it beats that
-// worst one, which past the first tokens is rare, so most cost one comparison (nth_element over
-// 151936 logits took 1.7 ms a token; this 0.2). A later token that ties the worst loses the tie.
+// ids_ = the k best tokens (higher logit; ties: the lower id; a NaN counts as -inf), in token
+// order. One pass in token order with a heap of the k best so far, worst on top: a token enters
+// only when it beats that worst one, which past the first tokens is rare, so most cost one
+// comparison (nth_element over 151936 logits took 1.7 ms a token; this 0.14). A later token that
+// ties the worst loses the tie.
 void Sampler::select_top_k(const float* logits, int32_t n_vocab, int32_t k) {
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  auto key = [&](int32_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  auto better = [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); };
   ids_.resize(size_t(k));
   std::iota(ids_.begin(), ids_.end(), 0);
   std::make_heap(ids_.begin(), ids_.end(), better);
-  float worst = logits[ids_.front()];
+  float worst = key(ids_.front());
   for (int32_t i = k; i < n_vocab; ++i) {
-    if (!(logits[i] > worst)) continue;  // NaN never enters
+    if (!(logits[i] > worst)) continue;  // a NaN never enters
     std::pop_heap(ids_.begin(), ids_.end(), better);
     ids_.back() = i;
     std::push_heap(ids_.begin(), ids_.end(), better);
-    worst = logits[ids_.front()];
+    worst = key(ids_.front());
   }
   std::sort(ids_.begin(), ids_.end());
 }
@@ -188,7 +178,7 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_
   apply_logit_bias(logits, n_vocab);
   apply_penalties(logits, n_vocab, history);
   if (params_.temperature <= 0) return int32_t(std::max_element(logits, logits + n_vocab) - logits);
-  const float max_logit = max_of(logits, size_t(n_vocab));
+  const float max_logit = cpu::element_ops().max(logits, n_vocab);
   // Top-p needs the probabilities at temperature 1; without it they are made at the
   // temperature at once. Dropped candidates have logit -inf, so they stay at 0.
   const bool top_p = params_.top_p < 1.0f;

@@ -48,8 +48,9 @@ double measure_read_bandwidth(ThreadPool& pool, int repeats) {
   // Memory as the packed weights get it (huge pages where the kernel grants them): the rate the
   // machine reads at, not one lowered by page walks that the weights do not pay.
   const PackedBuffer bytes = allocate_packed(size_t(n) * 8);
-  if (!bytes) return 0;
-  uint64_t* const buf = reinterpret_cast<uint64_t*>(bytes.get());
+  std::vector<uint64_t> fallback;  // no room for the aligned buffer: the heap's (which throws if none)
+  if (!bytes) fallback.resize(size_t(n));
+  uint64_t* const buf = bytes ? reinterpret_cast<uint64_t*>(bytes.get()) : fallback.data();
   std::iota(buf, buf + n, uint64_t(0));  // touched, so the pages exist
   auto sum = sum_portable;
 #if defined(__x86_64__)

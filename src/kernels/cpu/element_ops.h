@@ -8,7 +8,7 @@
 namespace autoglm::cpu {
 
 struct ElementOps {
-  // the largest of s[0..n), -inf for n = 0
+  // the largest of s[0..n) (NaNs passed over), -inf for n = 0
   float (*max)(const float* s, int64_t n);
   // s[j] = exp(s[j] - max) in place (the vector exp, relative error ~1e-7); returns the sum
   float (*exp_sum)(float* s, int64_t n, float max);

@@ -308,7 +308,8 @@ PackedBuffer pack_matrices(ThreadPool& pool, const std::vector<WeightMatrix*>& m
 }
 
 PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w) {
-  PackedBuffer buf = allocate_packed(size_t(packed_room(w)));
+  // A matrix of its own (an image's keys and values, a probe): 64-byte aligned, no whole huge pages.
+  PackedBuffer buf(static_cast<uint8_t*>(std::aligned_alloc(64, size_t(packed_room(w)))));
   if (buf) pack_matrix_into(pool, w, buf.get());
   return buf;
 }

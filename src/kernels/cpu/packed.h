@@ -57,12 +57,13 @@ PackedBuffer allocate_packed(size_t bytes);
 // Packs w into dst (packed_room(w) bytes, 64-byte aligned) on the pool's threads and points
 // w.packed at it.
 void pack_matrix_into(ThreadPool& pool, WeightMatrix& w, uint8_t* dst);
-// Packs every matrix into one buffer (packed_room apart: whole huge pages for many small matrices,
-// such as a layer's experts) and points each one's packed at its part; after_each(i) follows
-// matrix i. Null when out of memory.
+// Packs every matrix into one buffer from allocate_packed, packed_room apart (so that the many small
+// matrices of a layer's experts share huge pages too), and points each one's packed at its part;
+// after_each(i) follows matrix i. Null when out of memory.
 PackedBuffer pack_matrices(ThreadPool& pool, const std::vector<WeightMatrix*>& matrices,
                            FunctionRef<void(size_t)> after_each);
-// Packs w into a buffer of its own and points w.packed at the result, which the caller keeps.
+// Packs w into a buffer of its own (64-byte aligned, not on huge pages) and points w.packed at the
+// result, which the caller keeps.
 PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w);
 // As pack_matrix, into `buf` when its `capacity` (bytes) suffices (a buffer kept from a matrix of
 // the same shape: no allocation), else into a new one whose size goes to `capacity`.
