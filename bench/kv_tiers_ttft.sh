@@ -6,27 +6,11 @@
 #   bash bench/kv_tiers_ttft.sh                 # TOKENS=8192 WORK=/tmp/autoglm-kv-tiers THREADS=2
 #   CASES="ram disk" bash bench/kv_tiers_ttft.sh  # some of: plain (pool and recomputed), ram, disk
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=$PWD/build/src/cli/autoglm
-work=${WORK:-/tmp/autoglm-kv-tiers}
+source "$(dirname "$0")/kv_tiers_common.sh"
 tokens=${TOKENS:-8192}
-threads=${THREADS:-2}
-mkdir -p "$work"
-model=$work/1b-q4_0.gguf
-[ -f "$model" ] || "$bin" create-model --arch llama --preset 1b --type q4_0 -o "$model" >/dev/null
-# The 1b preset's f16 KV: 22 layers x 2 x 256 x 2 bytes a position; room for 1.3 conversations.
-pool_mib=$(( tokens * 22528 * 13 / 10 / 1048576 + 1 ))
+context=$((tokens + 64))
+pool_mib=$(( tokens * kv_bytes_per_position * 13 / 10 / 1048576 + 1 ))  # room for 1.3 conversations
 grep -m1 'model name' /proc/cpuinfo
-
-serve() {  # serve LOG ARGS...: starts a server; its pid in spid, its port in sport
-  local log=$1
-  shift
-  "$bin" serve -m "$model" --port 0 -t "$threads" -c $((tokens + 64)) --max-batch-tokens 512 \
-    --kv-cache-mib "$pool_mib" "$@" 2>"$log" &
-  spid=$!
-  for _ in $(seq 1200); do grep -q "^ready:" "$log" && break; sleep 0.1; done
-  sport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
-}
 
 ask() {  # ask CONVERSATION: seconds to the reply of one token (its first), and the cached tokens
   /usr/bin/python3 - "$sport" "$tokens" "$1" <<'EOF'
@@ -50,7 +34,6 @@ print("%.3f %d" % (time.monotonic() - t, cached))
 EOF
 }
 
-stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 runs() { [[ " ${CASES:-plain ram disk} " == *" $1 "* ]]; }
 
 printf '| KV of the returning %d-token conversation | TTFT (s) | cached tokens |\n|---|---:|---:|\n' "$tokens"

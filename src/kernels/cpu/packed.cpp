@@ -276,9 +276,17 @@ int64_t packed_room(const WeightMatrix& w) {
   return (packed_bytes(w) + 63) / 64 * 64;
 }
 
+namespace {
+
+PackedBuffer allocate_64_aligned(size_t bytes) {
+  return PackedBuffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+}
+
+}  // namespace
+
 PackedBuffer allocate_packed(size_t bytes) {
   constexpr size_t kHugePage = size_t(2) << 20;
-  if (bytes < kHugePage) return PackedBuffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (bytes < kHugePage) return allocate_64_aligned(bytes);
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   PackedBuffer buf(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, rounded)));
 #if defined(MADV_HUGEPAGE)
@@ -309,7 +317,7 @@ PackedBuffer pack_matrices(ThreadPool& pool, const std::vector<WeightMatrix*>& m
 
 PackedBuffer pack_matrix(ThreadPool& pool, WeightMatrix& w) {
   // A matrix of its own (an image's keys and values, a probe): 64-byte aligned, no whole huge pages.
-  PackedBuffer buf(static_cast<uint8_t*>(std::aligned_alloc(64, size_t(packed_room(w)))));
+  PackedBuffer buf = allocate_64_aligned(size_t(packed_room(w)));
   if (buf) pack_matrix_into(pool, w, buf.get());
   return buf;
 }
