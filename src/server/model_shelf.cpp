@@ -251,18 +251,20 @@ void ModelShelf::load(ModelService& model, std::unique_lock<std::mutex>& lock) {
 }
 
 // Frees the runtime of a model no request holds (run() takes an unload once its holds end; the
-// wait is for an idle model's, already none), the lock released while it frees.
+// wait is for an idle model's, already none), the lock released while it frees. The model reads
+// "loaded" and "unloading" until its memory is free: "unloaded" and the unload's count appear
+// together, so whoever sees one sees the other.
 void ModelShelf::unload(ModelService& model, UnloadReason reason, std::unique_lock<std::mutex>& lock) {
   model.unloading = true;
   changed_.wait(lock, [&] { return model.holds == 0; });
   std::unique_ptr<Runtime> runtime = std::move(model.runtime);
-  model.status = reason == UnloadReason::kIdle ? ModelStatus::kSleeping : ModelStatus::kUnloaded;
-  model.unloading = false;
   lock.unlock();
   const auto began = Clock::now();
   runtime.reset();
   const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
   lock.lock();
+  model.status = reason == UnloadReason::kIdle ? ModelStatus::kSleeping : ModelStatus::kUnloaded;
+  model.unloading = false;
   if (options_.on_event) options_.on_event(model, std::string("unloaded:") + unload_reason_name(reason), seconds);
   changed_.notify_all();
 }
@@ -271,7 +273,7 @@ void ModelShelf::unload(ModelService& model, UnloadReason reason, std::unique_lo
 ModelService* ModelShelf::least_recently_used_idle(const ModelService* besides) const {
   ModelService* oldest = nullptr;
   for (auto& m : models_)
-    if (m.get() != besides && m->status == ModelStatus::kLoaded && m->holds == 0 && m->waiters == 0 &&
+    if (m.get() != besides && m->status == ModelStatus::kLoaded && m->holds == 0 && m->waiters == 0 && !m->unloading &&
         (!oldest || m->last_used < oldest->last_used))
       oldest = m.get();
   return oldest;
