@@ -15,7 +15,18 @@ serve() {  # serve LOG ARGS...: starts a server; its pid in spid, its port in sp
   "$bin" serve -m "$model" --port 0 -t "$threads" -c "$context" --max-batch-tokens 512 --kv-cache-mib "$pool_mib" \
     "$@" 2>"$log" &
   spid=$!
-  for _ in $(seq 1200); do grep -q "^ready:" "$log" && break; sleep 0.1; done
+  # Up to two minutes for the server's own "ready:" line; a server that exits or never gets there stops
+  # the bench with its log.
+  for _ in $(seq 1200); do
+    grep -q "^ready:" "$log" && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! grep -q "^ready:" "$log"; then
+    echo "the server never reported ready; its log ($log):" >&2
+    tail -20 "$log" >&2
+    exit 1
+  fi
   sport=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
 }
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }

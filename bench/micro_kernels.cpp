@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/bandwidth.h"
@@ -32,6 +33,23 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+// rows x cols of random weights quantized to `type`, row after row as a file keeps them; rows past
+// the first `distinct` repeat them (a large matrix whose quantizing costs no more than theirs).
+std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, int64_t distinct) {
+  const auto w = random_floats(size_t(distinct * cols), 1);
+  const int64_t row_bytes = dtype_row_bytes(type, cols);
+  std::vector<uint8_t> bytes(size_t(row_bytes * rows));
+  for (int64_t r = 0; r < distinct; ++r)
+    ref::quantize_row(type, &w[size_t(r * cols)], bytes.data() + r * row_bytes, cols);
+  for (int64_t r = distinct; r < rows; ++r)
+    std::copy_n(bytes.data() + (r % distinct) * row_bytes, row_bytes, bytes.data() + r * row_bytes);
+  return bytes;
+}
+
+std::string kernel_label(const cpu::WeightMatrix& m) {
+  return std::string(cpu::kernel_isa()) + (m.packed ? " packed" : "");
+}
+
 ThreadPool& pool() {
   static ThreadPool p(physical_core_count());
   return p;
@@ -39,11 +57,8 @@ ThreadPool& pool() {
 
 void matmul_benchmark(benchmark::State& state, DType type) {
   const int64_t tokens = state.range(0);
-  const auto w = random_floats(size_t(kRows * kCols), 1);
   const int64_t row_bytes = dtype_row_bytes(type, kCols);
-  std::vector<uint8_t> bytes(size_t(row_bytes * kRows));
-  for (int64_t r = 0; r < kRows; ++r)
-    ref::quantize_row(type, &w[size_t(r * kCols)], bytes.data() + r * row_bytes, kCols);
+  std::vector<uint8_t> bytes = quantized_rows(type, kRows, kCols, kRows);
   cpu::WeightMatrix m{type, bytes.data(), kRows, kCols, row_bytes};
   cpu::PackedBuffer packed;
   if (cpu::packable(type)) packed = cpu::pack_matrix(pool(), m);
@@ -58,7 +73,7 @@ void matmul_benchmark(benchmark::State& state, DType type) {
       benchmark::Counter(iters * double(row_bytes * kRows) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(iters * 2.0 * double(kRows * kCols * tokens) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(cpu::kernel_isa()) + (m.packed ? " packed" : ""));
+  state.SetLabel(kernel_label(m));
 }
 
 // Decode of one token through a matrix of about 512 MiB, far past the caches: the weight stream's
@@ -67,12 +82,7 @@ void matmul_benchmark(benchmark::State& state, DType type) {
 void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
   const int64_t cols = 2048, tile_rows = 2048, row_bytes = dtype_row_bytes(type, cols);
   const int64_t rows = ((int64_t(512) << 20) / row_bytes) / tile_rows * tile_rows;
-  const auto w = random_floats(size_t(tile_rows * cols), 1);
-  std::vector<uint8_t> bytes(size_t(row_bytes * rows));
-  for (int64_t r = 0; r < tile_rows; ++r)
-    ref::quantize_row(type, &w[size_t(r * cols)], bytes.data() + r * row_bytes, cols);
-  for (int64_t r = tile_rows; r < rows; ++r)
-    std::copy_n(bytes.data() + (r % tile_rows) * row_bytes, row_bytes, bytes.data() + r * row_bytes);
+  std::vector<uint8_t> bytes = quantized_rows(type, rows, cols, tile_rows);
   cpu::WeightMatrix m{type, bytes.data(), rows, cols, row_bytes};
   cpu::PackedBuffer packed;
   if (cpu::packable(type))
@@ -87,7 +97,7 @@ void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
   const double gbs = double(state.iterations()) * double(row_bytes * rows) / 1e9;
   state.counters["weight_GB/s"] = benchmark::Counter(gbs, benchmark::Counter::kIsRate);
   state.counters["read_GB/s"] = bandwidth / 1e9;
-  state.SetLabel(std::string(cpu::kernel_isa()) + (m.packed ? " packed" : ""));
+  state.SetLabel(kernel_label(m));
 }
 
 void kv_attention_row_benchmark(benchmark::State& state, DType type) {
