@@ -65,6 +65,26 @@ double sum(const float* x, size_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// x[j] = value where bucket[j] is past `last` (selects, not branches: the loop vectorizes).
+void drop_past(const uint16_t* __restrict bucket, uint16_t last, float* __restrict x, float value, size_t n) {
+  for (size_t j = 0; j < n; ++j) x[j] = bucket[j] > last ? value : x[j];
+}
+
+// fn(j) for each j with bucket[j] == wanted, in order: blocks are counted first (a loop that
+// vectorizes), and only a block that holds one is walked.
+template <typename Fn>
+void for_each_in_bucket(const uint16_t* bucket, uint16_t wanted, size_t n, const Fn& fn) {
+  constexpr size_t kBlock = 64;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    int found = 0;
+    for (size_t j = start; j < end; ++j) found += bucket[j] == wanted;
+    if (found)
+      for (size_t j = start; j < end; ++j)
+        if (bucket[j] == wanted) fn(j);
+  }
+}
+
 }  // namespace
 
 // The candidates that top-k and min-p keep, in token order, with their probabilities at
@@ -74,18 +94,17 @@ double sum(const float* x, size_t n) {
 // share is of that mass, at temperature 1).
 double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature) {
   const float floor = params_.min_p > 0 ? max_logit + std::log(params_.min_p) : -INFINITY;
+  const bool top_k = params_.top_k > 0 && params_.top_k < n_vocab;
+  every_token_ = !top_k && params_.min_p <= 0;
   ids_.clear();
-  if (params_.top_k > 0 && params_.top_k < n_vocab) {
+  if (top_k) {
     select_top_k(logits, n_vocab, params_.top_k);
   } else if (params_.min_p > 0) {
     for (int32_t i = 0; i < n_vocab; ++i)
       if (logits[i] >= floor) ids_.push_back(i);
-  } else {
-    ids_.resize(size_t(n_vocab));
-    std::iota(ids_.begin(), ids_.end(), 0);
   }
-  const size_t n = ids_.size();
-  if (n == size_t(n_vocab)) {  // every token: a copy, not a gather
+  const size_t n = every_token_ ? size_t(n_vocab) : ids_.size();
+  if (every_token_) {  // candidate j is token j: a copy, no ids, no gather
     logits_.assign(logits, logits + n);
   } else {
     logits_.resize(n);
@@ -126,10 +145,12 @@ double Sampler::exponentiate(float max_logit, float temperature) {
   const size_t n = logits_.size();
   probs_.resize(n);
   const float inv = 1.0f / temperature;
-  for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
+  if (inv == 1.0f)
+    std::copy(logits_.begin(), logits_.end(), probs_.begin());
+  else
+    for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
   cpu::element_ops().exp_sum(probs_.data(), int64_t(n), max_logit * inv);
-  for (size_t j = 0; j < n; ++j)
-    if (logits_[j] == -INFINITY) probs_[j] = 0;
+  for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] == -INFINITY ? 0.0f : probs_[j];  // a select: vectorized
   return sum(probs_.data(), n);
 }
 
@@ -141,18 +162,17 @@ double Sampler::select_top_p(float max_logit, double mass) {
   constexpr int kBuckets = 4096;
   constexpr float kRange = 40;  // below max - 40 a token's share is under e^-40
   const double target = double(params_.top_p) * mass;
-  const size_t n = ids_.size();
+  const size_t n = logits_.size();
   // Four interleaved histograms: neighbours often share a bucket, and one histogram would
   // make each addition wait for the last.
   bucket_mass_.assign(4 * kBuckets, 0.0);
   buckets_.resize(n);
-  for (size_t j = 0; j < n; ++j) {
+  for (size_t j = 0; j < n; ++j) {  // no stores to the histogram here: this loop vectorizes
     // Clamped as a float: a masked token's distance is infinite.
     const float distance = (max_logit - logits_[j]) * (kBuckets / kRange);
-    const int b = distance < float(kBuckets - 1) ? int(distance) : kBuckets - 1;
-    buckets_[j] = uint16_t(b);
-    bucket_mass_[size_t(b) * 4 + (j & 3)] += probs_[j];
+    buckets_[j] = uint16_t(distance < float(kBuckets - 1) ? int(distance) : kBuckets - 1);
   }
+  for (size_t j = 0; j < n; ++j) bucket_mass_[size_t(buckets_[j]) * 4 + (j & 3)] += probs_[j];
   for (int b = 0; b < kBuckets; ++b)
     bucket_mass_[size_t(b)] = bucket_mass_[size_t(b) * 4] + bucket_mass_[size_t(b) * 4 + 1] +
                               bucket_mass_[size_t(b) * 4 + 2] + bucket_mass_[size_t(b) * 4 + 3];
@@ -160,12 +180,13 @@ double Sampler::select_top_p(float max_logit, double mass) {
   double kept = 0;  // mass of the buckets above the crossing one
   while (crossing < kBuckets - 1 && kept + bucket_mass_[crossing] < target) kept += bucket_mass_[crossing++];
   crossing_order_.clear();
-  for (size_t j = 0; j < n; ++j) {
-    if (buckets_[j] == crossing && probs_[j] > 0) crossing_order_.push_back(j);
-    if (buckets_[j] > crossing) logits_[j] = -INFINITY, probs_[j] = 0;
-  }
+  for_each_in_bucket(buckets_.data(), crossing, n, [&](size_t j) {
+    if (probs_[j] > 0) crossing_order_.push_back(j);
+  });
+  drop_past(buckets_.data(), crossing, logits_.data(), -INFINITY, n);
+  drop_past(buckets_.data(), crossing, probs_.data(), 0.0f, n);
   std::sort(crossing_order_.begin(), crossing_order_.end(), [&](size_t a, size_t b) {
-    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && ids_[a] < ids_[b]);
+    return logits_[a] > logits_[b] || (logits_[a] == logits_[b] && id_of(a) < id_of(b));
   });
   size_t taken = 0;  // the crossing bucket's best, until the mass reaches top_p
   while (taken < crossing_order_.size() && kept < target) kept += probs_[crossing_order_[taken++]];
@@ -203,10 +224,10 @@ int32_t Sampler::draw() {
     r -= block;
   }
   for (size_t j = start; j < n; ++j)
-    if (probs_[j] > 0 && (r -= probs_[j]) < 0) return ids_[j];
+    if (probs_[j] > 0 && (r -= probs_[j]) < 0) return id_of(j);
   for (size_t j = n; j-- > 0;)  // rounding left r above 0: the last candidate with a chance
-    if (probs_[j] > 0) return ids_[j];
-  return ids_[0];
+    if (probs_[j] > 0) return id_of(j);
+  return id_of(0);
 }
 
 }  // namespace autoglm

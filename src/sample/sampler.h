@@ -32,13 +32,16 @@ class Sampler {
   double exponentiate(float max_logit, float temperature);
   double select_top_p(float max_logit, double mass);
   int32_t draw();
+  // The token of candidate j.
+  int32_t id_of(size_t j) const { return every_token_ ? int32_t(j) : ids_[j]; }
 
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
   // The candidates (token order), reused between calls: ids, logits (-inf: dropped) and
   // probabilities relative to the best (0: dropped).
-  std::vector<int32_t> ids_;
+  std::vector<int32_t> ids_;  // empty when every token is a candidate (every_token_)
+  bool every_token_ = false;
   std::vector<float> logits_, probs_;
   std::vector<double> bucket_mass_;
   std::vector<uint16_t> buckets_;
