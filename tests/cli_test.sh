@@ -48,6 +48,7 @@ check "bench threads" "|       2 |" "$out"
 out=$("$bin" bench -m "$tmp/tiny.gguf" -p 0 -n 4 -r 1 -t 2 -b 1,3 --parallel-prompt 8 --profile 2>&1)
 check "bench parallel" "tg4 x3 @pp8" "$out"
 check "bench bandwidth" "measured read bandwidth" "$out"
+check "bench probe beside each repetition" "read bandwidth before each repetition (GB/s) and the share of it reached:" "$out"
 check "bench profile" "attention: core" "$out"
 out=$("$bin" quantize "$tmp/tiny.gguf" "$tmp/tiny-q4k.gguf" q4_k 2>&1)
 check "quantize" "(Q4_K_M mix)" "$out"

@@ -279,16 +279,20 @@ double compute_peak_for(const Model& m, const Machine& machine) {
   return cpu::uses_int8_activations(m.layer_weight_type()) ? machine.int8_peak : machine.fma_peak;
 }
 
-// Decode rows: the weight bandwidth they reach; prefill rows: their GFLOP/s and share of the peak.
+// Decode rows: the weight bandwidth they reach and its share of the read bandwidth (the mean of
+// each repetition's share of the probe taken just before it, where there is one: a VM's
+// bandwidth moves between seconds); prefill rows: their GFLOP/s and share of the peak.
 void print_row(const Model& m, int threads, const Test& t, double mean, double sd, double step_bytes,
-               const Machine& machine, int64_t ubatch) {
+               const Machine& machine, int64_t ubatch, const std::vector<double>& shares) {
   char size[32], tps[48], eff[32] = "-", ratio[32] = "-", gflops[32] = "-", peak[32] = "-";
   std::snprintf(size, sizeof(size), "%.2f MiB", double(m.weight_bytes()) / 1048576.0);
   std::snprintf(tps, sizeof(tps), "%.2f ± %.2f", mean, sd);
   if (!t.timed_prefill) {
     const double steps_per_second = mean / t.sequences;
     std::snprintf(eff, sizeof(eff), "%.1f", step_bytes * steps_per_second / 1e9);
-    std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100.0 * step_bytes * steps_per_second / machine.bandwidth);
+    const double share = shares.empty() ? step_bytes * steps_per_second / machine.bandwidth
+                                        : std::accumulate(shares.begin(), shares.end(), 0.0) / double(shares.size());
+    std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100.0 * share);
   } else {
     const double flops_per_second = prefill_flops(m, t.prompt, t.depth, ubatch) * mean / double(t.prompt);
     std::snprintf(gflops, sizeof(gflops), "%.1f", flops_per_second / 1e9);
@@ -299,6 +303,17 @@ void print_row(const Model& m, int threads, const Test& t, double mean, double s
               m.spec().name.substr(0, 22).c_str(), size, m.weight_type_summary().substr(0, 22).c_str(), threads,
               t.name.c_str(), tps, eff, ratio, gflops, peak);
   std::fflush(stdout);
+}
+
+// The read bandwidth probed just before each decode repetition, and the share of it each reached.
+void print_probes_beside(const std::vector<double>& probes, const std::vector<double>& shares) {
+  std::string line = "  read bandwidth before each repetition (GB/s) and the share of it reached:";
+  char part[48];
+  for (size_t r = 0; r < probes.size(); ++r) {
+    std::snprintf(part, sizeof(part), " %.1f (%.0f%%)", probes[r] / 1e9, 100 * shares[r]);
+    line += part;
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 // Time per token of one part of a step (grammar mask, sampler) beside the decode step.
@@ -383,13 +398,18 @@ int bench(const BenchArgs& a) {
       constraint.mask_ms.clear();
       TimedSampler sampler;
       TimedSampler* timed = !c && !t.timed_prefill ? &sampler : nullptr;
+      const bool probe_beside = !t.timed_prefill && m.device().kind == DeviceKind::kCpu;
+      std::vector<double> probes, shares;
       for (int r = 0; r < a.reps; ++r) {
+        if (probe_beside) probes.push_back(cpu::measure_read_bandwidth(pool, 3));
         auto s = run_once(m, runner, t, a.ubatch, *kv_type, loras, c, timed);
         if (!s) return fail(s.status());
         tps.push_back(double(t.timed_prefill ? t.prompt : t.generate * t.sequences) / *s);
+        if (probe_beside) shares.push_back(tps.back() / t.sequences * step_bytes / probes.back());
       }
       const auto [mean, sd] = mean_and_sd(tps);
-      print_row(m, threads, t, mean, sd, step_bytes, machine, a.ubatch);
+      print_row(m, threads, t, mean, sd, step_bytes, machine, a.ubatch, shares);
+      if (!probes.empty()) print_probes_beside(probes, shares);
       const double step_ms = 1000.0 * t.sequences / mean;
       if (c && !constraint.mask_ms.empty()) print_per_token_times("grammar mask", constraint.mask_ms, step_ms);
       if (timed && !sampler.ms.empty()) {
