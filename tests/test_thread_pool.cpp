@@ -73,6 +73,48 @@ TEST(ThreadPool, BackToBackCallsNeverRunAShareTwiceOrSkipOne) {
   }
 }
 
+TEST(ThreadPool, BackToBackJobsOfDifferentShareCountsNeverRunAShareTwiceOrSkipOne) {
+  // A late worker's claim on a job of few shares must not land in the next job of more.
+  ThreadPool pool(3);
+  for (int call = 0; call < 20000; ++call) {
+    const int shares = 3 + call % 6;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(shares));
+    pool.parallel_for_shares(64, shares, [&](int share, int64_t, int64_t) { runs[size_t(share)].fetch_add(1); });
+    for (int s = 0; s < shares; ++s) ASSERT_EQ(runs[size_t(s)].load(), 1) << "call " << call << ", share " << s;
+  }
+}
+
+// The shares of parallel_for_shares go to whichever thread is free: while one thread is held
+// in share 0, the other runs all the rest (with shares fixed to threads it would wait forever).
+TEST(ThreadPool, SharesAreClaimedByWhicheverThreadIsFree) {
+  ThreadPool pool(2);
+  constexpr int kShares = 8;
+  constexpr int64_t kN = 100;
+  std::vector<Range> got(kShares);
+  std::mutex m;
+  std::atomic<int> others_done{0};
+  bool held_share_saw_the_rest = false;
+  pool.parallel_for_shares(kN, kShares, [&](int share, int64_t b, int64_t e) {
+    if (share == 0) {  // bounded: a failure is a message below, not a hang
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (others_done.load() < kShares - 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      held_share_saw_the_rest = others_done.load() == kShares - 1;
+    }
+    {
+      std::lock_guard<std::mutex> lock(m);
+      got[size_t(share)] = {b, e, got[size_t(share)].runs + 1};
+    }
+    if (share != 0) others_done.fetch_add(1);
+  });
+  EXPECT_TRUE(held_share_saw_the_rest) << "the free thread did not take the other shares";
+  const int64_t chunk = (kN + kShares - 1) / kShares;
+  for (int s = 0; s < kShares; ++s) {
+    EXPECT_EQ(got[size_t(s)].runs, 1) << "share " << s;
+    EXPECT_EQ(got[size_t(s)].begin, s * chunk);
+    EXPECT_EQ(got[size_t(s)].end, std::min(kN, (s + 1) * chunk));
+  }
+}
+
 TEST(ThreadPool, CallersOnSeveralThreadsTakeTurns) {
   ThreadPool pool(2);
   std::atomic<int64_t> total{0};

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,12 +75,13 @@ ThreadPool::~ThreadPool() {
 
 bool ThreadPool::run_one_share() {
   // A claim past the last share leaves job_ alone: the job may already have ended.
-  const int share = next_share_.fetch_add(1, std::memory_order_acq_rel);
-  if (share >= n_threads_) return false;
-  const int64_t chunk = (job_n_ + n_threads_ - 1) / n_threads_;
+  const uint64_t claim = claims_.fetch_add(1, std::memory_order_acq_rel);
+  const int64_t shares = int64_t(claim >> 32), share = int64_t(claim & 0xffffffffu);
+  if (share >= shares) return false;
+  const int64_t chunk = (job_n_ + shares - 1) / shares;
   const int64_t begin = int64_t(share) * chunk;
   const int64_t end = std::min(job_n_, begin + chunk);
-  if (begin < end) (*job_)(share, begin, end);
+  if (begin < end) (*job_)(int(share), begin, end);
   if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard<std::mutex> lock(mutex_);
     done_.notify_one();
@@ -88,6 +90,10 @@ bool ThreadPool::run_one_share() {
 }
 
 void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn) {
+  parallel_for_shares(n, n_threads_, fn);
+}
+
+void ThreadPool::parallel_for_shares(int64_t n, int shares, FunctionRef<void(int, int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, 0, n);
@@ -96,8 +102,9 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)
   std::lock_guard<std::mutex> turn(call_mutex_);
   job_ = &fn;
   job_n_ = n;
-  pending_.store(n_threads_, std::memory_order_relaxed);
-  next_share_.store(0, std::memory_order_release);  // publishes job_ and job_n_ to claimers
+  shares = std::max(shares, n_threads_);
+  pending_.store(shares, std::memory_order_relaxed);
+  claims_.store(uint64_t(shares) << 32, std::memory_order_release);  // publishes job_ and job_n_ to claimers
   {
     std::lock_guard<std::mutex> lock(mutex_);  // orders the bump against sleeping workers' checks
     generation_.fetch_add(1, std::memory_order_release);
@@ -113,7 +120,7 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   }
-  next_share_.store(n_threads_, std::memory_order_release);  // late workers find nothing to claim
+  claims_.store(0, std::memory_order_release);  // late workers find nothing to claim
   job_ = nullptr;
 }
 

@@ -33,6 +33,10 @@ class ThreadPool {
   // threads take turns; fn must not call parallel_for itself.
   // fn is only referenced: it must outlive the call (a lambda argument does).
   void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
+  // As parallel_for, over `shares` contiguous shares (at least size()) that the threads claim
+  // in order as they come free: a thread slowed by a busy CPU runs fewer of them, and the
+  // others do not wait for it. The shares' bounds depend on n and shares alone.
+  void parallel_for_shares(int64_t n, int shares, FunctionRef<void(int, int64_t, int64_t)> fn);
   // Turns for callers that issue many jobs as one unit of work (an engine step): callers on
   // different threads then take whole units in turn, fairly by time (see TurnQueue).
   TurnQueue& turns() { return turns_; }
@@ -51,8 +55,11 @@ class ThreadPool {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> next_share_{0};  // the next unclaimed share of the current job
-  std::atomic<int> pending_{0};     // shares not yet finished
+  // The current job's share count (high 32 bits) and its next unclaimed share (low 32 bits), in
+  // one word: a claim reads both at once, so a worker late from one job can never take a share
+  // of the next by its count. Between jobs the count is 0.
+  std::atomic<uint64_t> claims_{0};
+  std::atomic<int> pending_{0};  // shares not yet finished
   bool stopping_ = false;
   int64_t job_n_ = 0;
   const FunctionRef<void(int, int64_t, int64_t)>* job_ = nullptr;

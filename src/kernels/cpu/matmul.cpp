@@ -336,6 +336,14 @@ void convert_inputs(ThreadPool& pool, std::vector<PreparedInput>& prepared,
     convert(0, total);
 }
 
+// Shares of a job's work units: a few per thread, claimed as threads come free, so that a
+// thread slowed by its CPU (a busy vCPU) hands the rest to the others; but at least
+// kMinUnits units each, since each share starts a new stream from memory.
+int share_count(int64_t units, int threads) {
+  constexpr int64_t kPerThread = 4, kMinUnits = 16;
+  return int(std::clamp<int64_t>(units / kMinUnits, threads, kPerThread * threads));
+}
+
 }  // namespace
 
 void matmul_batch(ThreadPool& pool, const MatmulJob* jobs, int n) {
@@ -361,7 +369,7 @@ void matmul_batch(ThreadPool& pool, const MatmulJob* jobs, int n) {
   const Path* job_paths = paths.data();
   const PreparedInput* inputs = prepared.data();
   const int* job_input = input_of.data();
-  pool.parallel_for(starts[n], [&](int, int64_t u0, int64_t u1) {
+  pool.parallel_for_shares(starts[n], share_count(starts[n], pool.size()), [&](int, int64_t u0, int64_t u1) {
     // The first product that holds unit u0, then on while units remain.
     int i = int(std::upper_bound(starts, starts + n + 1, u0) - starts) - 1;
     for (; i < n && starts[i] < u1; ++i) {
