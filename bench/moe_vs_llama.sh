@@ -30,5 +30,5 @@ for model in "$@"; do
   LD_LIBRARY_PATH=$llama_bin "$llama_bin/llama-batched-bench" -m "$model" -npp 128 -ntg 128 -npl 16 -c 4096 \
     -t "$threads" >"$out/$name.llama.b16.txt" 2>&1
 done
-grep -h -E "pp512|tg128|decode bound" "$out"/*.ours.*.txt "$out"/*.llama.txt | cut -c1-220
+grep -h -E "pp512|tg128|decode bound|before each repetition" "$out"/*.ours.*.txt "$out"/*.llama.txt | cut -c1-220
 grep -h -A3 "S_TG" "$out"/*.llama.b16.txt | cut -c1-200
