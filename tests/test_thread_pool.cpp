@@ -115,6 +115,36 @@ TEST(ThreadPool, SharesAreClaimedByWhicheverThreadIsFree) {
   }
 }
 
+// Fewer units than shares leaves shares empty (not called); fewer shares than threads are raised
+// to one a thread; one thread, or n == 1, is one call over [0, n).
+TEST(ThreadPool, SharesCoverEveryUnitOnceWhateverTheirCount) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {int64_t(1), int64_t(5), int64_t(64)})
+      for (int shares : {1, 2, 8}) {
+        std::vector<std::atomic<int>> covered(static_cast<size_t>(n));
+        std::atomic<int> calls{0}, empty_calls{0}, max_share{-1};
+        pool.parallel_for_shares(n, shares, [&](int share, int64_t b, int64_t e) {
+          calls.fetch_add(1);
+          if (b >= e) empty_calls.fetch_add(1);
+          int seen = max_share.load();
+          while (share > seen && !max_share.compare_exchange_weak(seen, share)) {
+          }
+          for (int64_t i = b; i < e; ++i) covered[size_t(i)].fetch_add(1);
+        });
+        const std::string where =
+            std::to_string(threads) + " threads, n " + std::to_string(n) + ", " + std::to_string(shares) + " shares";
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(covered[size_t(i)].load(), 1) << where << ", unit " << i;
+        EXPECT_EQ(empty_calls.load(), 0) << where;
+        const int expected_shares = threads == 1 || n == 1 ? 1 : std::max(shares, threads);
+        EXPECT_LT(max_share.load(), expected_shares) << where;
+        if (threads > 1 && n >= expected_shares) {
+          EXPECT_EQ(calls.load(), expected_shares) << where;
+        }
+      }
+  }
+}
+
 TEST(ThreadPool, CallersOnSeveralThreadsTakeTurns) {
   ThreadPool pool(2);
   std::atomic<int64_t> total{0};

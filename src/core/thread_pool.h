@@ -33,9 +33,10 @@ class ThreadPool {
   // threads take turns; fn must not call parallel_for itself.
   // fn is only referenced: it must outlive the call (a lambda argument does).
   void parallel_for(int64_t n, FunctionRef<void(int, int64_t, int64_t)> fn);
-  // As parallel_for, over `shares` contiguous shares (at least size()) that the threads claim
-  // in order as they come free: a thread slowed by a busy CPU runs fewer of them, and the
-  // others do not wait for it. The shares' bounds depend on n and shares alone.
+  // As parallel_for, over `shares` contiguous shares (raised to size() if fewer) that the threads
+  // claim in order as they come free: a thread slowed by a busy CPU runs fewer of them, and the
+  // others do not wait for it. The shares' bounds depend on n and the share count alone (one
+  // thread, or n == 1: one call over [0, n) as share 0); an empty share is not called.
   void parallel_for_shares(int64_t n, int shares, FunctionRef<void(int, int64_t, int64_t)> fn);
   // Turns for callers that issue many jobs as one unit of work (an engine step): callers on
   // different threads then take whole units in turn, fairly by time (see TurnQueue).

@@ -95,7 +95,7 @@ void for_each_in_bucket(const uint16_t* bucket, uint16_t wanted, size_t n, const
 double Sampler::gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature) {
   const float floor = params_.min_p > 0 ? max_logit + std::log(params_.min_p) : -INFINITY;
   const bool top_k = params_.top_k > 0 && params_.top_k < n_vocab;
-  every_token_ = !top_k && params_.min_p <= 0;
+  every_token_ = !top_k && !(params_.min_p > 0);  // the complement of min-p's branch below, NaN included
   ids_.clear();
   if (top_k) {
     select_top_k(logits, n_vocab, params_.top_k);

@@ -337,8 +337,8 @@ void convert_inputs(ThreadPool& pool, std::vector<PreparedInput>& prepared,
 }
 
 // Shares of a job's work units: a few per thread, claimed as threads come free, so that a
-// thread slowed by its CPU (a busy vCPU) hands the rest to the others; but at least
-// kMinUnits units each, since each share starts a new stream from memory.
+// thread slowed by its CPU (a busy vCPU) hands the rest to the others; but no more shares than
+// kMinUnits units each allow (one a thread at least), since each share starts a new stream from memory.
 int share_count(int64_t units, int threads) {
   constexpr int64_t kPerThread = 4, kMinUnits = 16;
   return int(std::clamp<int64_t>(units / kMinUnits, threads, kPerThread * threads));
