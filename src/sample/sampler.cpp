@@ -70,21 +70,6 @@ void drop_past(const uint16_t* __restrict bucket, uint16_t last, float* __restri
   for (size_t j = 0; j < n; ++j) x[j] = bucket[j] > last ? value : x[j];
 }
 
-// fn(j) for each j with bucket[j] == wanted, in order: blocks are counted first (a loop that
-// vectorizes), and only a block that holds one is walked.
-template <typename Fn>
-void for_each_in_bucket(const uint16_t* bucket, uint16_t wanted, size_t n, const Fn& fn) {
-  constexpr size_t kBlock = 64;
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t end = std::min(n, start + kBlock);
-    int found = 0;
-    for (size_t j = start; j < end; ++j) found += bucket[j] == wanted;
-    if (found)
-      for (size_t j = start; j < end; ++j)
-        if (bucket[j] == wanted) fn(j);
-  }
-}
-
 }  // namespace
 
 // The candidates that top-k and min-p keep, in token order, with their probabilities at
@@ -145,10 +130,7 @@ double Sampler::exponentiate(float max_logit, float temperature) {
   const size_t n = logits_.size();
   probs_.resize(n);
   const float inv = 1.0f / temperature;
-  if (inv == 1.0f)
-    std::copy(logits_.begin(), logits_.end(), probs_.begin());
-  else
-    for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
+  for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] * inv;
   cpu::element_ops().exp_sum(probs_.data(), int64_t(n), max_logit * inv);
   for (size_t j = 0; j < n; ++j) probs_[j] = logits_[j] == -INFINITY ? 0.0f : probs_[j];  // a select: vectorized
   return sum(probs_.data(), n);
@@ -180,9 +162,8 @@ double Sampler::select_top_p(float max_logit, double mass) {
   double kept = 0;  // mass of the buckets above the crossing one
   while (crossing < kBuckets - 1 && kept + bucket_mass_[crossing] < target) kept += bucket_mass_[crossing++];
   crossing_order_.clear();
-  for_each_in_bucket(buckets_.data(), crossing, n, [&](size_t j) {
-    if (probs_[j] > 0) crossing_order_.push_back(j);
-  });
+  for (size_t j = 0; j < n; ++j)  // few: a branch the predictor gets right
+    if (buckets_[j] == crossing && probs_[j] > 0) crossing_order_.push_back(j);
   drop_past(buckets_.data(), crossing, logits_.data(), -INFINITY, n);
   drop_past(buckets_.data(), crossing, probs_.data(), 0.0f, n);
   std::sort(crossing_order_.begin(), crossing_order_.end(), [&](size_t a, size_t b) {
