@@ -183,11 +183,12 @@ TEST(Matmul, FloatWidthsPastAMultipleOfSixteen) {
 }
 
 // A token's result must not depend on the other tokens of the batch (serving relies on it), on
-// any kernel set: one, two and four tokens (the decode kernels) against six (the prefill ones); the
-// lattice types' decode kernels with their entries gathered and loaded one by one.
+// any kernel set: one, two and four tokens (the decode kernels) against thirteen (the prefill ones'
+// register blocks of eight, four and one, or of four, two and one); the lattice types' decode
+// kernels with their entries gathered and loaded one by one.
 void expect_batched_rows_equal_single_rows(DType t) {
   // 37 rows: units of four groups and a lone last one, for one token and for a batch.
-  const int64_t rows = 37, cols = 256, tokens = 6;
+  const int64_t rows = 37, cols = 256, tokens = 13;
   const EncodedMatrix enc(t, rows, cols, 3);
   cpu::WeightMatrix m = enc.matrix;
   const auto x = random_values(size_t(tokens * cols), 4);

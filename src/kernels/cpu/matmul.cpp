@@ -128,8 +128,8 @@ ActivationFormat activation_format(DType weight_type) {
     case DType::Q5_1:
     case DType::Q8_0:
     case DType::MXFP4:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS: return ActivationFormat::kQ8Blocks32;
+    case DType::IQ4_NL: return ActivationFormat::kQ8Blocks32;
+    case DType::IQ4_XS:  // as ggml pairs it: its 6-bit run scales apply in integers (packed_dot_iq4xs)
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
