@@ -4,6 +4,8 @@
 # Usage: bench/moe_vs_llama.sh OUT_DIR MODEL.gguf...   (env: THREADS=2, ISAS="avx512vnni avx2", REPS=2)
 # Builds nothing: ./build/src/cli/autoglm and the anchor's llama-bench / llama-batched-bench
 # (bash ../shared/tools/build-llama-anchor.sh, plus --target llama-batched-bench) must exist.
+# LLAMA_AVX2_BIN: a second llama.cpp build limited to AVX2 (as in weight_types_vs_llama.sh), run beside
+# the native one, so that our AVX2 set also has a like-for-like comparison.
 set -euo pipefail
 out=${1:?OUT_DIR}
 shift
@@ -24,11 +26,14 @@ for model in "$@"; do
     AUTOGLM_CPU_ISA=$isa "$autoglm" bench -m "$model" -p 0 -n 128 -b 16 --parallel-prompt 128 -r 1 -t "$threads" \
       >"$out/$name.ours.$isa.b16.txt" 2>&1
   done
-  echo "== $name llama.cpp"
-  LD_LIBRARY_PATH=$llama_bin "$llama_bin/llama-bench" -m "$model" -p 512 -n 128 -r "$reps" -t "$threads" \
-    >"$out/$name.llama.txt" 2>&1
-  LD_LIBRARY_PATH=$llama_bin "$llama_bin/llama-batched-bench" -m "$model" -npp 128 -ntg 128 -npl 16 -c 4096 \
-    -t "$threads" >"$out/$name.llama.b16.txt" 2>&1
+  for lb in "$llama_bin" ${LLAMA_AVX2_BIN:+"$LLAMA_AVX2_BIN"}; do
+    tag=llama
+    [ "$lb" = "$llama_bin" ] || tag=llama-avx2
+    echo "== $name $tag"
+    LD_LIBRARY_PATH=$lb "$lb/llama-bench" -m "$model" -p 512 -n 128 -r "$reps" -t "$threads" >"$out/$name.$tag.txt" 2>&1
+    LD_LIBRARY_PATH=$lb "$lb/llama-batched-bench" -m "$model" -npp 128 -ntg 128 -npl 16 -c 4096 \
+      -t "$threads" >"$out/$name.$tag.b16.txt" 2>&1
+  done
 done
-grep -h -E "pp512|tg128|decode bound|before each repetition" "$out"/*.ours.*.txt "$out"/*.llama.txt | cut -c1-220
-grep -h -A3 "S_TG" "$out"/*.llama.b16.txt | cut -c1-200
+grep -H -E "pp512|tg128|decode bound|before each repetition" "$out"/*.ours.*.txt "$out"/*.llama*.txt | cut -c1-240
+grep -H -A3 "S_TG" "$out"/*.llama*.b16.txt | cut -c1-220
