@@ -30,6 +30,7 @@ const CpuFeatures& cpu_features() {
     f.avxvnni = __builtin_cpu_supports("avxvnni");
     f.fast_gathers = f.avx2 && __builtin_cpu_is("intel") && !gathers_mitigated();
     f.decode_group_pairs = f.avx512bw && f.avx512vnni && __builtin_cpu_is("intel");
+    f.near_prefetch = __builtin_cpu_is("intel");
 #endif
     return f;
   }();
@@ -48,6 +49,7 @@ std::string cpu_features_string() {
   if (f.avxvnni) s += "AVX_VNNI ";
   if (f.fast_gathers) s += "FAST_GATHERS ";
   if (f.decode_group_pairs) s += "DECODE_GROUP_PAIRS ";
+  if (f.near_prefetch) s += "NEAR_PREFETCH ";
   if (s.empty()) return "baseline";
   s.pop_back();
   return s;

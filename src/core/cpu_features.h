@@ -22,6 +22,10 @@ struct CpuFeatures {
   // CPU has them: faster on Intel (Emerald Rapids: tg128 8-18% up), slower on AMD, where Zen 5
   // read one group at a time 13-40% faster.
   bool decode_group_pairs = false;
+  // The super-block kernels of the 16-register sets (AVX2, AVX-VNNI) request weight bytes nearer
+  // ahead: on Intel the far distance measured slower there (kernels/cpu/vec_impl.inc,
+  // kNearPrefetchBytes). AMD keeps the far one, which it was measured with.
+  bool near_prefetch = false;
 };
 
 const CpuFeatures& cpu_features();
