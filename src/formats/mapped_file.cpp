@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,6 +32,17 @@ Result<const uint8_t*> read_whole(int fd, size_t size, const std::string& path) 
 }
 
 }  // namespace
+
+void read_ahead(const void* p, size_t bytes) {
+  // One request reads at most the device's readahead window (8 MiB here: a whole-range
+  // MADV_WILLNEED read only that), so the range goes in windows.
+  constexpr size_t kWindow = size_t(8) << 20;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t at = begin; at < end; at += kWindow)
+    madvise(reinterpret_cast<void*>(at), std::min<size_t>(kWindow, end - at), MADV_WILLNEED);
+}
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path, const FileLoad& load) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

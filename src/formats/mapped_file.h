@@ -16,6 +16,11 @@ struct FileLoad {
   bool mlock = false;  // lock the pages in RAM (never swapped or dropped); a refusal is not fatal (lock_failure)
 };
 
+// Asks the kernel to read the file pages under [p, p + bytes) into the page cache in the
+// background (weights used in place, such as the token embedding table, which decoding would
+// otherwise fault in from disk a row at a time). Advice only: nothing fails.
+void read_ahead(const void* p, size_t bytes);
+
 class MappedFile {
  public:
   // Errors name the file: missing, not a regular file, not mappable or not readable.
