@@ -28,9 +28,10 @@ const CpuFeatures& cpu_features() {
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     f.avxvnni = __builtin_cpu_supports("avxvnni");
-    f.fast_gathers = f.avx2 && __builtin_cpu_is("intel") && !gathers_mitigated();
-    f.decode_group_pairs = f.avx512bw && f.avx512vnni && __builtin_cpu_is("intel");
-    f.near_prefetch = __builtin_cpu_is("intel");
+    const bool intel = __builtin_cpu_is("intel");
+    f.fast_gathers = f.avx2 && intel && !gathers_mitigated();
+    f.decode_group_pairs = f.avx512bw && f.avx512vnni && intel;
+    f.near_prefetch = intel;
 #endif
     return f;
   }();
