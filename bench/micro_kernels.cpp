@@ -1,5 +1,6 @@
 // Google Benchmark micro-benchmarks of the CPU kernels: matmul of every weight type at decode
-// (1, 2 and 4 tokens) and prefill (64 tokens) shapes, packed where the type has a packed layout, and
+// (1, 2 and 4 tokens) and prefill (64 tokens) shapes, packed where the type has a packed layout, a
+// one-token chain of matrices of one size (MatmulChain), and
 // the fused attention over f16 / q8_0 KV rows, and a vision tower's attention over one image
 // (GLM-4.1V's 12 heads of 128). Counters: weight GB/s and GFLOP/s.
 //   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
@@ -100,6 +101,34 @@ void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
   state.SetLabel(kernel_label(m));
 }
 
+// Decode of one token through a chain of matrices of state.range(0) KiB each, about 1 GiB in all,
+// packed into one huge-page buffer as a model's are: how the weight stream's rate depends on a
+// matrix's size (each product is one pool job that starts its streams cold, as a decode step's are).
+// Intel Xeon, 2 threads, Q4_K: 256 KiB and 1 MiB matrices stream 20-40% slower than 16-64 MiB ones
+// (a job's start and join, and 7 shares of 16 groups for 2 threads at 1 MiB); a model's experts
+// share one job, so this is the case of lone small matrices only.
+void matmul_chain_benchmark(benchmark::State& state, DType type) {
+  const int64_t cols = 2048, row_bytes = dtype_row_bytes(type, cols);
+  const int64_t rows = std::max<int64_t>(16, (state.range(0) << 10) / row_bytes / 16 * 16);
+  const int64_t count = std::max<int64_t>(1, (int64_t(1) << 30) / (rows * row_bytes));
+  const std::vector<uint8_t> bytes = quantized_rows(type, rows, cols, std::min<int64_t>(rows, 256));
+  std::vector<cpu::WeightMatrix> matrices(size_t(count), cpu::WeightMatrix{type, bytes.data(), rows, cols, row_bytes});
+  std::vector<cpu::WeightMatrix*> pointers;
+  for (auto& m : matrices) pointers.push_back(&m);
+  const cpu::PackedBuffer packed = cpu::pack_matrices(pool(), pointers, [](size_t) {});
+  const auto x = random_floats(size_t(cols), 2);
+  std::vector<float> y(static_cast<size_t>(rows));
+  const double bandwidth = cpu::measure_read_bandwidth(pool());
+  for (auto _ : state) {
+    for (const auto& m : matrices) cpu::matmul(pool(), m, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double gbs = double(state.iterations()) * double(count * rows * row_bytes) / 1e9;
+  state.counters["weight_GB/s"] = benchmark::Counter(gbs, benchmark::Counter::kIsRate);
+  state.counters["read_GB/s"] = bandwidth / 1e9;
+  state.SetLabel(kernel_label(matrices[0]));
+}
+
 void kv_attention_row_benchmark(benchmark::State& state, DType type) {
   const int64_t n_pos = state.range(0), head_dim = 64;
   const auto k = random_floats(size_t(n_pos * head_dim), 3);
@@ -169,6 +198,15 @@ void register_all() {
         DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M, DType::MXFP4})
     benchmark::RegisterBenchmark(("MatmulFromMemory/" + std::string(dtype_name(t))).c_str(),
                                  matmul_from_memory_benchmark, t)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::IQ4_XS})
+    benchmark::RegisterBenchmark(("MatmulChain/" + std::string(dtype_name(t))).c_str(), matmul_chain_benchmark, t)
+        ->Arg(256)
+        ->Arg(1024)
+        ->Arg(4096)
+        ->Arg(16384)
+        ->Arg(65536)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (DType t : {DType::F32, DType::F16, DType::Q8_0})
