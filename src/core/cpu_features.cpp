@@ -30,7 +30,7 @@ const CpuFeatures& cpu_features() {
     f.avxvnni = __builtin_cpu_supports("avxvnni");
     const bool intel = __builtin_cpu_is("intel");
     f.fast_gathers = f.avx2 && intel && !gathers_mitigated();
-    f.decode_group_pairs = f.avx512bw && f.avx512vnni && intel;
+    f.decode_group_pairs = f.avx2 && intel;
     f.near_prefetch = intel;
 #endif
     return f;
