@@ -104,9 +104,9 @@ void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
 // Decode of one token through a chain of matrices of state.range(0) KiB each, about 1 GiB in all,
 // packed into one huge-page buffer as a model's are: how the weight stream's rate depends on a
 // matrix's size (each product is one pool job that starts its streams cold, as a decode step's are).
-// Intel Xeon, 2 threads, Q4_K: 256 KiB and 1 MiB matrices stream 20-40% slower than 16-64 MiB ones
-// (a job's start and join, and 7 shares of 16 groups for 2 threads at 1 MiB); a model's experts
-// share one job, so this is the case of lone small matrices only.
+// Intel Xeon, 2 threads, Q4_K: 256 KiB and 1 MiB matrices stream 15-30% slower than 16-64 MiB ones
+// (a job's start and join); a model's experts share one job, so this is the case of lone small
+// matrices only.
 void matmul_chain_benchmark(benchmark::State& state, DType type) {
   const int64_t cols = 2048, row_bytes = dtype_row_bytes(type, cols);
   const int64_t rows = std::max<int64_t>(16, (state.range(0) << 10) / row_bytes / 16 * 16);
