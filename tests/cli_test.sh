@@ -305,6 +305,21 @@ plain=$("$bin" run -m "$moe" -p "hello" -n 6 --temp 0 -t 1 2>/dev/null)
 kept=$("$bin" run -m "$moe" -p "hello" -n 6 --temp 0 -t 1 --cpu-moe --n-cpu-moe 1 2>/dev/null)
 if [ -n "$plain" ] && [ "$plain" = "$kept" ]; then echo "ok   run --cpu-moe on the cpu: the same text"; else
   echo "FAIL run --cpu-moe on the cpu: '$kept' vs '$plain'"; failures=$((failures + 1)); fi
+# --no-mmap (read into private memory) and --mlock (locked in RAM): the same weights, the same text.
+for flag in --no-mmap --mlock; do
+  loaded=$("$bin" run -m "$moe" -p "hello" -n 6 --temp 0 -t 1 "$flag" 2>/dev/null)
+  if [ -n "$plain" ] && [ "$plain" = "$loaded" ]; then echo "ok   run $flag: the same text"; else
+    echo "FAIL run $flag: '$loaded' vs '$plain'"; failures=$((failures + 1)); fi
+done
+# info says how much repacking copies: some MiB for Q8_0 weights, none with AUTOGLM_REPACK=0.
+repacked_mib() { [[ "$1" =~ repacked:\ +([0-9.]+)\ MiB ]] && echo "${BASH_REMATCH[1]}"; }
+copied=$(repacked_mib "$("$bin" info -m "$moe" 2>&1)")
+kept=$(repacked_mib "$(AUTOGLM_REPACK=0 "$bin" info -m "$moe" 2>&1)")
+if [ -n "$copied" ] && [ "$copied" != "0.00" ] && [ "$kept" = "0.00" ]; then
+  echo "ok   info repacked: $copied MiB, AUTOGLM_REPACK=0: $kept"
+else
+  echo "FAIL info repacked: '$copied' MiB, AUTOGLM_REPACK=0: '$kept'"; failures=$((failures + 1))
+fi
 out=$("$bin" run -m "$moe" -p "hello" -n 2 --n-cpu-moe -1 2>&1)
 check "run --n-cpu-moe -1" "--n-cpu-moe" "$out"
 out=$("$bin" bench -m "$moe" -p 4 -n 2 -r 1 -t 1 --n-cpu-moe 1 2>&1)

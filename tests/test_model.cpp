@@ -612,6 +612,52 @@ TEST_P(MoePreset, HasLlamaCppKeysAndExpertTensors) {
 INSTANTIATE_TEST_SUITE_P(Arch, MoePreset, ::testing::Values("qwen3moe", "glm4moe", "gpt-oss", "deepseek2"),
                          [](const auto& info) { return test::param_name(info.param); });
 
+// 30b-a3b is Qwen3-30B-A3B's shape (its config.json: hidden 2048, 48 layers, 32 heads, 4 KV
+// heads of 128, 128 experts, 8 used, expert FFN 768, vocabulary 151936); --n-layer scales the
+// depth only. The file carries the preset's shape (checked on tiny, the same code path).
+TEST(CreateModel, MoePresetsShapes) {
+  CreateModelOptions o;
+  o.arch = "qwen3moe";
+  o.preset = "30b-a3b";
+  auto big = create_model_preset(o);
+  ASSERT_TRUE(big.is_ok()) << big.status().message();
+  EXPECT_EQ(big->n_embd, 2048);
+  EXPECT_EQ(big->n_layer, 48);
+  EXPECT_EQ(big->n_head, 32);
+  EXPECT_EQ(big->n_head_kv, 4);
+  EXPECT_EQ(big->head_dim, 128);
+  EXPECT_EQ(big->n_expert, 128);
+  EXPECT_EQ(big->n_expert_used, 8);
+  EXPECT_EQ(big->n_ff_exp, 768);
+  EXPECT_EQ(big->n_vocab, 151936);
+  o.n_layer = 12;
+  auto scaled = create_model_preset(o);
+  ASSERT_TRUE(scaled.is_ok()) << scaled.status().message();
+  EXPECT_EQ(scaled->n_layer, 12);
+  EXPECT_EQ(scaled->n_embd, 2048);
+  EXPECT_EQ(scaled->n_expert, 128);
+  o.arch = "llama";
+  auto dense = create_model_preset(o);
+  ASSERT_FALSE(dense.is_ok());
+  EXPECT_NE(dense.status().message().find("--preset '30b-a3b' is not one of tiny, 150m, 1b"), std::string::npos);
+
+  for (const char* arch : {"qwen3moe", "glm4moe", "gpt-oss", "deepseek2"}) {
+    CreateModelOptions t;
+    t.arch = arch;
+    t.preset = "tiny";
+    auto shape = create_model_preset(t);
+    ASSERT_TRUE(shape.is_ok()) << shape.status().message();
+    auto m = create_tiny(arch, DType::Q8_0);
+    ASSERT_TRUE(m->file);
+    const std::string a = std::string(arch) + ".";
+    EXPECT_EQ(key(*m->file, a + "block_count"), shape->n_layer) << arch;
+    EXPECT_EQ(key(*m->file, a + "embedding_length"), shape->n_embd) << arch;
+    EXPECT_EQ(key(*m->file, a + "expert_count"), shape->n_expert) << arch;
+    EXPECT_EQ(key(*m->file, a + "expert_used_count"), shape->n_expert_used) << arch;
+    EXPECT_EQ(key(*m->file, a + "expert_feed_forward_length"), shape->n_ff_exp) << arch;
+  }
+}
+
 TEST(CreateModel, Qwen3MoeAndGlm4MoeAttention) {
   auto q = create_tiny("qwen3moe", DType::F16);
   ASSERT_TRUE(q->file);

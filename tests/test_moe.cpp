@@ -215,6 +215,24 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
     ASSERT_TRUE(alone.is_ok());
     EXPECT_EQ(got, alone->tokens) << "request " << i;
   }
+  // The pool was too small for all four at once, and a prompt seen before is served from the
+  // prefix cache: both paths ran, not only the plain one.
+  EXPECT_GT(engine.stats().preemptions.load(), 0) << "no request was preempted";
+  const int64_t hits_before = engine.stats().prefix_hit_tokens.load();
+  auto again = engine.submit(requests[0]);
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  std::vector<int32_t> repeated;
+  StreamEvent ev;
+  while ((*again)->next(ev, std::chrono::seconds(60))) {
+    repeated.insert(repeated.end(), ev.tokens.begin(), ev.tokens.end());
+    if (ev.finished) break;
+  }
+  EXPECT_GE(engine.stats().prefix_hit_tokens.load() - hits_before, cfg.block_size)
+      << "the repeated prompt's blocks were not taken from the prefix cache";
+  Generator gen(*model, **tok, pool, 256);
+  auto alone = gen.generate(requests[0]);
+  ASSERT_TRUE(alone.is_ok());
+  EXPECT_EQ(repeated, alone->tokens) << "the repeated request, from the prefix cache";
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, MoeModel, ::testing::ValuesIn(kMoeModels),

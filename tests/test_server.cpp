@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "engine/generator.h"
 #include "http_test_util.h"
 #include "server/api.h"
 #include "server/http/access_log.h"
@@ -1924,6 +1925,67 @@ TEST_F(Server, EveryRouteReachesTheHandlerItsGroupBound) {
     req.body = "{}";
     const Reply r = api->handle(req);
     EXPECT_EQ(r.body.find("no route "), std::string::npos) << req.method << " " << path << ": " << r.body;
+  }
+}
+
+// The mixture-of-experts models serve through the same door as the dense ones: a completion is
+// the engine's greedy continuation of the prompt as the server tokenizes it (the Generator's, in
+// process), streamed or not, and the Anthropic Messages route answers on them too.
+TEST_F(Server, MixtureOfExpertsModelsServeTheirGreedyText) {
+  for (const char* name : {"rand-qwen3moe", "rand-glm4moe", "rand-gpt-oss", "rand-deepseek2-mla"}) {
+    SCOPED_TRACE(name);
+    const std::string rel = std::string("models/random/") + name + ".gguf";
+    AUTOGLM_REQUIRE_SHARED(rel);
+    ServerConfig cfg;
+    cfg.model = test::shared_path(rel);
+    start(cfg);
+    const std::string prompt = "hello world";
+    const json body = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
+    const Response plain = request(port, "POST", "/v1/completions", body.dump());
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    const std::string text = plain.j()["choices"][0]["text"].get<std::string>();
+    const int completion_tokens = plain.j()["usage"]["completion_tokens"].get<int>();
+    EXPECT_GT(completion_tokens, 0);
+
+    json streamed_body = body;
+    streamed_body["stream"] = true;
+    const Response streamed = request(port, "POST", "/v1/completions", streamed_body.dump());
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    std::string streamed_text;
+    for (size_t at = 0; (at = streamed.body.find("data: {", at)) != std::string::npos; ++at) {
+      const json chunk = json::parse(streamed.body.substr(at + 6, streamed.body.find('\n', at) - at - 6));
+      if (!chunk["choices"].empty()) streamed_text += chunk["choices"][0]["text"].get<std::string>();
+    }
+    EXPECT_EQ(streamed_text, text);
+
+    const Response tokenized =
+        request(port, "POST", "/tokenize", json{{"content", prompt}, {"add_special", true}}.dump());
+    ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+    auto model = Model::load(cfg.model);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    auto tok = Tokenizer::from_gguf((*model)->file());
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    ThreadPool pool(2);
+    Generator gen(**model, **tok, pool, 256);
+    GenerationRequest alone;
+    alone.prompt = tokenized.j()["tokens"].get<std::vector<int32_t>>();
+    alone.max_tokens = 8;
+    alone.sampling.temperature = 0;
+    auto expected = gen.generate(alone);
+    ASSERT_TRUE(expected.is_ok()) << expected.status().message();
+    EXPECT_EQ(int(expected->tokens.size()), completion_tokens);
+    // The reply is JSON: bytes that are not UTF-8 (random byte tokens) come as U+FFFD.
+    const std::string decoded = (*tok)->decode(expected->tokens);
+    EXPECT_EQ(json::parse(json(decoded).dump(-1, ' ', false, json::error_handler_t::replace)), text);
+
+    const json message = {{"model", std::string(name) + ".gguf"},
+                          {"max_tokens", 4},
+                          {"temperature", 0},
+                          {"messages", {{{"role", "user"}, {"content", prompt}}}}};
+    const Response anthropic = request(port, "POST", "/v1/messages", message.dump());
+    ASSERT_EQ(anthropic.status, 200) << anthropic.body;
+    EXPECT_EQ(anthropic.j()["type"], "message");
+    EXPECT_GT(anthropic.j()["usage"]["output_tokens"].get<int>(), 0);
   }
 }
 

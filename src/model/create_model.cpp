@@ -17,13 +17,7 @@
 namespace autoglm {
 namespace {
 
-// A model's shape. Widths are multiples of 256 where they can be, so that every K-quant applies.
-struct Preset {
-  std::string name;
-  int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;                  // mixture of experts (0: dense)
-  int64_t q_lora = 0, kv_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;  // deepseek2's MLA
-};
+using Preset = ModelPreset;
 
 const std::vector<Preset>& dense_presets() {
   // 1b is TinyLlama-1.1B's shape.
@@ -283,6 +277,11 @@ const std::vector<std::string>& create_model_archs() {
     return n;
   }();
   return names;
+}
+
+Result<ModelPreset> create_model_preset(const CreateModelOptions& o) {
+  AUTOGLM_ASSIGN_OR_RETURN(const ArchTraits arch, find_arch(o.arch));
+  return resolve_preset(arch, o);
 }
 
 Status create_random_model(const CreateModelOptions& o, const std::string& path) {
