@@ -201,7 +201,7 @@ TEST(GgufReader, NamesEachKindOfCorruption) {
   expect_error(b, "overflows");
   b = good;
   poke<uint32_t>(b, table + 36, 99);
-  expect_error(b, "unknown or unsupported tensor type 99");
+  expect_error(b, "tensor 'tensor.a': unknown or unsupported tensor type 99");
   EXPECT_EQ(parse(b).status().code(), StatusCode::kUnsupported);  // well-formed, of a type this build lacks
   b = good;
   poke<uint64_t>(b, table + 40, 1ull << 30);

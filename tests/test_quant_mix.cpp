@@ -158,6 +158,30 @@ TEST(QuantMix, NamesAliasesAndTheImatrixTheLowestMixesNeed) {
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("--imatrix"), std::string::npos) << refused.status().message();
   EXPECT_NE(refused.status().message().find("IQ2_XXS"), std::string::npos) << refused.status().message();
+  // One type for every matrix (--pure) is held to the same rule, tensor by tensor, as in
+  // llama-quantize; the embedding and output are exempt, and Q2_K needs none outside Q2_K_S.
+  for (const char* type : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M", "IQ3_XXS"}) {
+    QuantizeModelOptions pure;
+    pure.type = type;
+    pure.pure = true;
+    auto bare = quantize_model(model_for("llama16"), test::temp_path("pure-bare.gguf"), pure);
+    ASSERT_FALSE(bare.is_ok()) << type;
+    const std::string& why = bare.status().message();
+    EXPECT_NE(why.find("--imatrix"), std::string::npos) << why;
+    EXPECT_NE(why.find(std::string("would be ") + type), std::string::npos) << why;
+    EXPECT_NE(why.find("blk.0."), std::string::npos) << "names a block's tensor, not the exempt embedding: " << why;
+  }
+  EXPECT_FALSE(tensor_needs_imatrix(DType::IQ2_XXS, std::nullopt, "token_embd.weight"));
+  EXPECT_FALSE(tensor_needs_imatrix(DType::IQ1_S, std::nullopt, "output.weight"));
+  EXPECT_FALSE(tensor_needs_imatrix(DType::Q2_K, std::nullopt, "blk.0.ffn_down.weight"));
+  EXPECT_FALSE(tensor_needs_imatrix(DType::Q2_K, QuantMix::kQ2_K, "blk.0.ffn_down.weight"));
+  EXPECT_TRUE(tensor_needs_imatrix(DType::Q2_K, QuantMix::kQ2_K_S, "blk.0.ffn_down.weight"));
+  EXPECT_FALSE(tensor_needs_imatrix(DType::IQ3_S, std::nullopt, "blk.0.ffn_down.weight"));
+  QuantizeModelOptions q2k;
+  q2k.type = "Q2_K";
+  q2k.pure = true;
+  auto plain = quantize_model(model_for("llama16"), test::temp_path("pure-q2k.gguf"), q2k);
+  EXPECT_TRUE(plain.is_ok()) << plain.status().message();
 }
 
 }  // namespace

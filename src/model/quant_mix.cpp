@@ -402,4 +402,8 @@ Result<std::map<std::string, TensorChoice>> plan_quant_mix(const GgufFile& file,
   return plan;
 }
 
+bool tensor_needs_imatrix(DType type, std::optional<QuantMix> mix, const std::string& name) {
+  return needs_imatrix(type, mix.value_or(QuantMix::kF32), name);
+}
+
 }  // namespace autoglm

@@ -80,6 +80,11 @@ struct TensorChoice {
   bool needs_imatrix = false;  // the type is only usable with an importance matrix
 };
 
+// Whether llama.cpp refuses to write `type` for tensor `name` without an importance matrix: the
+// very low-bit lattice types, and Q2_K in a Q2_K_S file; never the token embedding or the output.
+// `mix`: the file's mix, or none (one type for every tensor).
+bool tensor_needs_imatrix(DType type, std::optional<QuantMix> mix, const std::string& name);
+
 // Whether llama-quantize would quantize the tensor at all (2-D and up, a .weight, not a norm,
 // router or position table ...); the others keep their type.
 bool mix_quantizes(const std::string& name, const std::vector<int64_t>& dims);

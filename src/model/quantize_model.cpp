@@ -105,6 +105,11 @@ Status check_types(const QuantizeOptions& options) {
   return Status::ok();
 }
 
+Status missing_imatrix(const std::string& tensor, DType type) {
+  return invalid_argument("quantize: tensor '" + tensor + "' would be " + std::string(dtype_name(type)) +
+                          ", which needs an importance matrix: give --imatrix FILE (autoglm imatrix makes one)");
+}
+
 // A tensor of a mix: the type llama-quantize's rules give it, or (a norm, a router ...) as the
 // plain plan has it.
 Result<TensorPlan> mix_plan(const GgufTensorInfo& t, const std::map<std::string, TensorChoice>& mix,
@@ -118,9 +123,7 @@ Result<TensorPlan> mix_plan(const GgufTensorInfo& t, const std::map<std::string,
   }
   const TensorChoice& c = it->second;
   const std::string type(dtype_name(c.type));
-  if (c.needs_imatrix && (!o.imatrix || !o.imatrix->weights(t.name)))
-    return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
-                            ", which needs an importance matrix: give --imatrix FILE (autoglm imatrix makes one)");
+  if (c.needs_imatrix && (!o.imatrix || !o.imatrix->weights(t.name))) return missing_imatrix(t.name, c.type);
   if (!ref::dtype_can_quantize(c.type))
     return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
                             ", a type this engine cannot write yet");
@@ -132,7 +135,14 @@ Result<std::vector<TensorPlan>> plan_tensors(const GgufFile& file, const Quantiz
   AUTOGLM_RETURN_IF_ERROR(check_types(o));
   std::vector<TensorPlan> plans;
   if (!o.mix) {
-    for (const auto& t : file.tensors()) plans.push_back(plan_tensor(t, o));
+    for (const auto& t : file.tensors()) {
+      const TensorPlan p = plan_tensor(t, o);
+      // As llama-quantize, per tensor: one type for all (--pure, or a plain TYPE) is refused too.
+      if (p.reencode && tensor_needs_imatrix(p.type, std::nullopt, t.name) &&
+          (!o.imatrix || !o.imatrix->weights(t.name)))
+        return missing_imatrix(t.name, p.type);
+      plans.push_back(p);
+    }
     return plans;
   }
   MixChoices choices = o.mix_choices;
