@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(http_request request_json json_schema gbnf jinja tokenizer gguf safetensors upload reasoning anthropic_request tool_calls image projector weights kv_tier_file)
+[ ${#targets[@]} -eq 0 ] && targets=(http_request request_json json_schema gbnf jinja tokenizer gguf safetensors upload reasoning anthropic_request tool_calls image projector weights weight_kernels kv_tier_file)
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz
 # Model-file seeds are not committed: GGUF and safetensors files of ../shared seed those targets

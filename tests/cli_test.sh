@@ -283,6 +283,8 @@ for arch in qwen3moe glm4moe gpt-oss deepseek2; do
   check "create-model --arch $arch" "$arch tiny, Q8_0 weights" "$out"
   out=$("$bin" info -m "$moe" 2>&1)
   check "info $arch experts" "experts:         8, 2 used per token" "$out"
+  ran=$("$bin" run -m "$moe" -p "hello" -n 4 --temp 0 -t 1 2>&1)  # a raw prompt (gpt-oss: no harmony)
+  check "run $arch from a raw prompt" "generated tokens: 4" "$ran"
   read -r active total <<<"$(active_and_total "$out")"
   if [ -n "$total" ] && [ "$active" -lt "$total" ]; then echo "ok   info $arch: active < total"; else
     echo "FAIL info $arch: active '$active' vs total '$total' in: $out"; failures=$((failures + 1)); fi

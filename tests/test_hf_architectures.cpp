@@ -160,6 +160,9 @@ TEST(HfArchitectures, ConfigErrorsNameFileAndField) {
   c = good;
   c["architectures"] = {"GPT2LMHeadModel"};
   expect_config_error(c, "'GPT2LMHeadModel' is not supported");
+  for (const char* listed : {"Glm4MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV3ForCausalLM",
+                             "MixtralForCausalLM", "Qwen2MoeForCausalLM", "LlamaForCausalLM"})
+    expect_config_error(c, listed);  // the error lists what is supported
   c = good;
   c.erase("hidden_size");
   expect_config_error(c, "missing field 'hidden_size'");

@@ -8,10 +8,12 @@
 #include <random>
 
 #include "formats/gguf.h"
+#include "formats/imatrix_file.h"
 #include "golden_util.h"
 #include "kernels/ref/quants.h"
 #include "model/create_model.h"
 #include "model/model.h"
+#include "model/quant_mix.h"
 #include "model/quantize_model.h"
 #include "model/runner.h"
 #include "model_test_util.h"
@@ -119,7 +121,9 @@ TEST(Quantize, CheckTensorsNamesACorruptBlock) {
 
 // Every type autoglm quantize writes, from the f32 master of the golden cases, against the
 // reference engine's f32 logits; the error must be no worse than 1.15x what the reference's
-// own quantizer gives for the same type (measured.quant_error_vs_f32 of the golden case).
+// own quantizer gives for the same type (measured.quant_error_vs_f32 of the golden case). Each
+// file is made as the case's was (its README): --pure, the embedding and output at the case's
+// types, and the shared importance matrix for the types llama-quantize refuses without one.
 TEST(Quantize, EveryTypeAgainstTheFloatReference) {
   AUTOGLM_REQUIRE_SHARED("golden/rand-llama-gqa-f32/case.json");
   const json c = json::parse(test::read_file(test::shared_path("golden/rand-llama-gqa-f32/case.json")));
@@ -128,16 +132,31 @@ TEST(Quantize, EveryTypeAgainstTheFloatReference) {
   const std::vector<int32_t> tokens = c["input_tokens"];
   const auto ref = read_f32(test::shared_path("golden/rand-llama-gqa-f32/" + c["logits_file"].get<std::string>()));
   const int64_t n_vocab = c["n_vocab"];
+  auto imatrix = read_imatrix(test::shared_path("models/random/rand-llama-gqa.imatrix.gguf"));
+  ASSERT_TRUE(imatrix.is_ok()) << imatrix.status().message();
+  const auto importance = std::make_shared<const Imatrix>(std::move(imatrix).value());
   ThreadPool pool(2);
-  for (DType t : {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1,
-                  DType::Q4_0, DType::MXFP4}) {
+  for (DType t : {DType::Q8_0,   DType::Q6_K,  DType::Q5_K,    DType::Q5_1,  DType::Q5_0,   DType::Q4_K,
+                  DType::Q4_1,   DType::Q4_0,  DType::MXFP4,   DType::Q3_K,  DType::Q2_K,   DType::IQ4_NL,
+                  DType::IQ4_XS, DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_S, DType::IQ2_XS, DType::IQ2_XXS,
+                  DType::IQ1_M,  DType::IQ1_S, DType::TQ2_0,   DType::TQ1_0}) {
     std::string name(dtype_name(t));
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-    const json theirs = json::parse(test::read_file(
-        test::shared_path("golden/rand-llama-gqa-" + name + "/case.json")))["measured"]["quant_error_vs_f32"];
+    const json theirs_case =
+        json::parse(test::read_file(test::shared_path("golden/rand-llama-gqa-" + name + "/case.json")));
+    const json& theirs = theirs_case["measured"]["quant_error_vs_f32"];
+    const auto case_type = [&](const char* tensor) {
+      std::string type = theirs_case["tensor_types"][tensor].get<std::string>();
+      std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+      return dtype_from_name(type);
+    };
     QuantizeOptions o;
     o.type = t;
-    o.keep_type = std::nullopt;  // every matrix in t, as the golden quantized cases were made
+    o.keep_type = std::nullopt;  // every matrix in t, as the golden quantized cases were made ...
+    o.mix_choices.output_type = case_type("output.weight");  // ... but for the case's own choices here
+    o.mix_choices.token_embedding_type = case_type("token_embd.weight");
+    ASSERT_TRUE(o.mix_choices.output_type && o.mix_choices.token_embedding_type) << name;
+    if (tensor_needs_imatrix(t, std::nullopt, "blk.0.ffn_down.weight")) o.imatrix = importance;
     auto q = quantize_file(**f32, o, pool);
     ASSERT_TRUE(q.is_ok()) << q.status().message();
     auto m = Model::from_gguf(std::move(q).value());
@@ -146,7 +165,7 @@ TEST(Quantize, EveryTypeAgainstTheFloatReference) {
     ASSERT_EQ(got.size(), ref.size());
     const Comparison cmp = compare(got, ref, n_vocab);
     std::printf(
-        "[quantize vs f32 reference] %-5s top-1 %.3f rms %.4f max_abs %.3f | reference quantizer: top-1 %.3f rms "
+        "[quantize vs f32 reference] %-7s top-1 %.3f rms %.4f max_abs %.3f | reference quantizer: top-1 %.3f rms "
         "%.4f\n",
         name.c_str(), cmp.top1, cmp.rms, cmp.max_abs, theirs["top1"].get<double>(), theirs["rms"].get<double>());
     EXPECT_LE(cmp.rms, 1.15 * theirs["rms"].get<double>()) << name;

@@ -2,6 +2,10 @@
 
 #include <fstream>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace autoglm {
 namespace {
 
@@ -12,6 +16,17 @@ bool gathers_mitigated() {
   return std::getline(status, line) && line.rfind("Mitigation", 0) == 0;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID bits that not every compiler's __builtin_cpu_supports names (clang 14 has neither):
+// F16C is leaf 1 ECX bit 29, AVX-VNNI leaf 7 subleaf 1 EAX bit 4.
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {};
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg] >> bit) & 1u;
+}
+constexpr int kEax = 0, kEcx = 2;
+#endif
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
@@ -21,13 +36,13 @@ const CpuFeatures& cpu_features() {
     __builtin_cpu_init();
     f.avx2 = __builtin_cpu_supports("avx2");
     f.fma = __builtin_cpu_supports("fma");
-    f.f16c = __builtin_cpu_supports("f16c");
+    f.f16c = f.avx2 && cpuid_bit(1, 0, kEcx, 29);  // used with AVX2 only, whose OS support avx2 checked
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    f.avxvnni = __builtin_cpu_supports("avxvnni");
+    f.avxvnni = f.avx2 && cpuid_bit(7, 1, kEax, 4);
     const bool intel = __builtin_cpu_is("intel");
     f.fast_gathers = f.avx2 && intel && !gathers_mitigated();
     f.decode_group_pairs = f.avx2 && intel;
