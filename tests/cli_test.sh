@@ -332,5 +332,30 @@ out=$("$bin" create-model --arch qwen2 --preset 150m --n-layer 1 --type q8_0 -o 
   "$bin" info -m "$tmp/one.gguf" 2>&1)
 check "create-model --n-layer" "layers:          1" "$out"
 
+# Quantization quality on the command line: imatrix writes an importance matrix, quantize refuses
+# IQ2_XXS without one (naming the flag) and writes it with one, and perplexity saves the base's
+# log-probabilities and scores a model against them (itself: no divergence; the IQ2_XXS file: some).
+text="$(dirname "$0")/data/stories_ppl.txt"
+base=$tmp/tiny-f16.gguf
+"$bin" create-model --preset tiny -o "$base" >/dev/null 2>&1
+out=$("$bin" imatrix -m "$base" -f "$text" -c 128 --chunks 8 -o "$tmp/tiny.imatrix" -t 1 2>&1)
+check "imatrix writes the file" "wrote $tmp/tiny.imatrix: 14 matrices over 8 chunks" "$out"
+out=$("$bin" quantize "$base" "$tmp/iq2.gguf" IQ2_XXS 2>&1)
+check "quantize IQ2_XXS without an importance matrix" "needs an importance matrix: give --imatrix FILE" "$out"
+out=$("$bin" quantize --imatrix "$tmp/tiny.imatrix" "$base" "$tmp/iq2.gguf" IQ2_XXS 2>&1)
+check "quantize --imatrix IQ2_XXS" "IQ2_XXS x12" "$out"
+out=$("$bin" perplexity -m "$base" -f "$text" -c 128 --chunks 8 --kl-divergence-base "$tmp/base.kld" -t 1 2>&1)
+check "perplexity saves the base" "Final estimate: PPL =" "$out"
+out=$("$bin" perplexity -m "$base" -f "$text" -c 128 --chunks 8 --kl-divergence-base "$tmp/base.kld" \
+  --kl-divergence -t 1 2>&1)
+check "perplexity --kl-divergence of the base itself" "Same top p: 100.000" "$out"
+out=$("$bin" perplexity -m "$tmp/iq2.gguf" -f "$text" -c 128 --chunks 8 --kl-divergence-base "$tmp/base.kld" \
+  --kl-divergence -t 1 2>&1)
+if [[ "$out" =~ Mean\ +KLD:\ +([0-9.]+) ]] && awk -v k="${BASH_REMATCH[1]}" 'BEGIN { exit !(k > 0.001 && k < 1) }'; then
+  echo "ok   perplexity --kl-divergence of IQ2_XXS: mean KLD ${BASH_REMATCH[1]}"
+else
+  echo "FAIL perplexity --kl-divergence of IQ2_XXS: $out"; failures=$((failures + 1))
+fi
+
 echo "cli: $failures failed"
 [ "$failures" -eq 0 ]
