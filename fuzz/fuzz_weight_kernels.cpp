@@ -3,6 +3,7 @@
 // row by row, one token and a batch, lattice entries gathered and loaded one by one. Nothing may
 // read out of bounds, and an output must be finite wherever the reference decode bounds it well
 // inside the float range (finite weights whose products cannot overflow).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,8 @@ std::vector<bool> outputs_bound_finite(DType t, const std::vector<uint8_t>& byte
       double magnitude = 0;
       for (int64_t c = 0; c < cols; ++c)
         magnitude += std::fabs(double(w[size_t(c)])) * std::fabs(x[size_t(tk * cols + c)]);
+      // 1e36: the int8 activations' partial sums stay within ~1.4x of it (127 / max |x|), far
+      // below FLT_MAX, in any order of summation.
       bound[size_t(tk * rows + r)] = std::isfinite(magnitude) && magnitude < 1e36;
     }
   }
@@ -57,7 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!info || info->block_elems == 1 || !ref::dtype_is_supported(info->type)) return 0;
   const DType type = info->type;
   const int64_t rows = 1 + data[1] % 19, cols = info->block_elems * (1 + data[2] % 3);
-  const int64_t n_tokens = (const int64_t[]){1, 2, 5}[data[3] % 3];
+  constexpr int64_t kTokenCounts[] = {1, 2, 5};
+  const int64_t n_tokens = kTokenCounts[data[3] % 3];
   const int64_t row_bytes = dtype_row_bytes(type, cols);
   std::vector<uint8_t> bytes(size_t(rows * row_bytes));  // exact size: ASan sees overreads
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = data[4 + i % (size - 4)];
@@ -69,18 +73,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cpu::PackedBuffer packed;
   if (cpu::packable(type)) packed = cpu::pack_matrix(pool, m);
   std::vector<float> y(size_t(rows * n_tokens));
-  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
-    if (!cpu::select_kernel_isa(isa)) continue;
-    for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
-      cpu::set_lattice_gathers(gathers);
-      cpu::matmul(pool, m, x.data(), n_tokens, y.data());
-      for (size_t i = 0; i < y.size(); ++i)
-        if (must_be_finite[i] && !std::isfinite(y[i])) {  // finite weights and activations gave NaN/Inf
-          std::fprintf(stderr, "%s, %lld x %lld, %lld tokens, kernels %s (lattice gathers %s): output %zu is %g\n",
-                       std::string(dtype_name(type)).c_str(), (long long)rows, (long long)cols, (long long)n_tokens,
-                       isa, gathers == cpu::LatticeGathers::kOn ? "on" : "off", i, double(y[i]));
-          std::abort();
-        }
+  // The packed kernels where the type has them, then the row-by-row ones (what AUTOGLM_REPACK=0
+  // runs), on every set.
+  std::vector<const uint8_t*> layouts = {nullptr};
+  if (m.packed) layouts.insert(layouts.begin(), m.packed);
+  for (const uint8_t* layout : layouts) {
+    m.packed = layout;
+    for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+      if (!cpu::select_kernel_isa(isa)) continue;
+      for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
+        cpu::set_lattice_gathers(gathers);
+        std::fill(y.begin(), y.end(), std::nanf(""));  // an output a kernel leaves unwritten shows
+        cpu::matmul(pool, m, x.data(), n_tokens, y.data());
+        for (size_t i = 0; i < y.size(); ++i)
+          if (must_be_finite[i] && !std::isfinite(y[i])) {  // finite weights and activations gave NaN/Inf
+            std::fprintf(stderr, "%s, %lld x %lld, %lld tokens, kernels %s%s (lattice gathers %s): output %zu is %g\n",
+                         std::string(dtype_name(type)).c_str(), (long long)rows, (long long)cols, (long long)n_tokens,
+                         isa, layout ? ", packed" : ", rows", gathers == cpu::LatticeGathers::kOn ? "on" : "off", i,
+                         double(y[i]));
+            std::abort();
+          }
+      }
     }
   }
   return 0;

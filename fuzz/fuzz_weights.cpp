@@ -1,7 +1,7 @@
 // Weight blocks of any type with arbitrary bytes (corrupt scales, NaN half floats, exponents
-// out of range, grid indexes anywhere): the reference decoder never reads out of bounds, and the
-// load-time check (block by block) agrees with decoding the row whole. The fast kernels on such
-// blocks: fuzz_weight_kernels.
+// out of range, grid indexes anywhere): the reference decoder never reads out of bounds, and a row
+// the load-time check (block by block) passes decodes, whole, to finite values. The fast kernels on
+// such blocks: fuzz_weight_kernels.
 #include <cmath>
 #include <cstdlib>
 #include <vector>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/turn_queue.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
 #include "model/create_model.h"
@@ -202,13 +203,19 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
   Engine engine(*model, **tok, pool, cfg);
   std::vector<GenerationRequest> requests;
   std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (int i = 0; i < 4; ++i) {
-    GenerationRequest r;
-    r.prompt = some_tokens(30 + 3 * i, i % 2);  // two pairs share a prefix
-    r.max_tokens = 40;
-    r.sampling.temperature = 0;
-    requests.push_back(r);
-    handles.push_back(*engine.submit(r));
+  {
+    // No step runs until all four are queued (the engine steps on the pool's turns), so they
+    // overlap and the pool must preempt, however the threads are scheduled.
+    TurnQueue::Seat seat(pool.turns());
+    const TurnQueue::Turn hold = seat.take();
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest r;
+      r.prompt = some_tokens(30 + 3 * i, i % 2);  // two pairs share a prefix
+      r.max_tokens = 40;
+      r.sampling.temperature = 0;
+      requests.push_back(r);
+      handles.push_back(*engine.submit(r));
+    }
   }
   for (size_t i = 0; i < handles.size(); ++i) {
     std::vector<int32_t> got;
@@ -222,18 +229,24 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
     ASSERT_TRUE(alone.is_ok());
     EXPECT_EQ(got, alone->tokens) << "request " << i;
   }
-  // The pool was too small for all four at once, and a prompt seen before is served from the
-  // prefix cache: both paths ran, not only the plain one.
+  // The pool was too small for all four at once, and a prompt just served is served again from
+  // the prefix cache (its blocks are the most recently freed): both paths ran, not only the plain one.
   EXPECT_GT(engine.stats().preemptions.load(), 0) << "no request was preempted";
+  const auto run_alone = [&](const GenerationRequest& r) {
+    std::vector<int32_t> tokens;
+    auto handle = engine.submit(r);
+    EXPECT_TRUE(handle.is_ok()) << handle.status().message();
+    if (!handle.is_ok()) return tokens;
+    StreamEvent ev;
+    while ((*handle)->next(ev, std::chrono::seconds(60))) {
+      tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finished) break;
+    }
+    return tokens;
+  };
+  run_alone(requests[0]);
   const int64_t hits_before = engine.stats().prefix_hit_tokens.load();
-  auto again = engine.submit(requests[0]);
-  ASSERT_TRUE(again.is_ok()) << again.status().message();
-  std::vector<int32_t> repeated;
-  StreamEvent ev;
-  while ((*again)->next(ev, std::chrono::seconds(60))) {
-    repeated.insert(repeated.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) break;
-  }
+  const std::vector<int32_t> repeated = run_alone(requests[0]);
   EXPECT_GE(engine.stats().prefix_hit_tokens.load() - hits_before, cfg.block_size)
       << "the repeated prompt's blocks were not taken from the prefix cache";
   Generator gen(*model, **tok, pool, 256);

@@ -182,6 +182,11 @@ TEST(QuantMix, NamesAliasesAndTheImatrixTheLowestMixesNeed) {
   q2k.pure = true;
   auto plain = quantize_model(model_for("llama16"), test::temp_path("pure-q2k.gguf"), q2k);
   EXPECT_TRUE(plain.is_ok()) << plain.status().message();
+  q2k.type = "Q2_K_S";  // the same type, in the file type that needs the matrix
+  auto small = quantize_model(model_for("llama16"), test::temp_path("pure-q2k.gguf"), q2k);
+  ASSERT_FALSE(small.is_ok());
+  EXPECT_NE(small.status().message().find("would be Q2_K, which needs an importance matrix"), std::string::npos)
+      << small.status().message();
 }
 
 }  // namespace

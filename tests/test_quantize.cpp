@@ -126,6 +126,7 @@ TEST(Quantize, CheckTensorsNamesACorruptBlock) {
 // types, and the shared importance matrix for the types llama-quantize refuses without one.
 TEST(Quantize, EveryTypeAgainstTheFloatReference) {
   AUTOGLM_REQUIRE_SHARED("golden/rand-llama-gqa-f32/case.json");
+  AUTOGLM_REQUIRE_SHARED("models/random/rand-llama-gqa.imatrix.gguf");
   const json c = json::parse(test::read_file(test::shared_path("golden/rand-llama-gqa-f32/case.json")));
   auto f32 = GgufFile::open(test::shared_path(c["model"]));
   ASSERT_TRUE(f32.is_ok()) << f32.status().message();

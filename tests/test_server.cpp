@@ -1946,6 +1946,7 @@ TEST_F(Server, MixtureOfExpertsModelsServeTheirGreedyText) {
     const std::string text = plain.j()["choices"][0]["text"].get<std::string>();
     const int completion_tokens = plain.j()["usage"]["completion_tokens"].get<int>();
     EXPECT_GT(completion_tokens, 0);
+    EXPECT_FALSE(text.empty());
 
     json streamed_body = body;
     streamed_body["stream"] = true;

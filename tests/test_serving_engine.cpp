@@ -2,6 +2,7 @@
 // cancellation, admission limits and priorities.
 #include <gtest/gtest.h>
 
+#include "core/turn_queue.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
 #include "engine/speculative.h"
@@ -150,9 +151,14 @@ TEST_F(ServingEngine, PreemptionUnderPressureKeepsOutputsExact) {
   Engine engine(*model, *tok, pool, cfg);
   std::vector<GenerationRequest> requests;
   std::vector<std::shared_ptr<StreamHandle>> handles;
-  for (int i = 0; i < 6; ++i) {
-    requests.push_back(greedy(kPrompts[i], 64));
-    handles.push_back(*engine.submit(requests.back()));
+  {
+    // No step runs until all six are queued, so they overlap however the threads are scheduled.
+    TurnQueue::Seat seat(pool.turns());
+    const TurnQueue::Turn hold = seat.take();
+    for (int i = 0; i < 6; ++i) {
+      requests.push_back(greedy(kPrompts[i], 64));
+      handles.push_back(*engine.submit(requests.back()));
+    }
   }
   int preempted = 0;
   for (size_t i = 0; i < handles.size(); ++i) {

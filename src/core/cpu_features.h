@@ -8,7 +8,7 @@ namespace autoglm {
 struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
-  bool f16c = false;
+  bool f16c = false;  // read only where AVX2 is (the kernels use it with AVX2): false on AVX-only CPUs
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vl = false;

@@ -138,7 +138,7 @@ Result<std::vector<TensorPlan>> plan_tensors(const GgufFile& file, const Quantiz
     for (const auto& t : file.tensors()) {
       const TensorPlan p = plan_tensor(t, o);
       // As llama-quantize, per tensor: one type for all (--pure, or a plain TYPE) is refused too.
-      if (p.reencode && tensor_needs_imatrix(p.type, std::nullopt, t.name) &&
+      if (p.reencode && tensor_needs_imatrix(p.type, o.named_mix, t.name) &&
           (!o.imatrix || !o.imatrix->weights(t.name)))
         return missing_imatrix(t.name, p.type);
       plans.push_back(p);

@@ -22,6 +22,9 @@ struct QuantizeOptions {
   bool vectors_to_f32 = false;  // 1-D tensors (norms, biases), routers and other non-.weight tensors stored as F32
   // llama-quantize's named mix: each tensor's type by its rules (type and keep_type unused).
   std::optional<QuantMix> mix;
+  // Without a mix (--pure), the mix TYPE names if it names one: llama-quantize's file type, which
+  // decides whether a tensor needs an importance matrix (--pure Q2_K_S: Q2_K that does).
+  std::optional<QuantMix> named_mix;
   // The mix's choices; its output and token-embedding types and leave_output apply without a mix too.
   MixChoices mix_choices;
   // Weighs each re-encoded value's error by its column's importance; named in the metadata.

@@ -105,6 +105,7 @@ Result<QuantizeModelReport> quantize_model(const std::string& in, const std::str
   } else {
     AUTOGLM_ASSIGN_OR_RETURN(o.type, pure_type(options.type));
     o.keep_type = keep;
+    o.named_mix = quant_mix_from_name(options.type);
   }
   // As llama-quantize: these name one tensor's type, over the mix's rules or --pure alike.
   if (options.output_tensor_type) {
