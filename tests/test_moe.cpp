@@ -185,6 +185,17 @@ TEST_P(MoeModel, DecodeReadsOnlyTheChosenExperts) {
       << " layers";
 }
 
+// A request's tokens as its stream gives them, until it finishes (60 s at most between events).
+std::vector<int32_t> tokens_of(StreamHandle& handle) {
+  std::vector<int32_t> tokens;
+  StreamEvent ev;
+  while (handle.next(ev, std::chrono::seconds(60))) {
+    tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    if (ev.finished) break;
+  }
+  return tokens;
+}
+
 // The serving engine on these models: concurrent requests past gpt-oss's 24-token window, with
 // preemption under a small KV pool and the prefix cache on, each give what the single-sequence
 // generator gives alone (full-attention layers of gpt-oss keep every block).
@@ -218,12 +229,7 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
     }
   }
   for (size_t i = 0; i < handles.size(); ++i) {
-    std::vector<int32_t> got;
-    StreamEvent ev;
-    while (handles[i]->next(ev, std::chrono::seconds(60))) {
-      got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
-      if (ev.finished) break;
-    }
+    const std::vector<int32_t> got = tokens_of(*handles[i]);
     Generator gen(*model, **tok, pool, 256);
     auto alone = gen.generate(requests[i]);
     ASSERT_TRUE(alone.is_ok());
@@ -233,16 +239,9 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
   // the prefix cache (its blocks are the most recently freed): both paths ran, not only the plain one.
   EXPECT_GT(engine.stats().preemptions.load(), 0) << "no request was preempted";
   const auto run_alone = [&](const GenerationRequest& r) {
-    std::vector<int32_t> tokens;
     auto handle = engine.submit(r);
     EXPECT_TRUE(handle.is_ok()) << handle.status().message();
-    if (!handle.is_ok()) return tokens;
-    StreamEvent ev;
-    while ((*handle)->next(ev, std::chrono::seconds(60))) {
-      tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
-      if (ev.finished) break;
-    }
-    return tokens;
+    return handle.is_ok() ? tokens_of(**handle) : std::vector<int32_t>{};
   };
   run_alone(requests[0]);
   const int64_t hits_before = engine.stats().prefix_hit_tokens.load();

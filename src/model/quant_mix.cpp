@@ -317,12 +317,6 @@ class MixPlanner {
   int64_t i_attention_wv_ = 0, i_ffn_down_ = 0, i_ffn_gate_ = 0, i_ffn_up_ = 0;
 };
 
-bool needs_imatrix(DType t, QuantMix mix, const std::string& name) {
-  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
-  return t == DType::IQ3_XXS || t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ2_S || t == DType::IQ1_S ||
-         t == DType::IQ1_M || (t == DType::Q2_K && mix == M::kQ2_K_S);
-}
-
 std::string upper(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -396,14 +390,16 @@ Result<std::map<std::string, TensorChoice>> plan_quant_mix(const GgufFile& file,
     AUTOGLM_ASSIGN_OR_RETURN(const auto chosen, planner.choose(*t));
     TensorChoice c{chosen.first};
     if (!chosen.second && !fits(c.type, t->dims[0])) c.type = fallback_type(c.type, t->dims[0]), c.fallback = true;
-    c.needs_imatrix = needs_imatrix(c.type, mix, t->name);
+    c.needs_imatrix = tensor_needs_imatrix(c.type, mix, t->name);
     plan[t->name] = c;
   }
   return plan;
 }
 
-bool tensor_needs_imatrix(DType type, std::optional<QuantMix> mix, const std::string& name) {
-  return needs_imatrix(type, mix.value_or(QuantMix::kF32), name);
+bool tensor_needs_imatrix(DType t, std::optional<QuantMix> mix, const std::string& name) {
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight") return false;
+  return t == DType::IQ3_XXS || t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ2_S || t == DType::IQ1_S ||
+         t == DType::IQ1_M || (t == DType::Q2_K && mix == M::kQ2_K_S);
 }
 
 }  // namespace autoglm

@@ -105,7 +105,9 @@ Status check_types(const QuantizeOptions& options) {
   return Status::ok();
 }
 
-Status missing_imatrix(const std::string& tensor, DType type) {
+// A tensor whose type needs an importance matrix (tensor_needs_imatrix) has one, or the error names it.
+Status require_imatrix(const QuantizeOptions& o, const std::string& tensor, DType type, bool needs) {
+  if (!needs || (o.imatrix && o.imatrix->weights(tensor))) return Status::ok();
   return invalid_argument("quantize: tensor '" + tensor + "' would be " + std::string(dtype_name(type)) +
                           ", which needs an importance matrix: give --imatrix FILE (autoglm imatrix makes one)");
 }
@@ -123,7 +125,7 @@ Result<TensorPlan> mix_plan(const GgufTensorInfo& t, const std::map<std::string,
   }
   const TensorChoice& c = it->second;
   const std::string type(dtype_name(c.type));
-  if (c.needs_imatrix && (!o.imatrix || !o.imatrix->weights(t.name))) return missing_imatrix(t.name, c.type);
+  AUTOGLM_RETURN_IF_ERROR(require_imatrix(o, t.name, c.type, c.needs_imatrix));
   if (!ref::dtype_can_quantize(c.type))
     return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
                             ", a type this engine cannot write yet");
@@ -138,9 +140,8 @@ Result<std::vector<TensorPlan>> plan_tensors(const GgufFile& file, const Quantiz
     for (const auto& t : file.tensors()) {
       const TensorPlan p = plan_tensor(t, o);
       // As llama-quantize, per tensor: one type for all (--pure, or a plain TYPE) is refused too.
-      if (p.reencode && tensor_needs_imatrix(p.type, o.named_mix, t.name) &&
-          (!o.imatrix || !o.imatrix->weights(t.name)))
-        return missing_imatrix(t.name, p.type);
+      AUTOGLM_RETURN_IF_ERROR(
+          require_imatrix(o, t.name, p.type, p.reencode && tensor_needs_imatrix(p.type, o.named_mix, t.name)));
       plans.push_back(p);
     }
     return plans;
