@@ -17,11 +17,9 @@
 namespace autoglm {
 namespace {
 
-using Preset = ModelPreset;
-
-const std::vector<Preset>& dense_presets() {
+const std::vector<ModelPreset>& dense_presets() {
   // 1b is TinyLlama-1.1B's shape.
-  static const std::vector<Preset> p = {
+  static const std::vector<ModelPreset> p = {
       {"tiny", 256, 2, 4, 2, 64, 512, 2048, 2048},
       {"150m", 768, 12, 12, 4, 64, 2816, 32000, 2048},
       {"1b", 2048, 22, 32, 4, 64, 5632, 32000, 2048},
@@ -29,10 +27,10 @@ const std::vector<Preset>& dense_presets() {
   return p;
 }
 
-const std::vector<Preset>& moe_presets() {
+const std::vector<ModelPreset>& moe_presets() {
   // 30b-a3b is Qwen3-30B-A3B's width (n_ff: the dense layers of glm4moe and deepseek2); the MLA
   // ranks are DeepSeek-V3's, scaled to it.
-  static const std::vector<Preset> p = {
+  static const std::vector<ModelPreset> p = {
       {"tiny", 256, 4, 4, 2, 64, 512, 2048, 2048, 8, 2, 256, 256, 256, 32, 64, 64},
       {"30b-a3b", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 128, 8, 768, 768, 512, 64, 128, 128},
   };
@@ -85,7 +83,7 @@ Result<ArchTraits> find_arch(const std::string& arch) {
   return invalid_argument("--arch '" + arch + "' is not one of " + names_of(create_model_archs()));
 }
 
-Result<Preset> find_preset(const ArchTraits& arch, const std::string& name) {
+Result<ModelPreset> find_preset(const ArchTraits& arch, const std::string& name) {
   const auto& table = arch.moe ? moe_presets() : dense_presets();
   std::vector<std::string> names;
   for (const auto& p : table) {
@@ -108,7 +106,7 @@ void set_u32(GgufWriter& w, const std::string& key, int64_t v) {
 }
 
 // Keys every architecture has, under "<arch>.".
-void add_common_keys(GgufWriter& w, const ArchTraits& arch, const Preset& p) {
+void add_common_keys(GgufWriter& w, const ArchTraits& arch, const ModelPreset& p) {
   const std::string a = arch.name + ".";
   set_u32(w, a + "context_length", p.n_ctx);
   set_u32(w, a + "embedding_length", p.n_embd);
@@ -135,7 +133,7 @@ void add_common_keys(GgufWriter& w, const ArchTraits& arch, const Preset& p) {
   }
 }
 
-void add_moe_keys(GgufWriter& w, const ArchTraits& arch, const Preset& p) {
+void add_moe_keys(GgufWriter& w, const ArchTraits& arch, const ModelPreset& p) {
   const std::string a = arch.name + ".";
   set_u32(w, a + "expert_count", p.n_expert);
   set_u32(w, a + "expert_used_count", p.n_expert_used);
@@ -149,7 +147,7 @@ void add_moe_keys(GgufWriter& w, const ArchTraits& arch, const Preset& p) {
   }
 }
 
-void add_gpt_oss_keys(GgufWriter& w, const Preset& p) {
+void add_gpt_oss_keys(GgufWriter& w, const ModelPreset& p) {
   set_u32(w, "gpt-oss.attention.sliding_window", 128);
   w.set("gpt-oss.rope.scaling.type", GgufValue::string("yarn"));
   w.set("gpt-oss.rope.scaling.factor", GgufValue::f32(32.0f));
@@ -159,7 +157,7 @@ void add_gpt_oss_keys(GgufWriter& w, const Preset& p) {
 }
 
 // deepseek2 stores MLA as MQA over the compressed latent: key = latent + rope part, value = latent.
-void add_mla_keys(GgufWriter& w, const Preset& p) {
+void add_mla_keys(GgufWriter& w, const ModelPreset& p) {
   set_u32(w, "deepseek2.vocab_size", p.n_vocab);
   set_u32(w, "deepseek2.attention.q_lora_rank", p.q_lora);
   set_u32(w, "deepseek2.attention.kv_lora_rank", p.kv_lora);
@@ -170,7 +168,7 @@ void add_mla_keys(GgufWriter& w, const Preset& p) {
   set_u32(w, "deepseek2.rope.dimension_count", p.qk_rope);
 }
 
-Status add_attention(TensorMaker& make, const ArchTraits& arch, const Preset& p, const std::string& b) {
+Status add_attention(TensorMaker& make, const ArchTraits& arch, const ModelPreset& p, const std::string& b) {
   const int64_t q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
   AUTOGLM_RETURN_IF_ERROR(make.matrix(b + "attn_q.weight", q, p.n_embd));
   AUTOGLM_RETURN_IF_ERROR(make.matrix(b + "attn_k.weight", kv, p.n_embd));
@@ -193,7 +191,7 @@ Status add_attention(TensorMaker& make, const ArchTraits& arch, const Preset& p,
 }
 
 // deepseek2's multi-head latent attention, split as llama.cpp wants it (attn_k_b, attn_v_b).
-Status add_mla(TensorMaker& make, const Preset& p, const std::string& b) {
+Status add_mla(TensorMaker& make, const ModelPreset& p, const std::string& b) {
   AUTOGLM_RETURN_IF_ERROR(make.vector(b + "attn_q_a_norm.weight", p.q_lora, 1.0f, 0.0f));
   AUTOGLM_RETURN_IF_ERROR(make.vector(b + "attn_kv_a_norm.weight", p.kv_lora, 1.0f, 0.0f));
   AUTOGLM_RETURN_IF_ERROR(make.matrix(b + "attn_q_a.weight", p.q_lora, p.n_embd));
@@ -206,13 +204,13 @@ Status add_mla(TensorMaker& make, const Preset& p, const std::string& b) {
   return make.matrix(b + "attn_output.weight", p.n_embd, p.n_head * p.v_head);
 }
 
-Status add_dense_ffn(TensorMaker& make, const Preset& p, const std::string& b) {
+Status add_dense_ffn(TensorMaker& make, const ModelPreset& p, const std::string& b) {
   AUTOGLM_RETURN_IF_ERROR(make.matrix(b + "ffn_gate.weight", p.n_ff, p.n_embd));
   AUTOGLM_RETURN_IF_ERROR(make.matrix(b + "ffn_up.weight", p.n_ff, p.n_embd));
   return make.matrix(b + "ffn_down.weight", p.n_embd, p.n_ff);
 }
 
-Status add_moe_ffn(TensorMaker& make, const ArchTraits& arch, const Preset& p, const std::string& b) {
+Status add_moe_ffn(TensorMaker& make, const ArchTraits& arch, const ModelPreset& p, const std::string& b) {
   const int64_t e = p.n_expert, ff = p.n_ff_exp;
   const auto experts = arch.gpt_oss ? gpt_oss_expert_type() : std::nullopt;
   AUTOGLM_RETURN_IF_ERROR(
@@ -233,7 +231,7 @@ Status add_moe_ffn(TensorMaker& make, const ArchTraits& arch, const Preset& p, c
   return make.matrix(b + "ffn_down_shexp.weight", p.n_embd, ff);
 }
 
-Status add_block(TensorMaker& make, const ArchTraits& arch, const Preset& p, int64_t il) {
+Status add_block(TensorMaker& make, const ArchTraits& arch, const ModelPreset& p, int64_t il) {
   const std::string b = "blk." + std::to_string(il) + ".";
   AUTOGLM_RETURN_IF_ERROR(make.vector(b + "attn_norm.weight", p.n_embd, 1.0f, 0.0f));
   AUTOGLM_RETURN_IF_ERROR(arch.mla ? add_mla(make, p, b) : add_attention(make, arch, p, b));
@@ -243,8 +241,8 @@ Status add_block(TensorMaker& make, const ArchTraits& arch, const Preset& p, int
   return dense ? add_dense_ffn(make, p, b) : add_moe_ffn(make, arch, p, b);
 }
 
-Result<Preset> resolve_preset(const ArchTraits& arch, const CreateModelOptions& o) {
-  AUTOGLM_ASSIGN_OR_RETURN(Preset p, find_preset(arch, o.preset));
+Result<ModelPreset> resolve_preset(const ArchTraits& arch, const CreateModelOptions& o) {
+  AUTOGLM_ASSIGN_OR_RETURN(ModelPreset p, find_preset(arch, o.preset));
   if (o.n_vocab != 0 && (o.n_vocab < 512 || o.n_vocab > 1000000))
     return invalid_argument("--vocab " + std::to_string(o.n_vocab) + " is not in [512, 1000000]");
   if (o.n_layer != 0 && (o.n_layer < 1 || o.n_layer > 1000))
@@ -287,7 +285,7 @@ Result<ModelPreset> create_model_preset(const CreateModelOptions& o) {
 Status create_random_model(const CreateModelOptions& o, const std::string& path) {
   if (is_vision_arch(o.arch)) return create_random_vision_model(o, path);
   AUTOGLM_ASSIGN_OR_RETURN(const ArchTraits arch, find_arch(o.arch));
-  AUTOGLM_ASSIGN_OR_RETURN(const Preset p, resolve_preset(arch, o));
+  AUTOGLM_ASSIGN_OR_RETURN(const ModelPreset p, resolve_preset(arch, o));
   if (!ref::dtype_can_quantize(o.type))
     return invalid_argument("--type " + std::string(dtype_name(o.type)) +
                             " is not a weight type this build writes (it reads more than it writes)");

@@ -390,7 +390,6 @@ Result<std::map<std::string, TensorChoice>> plan_quant_mix(const GgufFile& file,
     AUTOGLM_ASSIGN_OR_RETURN(const auto chosen, planner.choose(*t));
     TensorChoice c{chosen.first};
     if (!chosen.second && !fits(c.type, t->dims[0])) c.type = fallback_type(c.type, t->dims[0]), c.fallback = true;
-    c.needs_imatrix = tensor_needs_imatrix(c.type, mix, t->name);
     plan[t->name] = c;
   }
   return plan;

@@ -76,8 +76,7 @@ struct MixChoices {
 
 struct TensorChoice {
   DType type;
-  bool fallback = false;       // rows not whole blocks of the chosen type
-  bool needs_imatrix = false;  // the type is only usable with an importance matrix
+  bool fallback = false;  // rows not whole blocks of the chosen type
 };
 
 // Whether llama.cpp refuses to write `type` for tensor `name` without an importance matrix: the

@@ -105,8 +105,10 @@ Status check_types(const QuantizeOptions& options) {
   return Status::ok();
 }
 
-// A tensor whose type needs an importance matrix (tensor_needs_imatrix) has one, or the error names it.
-Status require_imatrix(const QuantizeOptions& o, const std::string& tensor, DType type, bool needs) {
+// A tensor whose type needs an importance matrix in this file (tensor_needs_imatrix, by the mix or the
+// mix the one type names) has one, or the error names it.
+Status require_imatrix(const QuantizeOptions& o, const std::string& tensor, DType type) {
+  const bool needs = tensor_needs_imatrix(type, o.mix ? o.mix : o.named_mix, tensor);
   if (!needs || (o.imatrix && o.imatrix->weights(tensor))) return Status::ok();
   return invalid_argument("quantize: tensor '" + tensor + "' would be " + std::string(dtype_name(type)) +
                           ", which needs an importance matrix: give --imatrix FILE (autoglm imatrix makes one)");
@@ -125,7 +127,7 @@ Result<TensorPlan> mix_plan(const GgufTensorInfo& t, const std::map<std::string,
   }
   const TensorChoice& c = it->second;
   const std::string type(dtype_name(c.type));
-  AUTOGLM_RETURN_IF_ERROR(require_imatrix(o, t.name, c.type, c.needs_imatrix));
+  AUTOGLM_RETURN_IF_ERROR(require_imatrix(o, t.name, c.type));
   if (!ref::dtype_can_quantize(c.type))
     return invalid_argument("quantize: tensor '" + t.name + "' would be " + type +
                             ", a type this engine cannot write yet");
@@ -140,8 +142,7 @@ Result<std::vector<TensorPlan>> plan_tensors(const GgufFile& file, const Quantiz
     for (const auto& t : file.tensors()) {
       const TensorPlan p = plan_tensor(t, o);
       // As llama-quantize, per tensor: one type for all (--pure, or a plain TYPE) is refused too.
-      AUTOGLM_RETURN_IF_ERROR(
-          require_imatrix(o, t.name, p.type, p.reencode && tensor_needs_imatrix(p.type, o.named_mix, t.name)));
+      if (p.reencode) AUTOGLM_RETURN_IF_ERROR(require_imatrix(o, t.name, p.type));
       plans.push_back(p);
     }
     return plans;
