@@ -17,6 +17,7 @@
 #include "model/quantize_model.h"
 #include "model/runner.h"
 #include "model_test_util.h"
+#include "stream_test_util.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -185,17 +186,6 @@ TEST_P(MoeModel, DecodeReadsOnlyTheChosenExperts) {
       << " layers";
 }
 
-// A request's tokens as its stream gives them, until it finishes (60 s at most between events).
-std::vector<int32_t> tokens_of(StreamHandle& handle) {
-  std::vector<int32_t> tokens;
-  StreamEvent ev;
-  while (handle.next(ev, std::chrono::seconds(60))) {
-    tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) break;
-  }
-  return tokens;
-}
-
 // The serving engine on these models: concurrent requests past gpt-oss's 24-token window, with
 // preemption under a small KV pool and the prefix cache on, each give what the single-sequence
 // generator gives alone (full-attention layers of gpt-oss keep every block).
@@ -229,7 +219,7 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
     }
   }
   for (size_t i = 0; i < handles.size(); ++i) {
-    const std::vector<int32_t> got = tokens_of(*handles[i]);
+    const std::vector<int32_t> got = test::collect(*handles[i]).tokens;
     Generator gen(*model, **tok, pool, 256);
     auto alone = gen.generate(requests[i]);
     ASSERT_TRUE(alone.is_ok());
@@ -241,7 +231,7 @@ TEST_P(MoeModel, EngineRequestsEqualEachAlone) {
   const auto run_alone = [&](const GenerationRequest& r) {
     auto handle = engine.submit(r);
     EXPECT_TRUE(handle.is_ok()) << handle.status().message();
-    return handle.is_ok() ? tokens_of(**handle) : std::vector<int32_t>{};
+    return handle.is_ok() ? test::collect(**handle).tokens : std::vector<int32_t>{};
   };
   run_alone(requests[0]);
   const int64_t hits_before = engine.stats().prefix_hit_tokens.load();

@@ -7,30 +7,14 @@
 #include "engine/generator.h"
 #include "engine/speculative.h"
 #include "model/create_model.h"
+#include "stream_test_util.h"
 #include "test_util.h"
 
 namespace autoglm {
 namespace {
 
-struct Collected {
-  std::vector<int32_t> tokens;
-  std::string text;
-  StreamEvent last;
-};
-
-Collected collect(const std::shared_ptr<StreamHandle>& h) {
-  Collected c;
-  StreamEvent ev;
-  while (h->next(ev, std::chrono::seconds(60))) {
-    c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
-    c.text += ev.text;
-    if (ev.finished) {
-      c.last = ev;
-      break;
-    }
-  }
-  return c;
-}
+using test::collect;
+using test::Collected;
 
 class ServingEngine : public ::testing::Test {
  protected:
