@@ -1,6 +1,7 @@
 // Google Benchmark micro-benchmarks of the CPU kernels: matmul of every weight type at decode
 // (1, 2 and 4 tokens) and prefill (64 tokens) shapes, packed where the type has a packed layout, a
-// one-token chain of matrices of one size (MatmulChain), and
+// one-token chain of matrices of one size (MatmulChain), the same chain's weight stream with
+// nothing but a set number of dot products per line (StreamAtDensity), and
 // the fused attention over f16 / q8_0 KV rows, and a vision tower's attention over one image
 // (GLM-4.1V's 12 heads of 128). Counters: weight GB/s and GFLOP/s.
 //   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
@@ -9,10 +10,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/element_ops.h"
 #include "kernels/cpu/kv_rows.h"
@@ -20,6 +23,10 @@
 #include "kernels/cpu/packed.h"
 #include "kernels/ref/quants.h"
 #include "model/vision_attention.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace autoglm {
 namespace {
@@ -79,15 +86,16 @@ void matmul_benchmark(benchmark::State& state, DType type) {
 
 // Decode of one token through a matrix of about 512 MiB, far past the caches: the weight stream's
 // rate against the machine's read bandwidth (the decode bound's denominator, measured here too).
-// The rows repeat one quantized 2048x2048 tile: only the bytes' movement is measured.
+// The rows repeat one quantized 2048x2048 tile: only the bytes' movement is measured. Packed as a
+// model's matrices are (pack_matrices: huge pages where the kernel grants them).
 void matmul_from_memory_benchmark(benchmark::State& state, DType type) {
   const int64_t cols = 2048, tile_rows = 2048, row_bytes = dtype_row_bytes(type, cols);
   const int64_t rows = ((int64_t(512) << 20) / row_bytes) / tile_rows * tile_rows;
   std::vector<uint8_t> bytes = quantized_rows(type, rows, cols, tile_rows);
   cpu::WeightMatrix m{type, bytes.data(), rows, cols, row_bytes};
   cpu::PackedBuffer packed;
-  if (cpu::packable(type))
-    packed = cpu::pack_matrix(pool(), m);  // the file layout stays for sets without packed kernels
+  if (cpu::packable(type))  // the file layout stays for sets without packed kernels
+    packed = cpu::pack_matrices(pool(), {&m}, [](size_t) {});
   const auto x = random_floats(size_t(cols), 2);
   std::vector<float> y(static_cast<size_t>(rows));
   const double bandwidth = cpu::measure_read_bandwidth(pool());
@@ -128,6 +136,66 @@ void matmul_chain_benchmark(benchmark::State& state, DType type) {
   state.counters["read_GB/s"] = bandwidth / 1e9;
   state.SetLabel(kernel_label(matrices[0]));
 }
+
+#if defined(__x86_64__)
+// Two streams of `bytes` each, as the paired decode reads them, requested 2304 bytes ahead as
+// the 512-bit decode kernels request theirs, with W 512-bit dot products per 64 bytes and no
+// other work: a decode kernel of that density with nothing else to do.
+template <int W>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t stream_pair(const uint8_t* a, const uint8_t* b,
+                                                                           int64_t bytes) {
+  constexpr int64_t kAhead = 2304;
+  __m512i acc[8];
+  for (auto& v : acc) v = _mm512_setzero_si512();
+  const __m512i x = _mm512_set1_epi8(3);
+  for (int64_t i = 0; i + 256 <= bytes; i += 256) {
+    for (int64_t at = 0; at < 256; at += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + i + kAhead + at), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + i + kAhead + at), _MM_HINT_T0);
+    }
+    for (int k = 0; k < 4; ++k) {
+      const __m512i u = _mm512_load_si512(a + i + 64 * k), v = _mm512_load_si512(b + i + 64 * k);
+      for (int w = 0; w < W; ++w) {
+        acc[(k * W + w) % 4] = _mm512_dpbusd_epi32(acc[(k * W + w) % 4], u, x);
+        acc[4 + (k * W + w) % 4] = _mm512_dpbusd_epi32(acc[4 + (k * W + w) % 4], v, x);
+      }
+    }
+  }
+  for (int k = 1; k < 8; ++k) acc[0] = _mm512_add_epi32(acc[0], acc[k]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  return std::accumulate(lanes, lanes + 16, 0);
+}
+
+// The weight stream's ceiling at a kernel's density on this machine: MatmulChain/4096's jobs
+// (4 MiB, 8 shares, each share two streams) through the same pool, with stream_pair<W> for a
+// kernel. Beside MatmulChain/*/4096 and the read probe it says how much of a decode kernel's gap
+// to the probe is its own and how much the machine's (Intel Xeon, 2 threads, probe 34.8-36.6
+// GB/s: W 2 and 3 stream at 31.2-32.3, where MatmulChain/Q4_K/4096 and IQ4_XS/4096, as dense in L2,
+// stream at 26.5-28.3).
+template <int W>
+void stream_at_density_benchmark(benchmark::State& state) {
+  if (!cpu_features().avx512vnni) return state.SkipWithError("needs AVX-512 VNNI");
+  constexpr int64_t kJob = int64_t(4) << 20, kJobs = 256, kShares = 8;
+  const cpu::PackedBuffer buf = cpu::allocate_packed(size_t(kJob * kJobs));
+  if (!buf) return state.SkipWithError("no room for the 1 GiB buffer");
+  std::fill_n(buf.get(), size_t(kJob * kJobs), uint8_t(1));  // touched, so the pages exist
+  std::vector<int32_t> sums(static_cast<size_t>(kShares));
+  for (auto _ : state)
+    for (int64_t j = 0; j < kJobs; ++j) {
+      const uint8_t* job = buf.get() + j * kJob;
+      pool().parallel_for_shares(kShares, int(kShares), [&](int, int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          const uint8_t* share = job + s * (kJob / kShares);
+          sums[size_t(s)] += stream_pair<W>(share, share + kJob / kShares / 2, kJob / kShares / 2);
+        }
+      });
+    }
+  benchmark::DoNotOptimize(sums.data());
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(double(state.iterations()) * double(kJob * kJobs) / 1e9, benchmark::Counter::kIsRate);
+}
+#endif
 
 void kv_attention_row_benchmark(benchmark::State& state, DType type) {
   const int64_t n_pos = state.range(0), head_dim = 64;
@@ -209,6 +277,13 @@ void register_all() {
         ->Arg(65536)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+#if defined(__x86_64__)
+  benchmark::RegisterBenchmark("StreamAtDensity/1", stream_at_density_benchmark<1>)->UseRealTime();
+  benchmark::RegisterBenchmark("StreamAtDensity/2", stream_at_density_benchmark<2>)->UseRealTime();
+  benchmark::RegisterBenchmark("StreamAtDensity/3", stream_at_density_benchmark<3>)->UseRealTime();
+  benchmark::RegisterBenchmark("StreamAtDensity/4", stream_at_density_benchmark<4>)->UseRealTime();
+  benchmark::RegisterBenchmark("StreamAtDensity/6", stream_at_density_benchmark<6>)->UseRealTime();
+#endif
   for (DType t : {DType::F32, DType::F16, DType::Q8_0})
     benchmark::RegisterBenchmark(("KvRows/" + std::string(dtype_name(t))).c_str(), kv_attention_row_benchmark, t)
         ->Arg(4096)
