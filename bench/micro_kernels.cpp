@@ -138,9 +138,9 @@ void matmul_chain_benchmark(benchmark::State& state, DType type) {
 }
 
 #if defined(__x86_64__)
-// Two streams of `bytes` each, as the paired decode reads them, requested 2304 bytes ahead as
-// the 512-bit decode kernels request theirs, with W 512-bit dot products per 64 bytes and no
-// other work: a decode kernel of that density with nothing else to do.
+// Two streams of `bytes` each, as the paired decode reads them, requested 2304 bytes ahead (the
+// 512-bit decode kernels request two blocks ahead: 2368 bytes for Q4_K), with W 512-bit dot
+// products per 64 bytes and no other work: a decode kernel of that density with nothing else to do.
 template <int W>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t stream_pair(const uint8_t* a, const uint8_t* b,
                                                                            int64_t bytes) {
