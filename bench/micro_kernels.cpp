@@ -308,8 +308,12 @@ int main(int argc, char** argv) {
   if (const char* gathers = std::getenv("AUTOGLM_LATTICE_GATHERS"))
     autoglm::cpu::set_lattice_gathers(gathers[0] == '1' ? autoglm::cpu::LatticeGathers::kOn
                                                         : autoglm::cpu::LatticeGathers::kOff);
-  std::fprintf(stderr, "kernels: %s, lattice entries by %s\n", autoglm::cpu::kernel_isa(),
-               autoglm::cpu::lattice_gathers() ? "gathers" : "scalar loads");
+  // AUTOGLM_LATTICE_PERMUTES=0 turns IQ2_XXS's entries by byte permutes off.
+  if (const char* permutes = std::getenv("AUTOGLM_LATTICE_PERMUTES"); permutes && permutes[0] == '0')
+    autoglm::cpu::set_lattice_permutes(autoglm::cpu::LatticePermutes::kOff);
+  std::fprintf(stderr, "kernels: %s, lattice entries by %s%s\n", autoglm::cpu::kernel_isa(),
+               autoglm::cpu::lattice_gathers() ? "gathers" : "scalar loads",
+               autoglm::cpu::lattice_permutes() ? " (IQ2_XXS by byte permutes on the AVX-512 set)" : "");
   benchmark::Initialize(&argc, argv);
   autoglm::register_all();
   benchmark::RunSpecifiedBenchmarks();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "core/cpu_features.h"
 #include "core/half.h"
 #include "kernels/cpu/element_ops.h"
+#include "kernels/cpu/lattice_format.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
@@ -200,20 +202,24 @@ void expect_batched_rows_equal_single_rows(DType t) {
     if (!cpu::select_kernel_isa(isa)) continue;
     std::vector<float> batched(static_cast<size_t>(rows * tokens)), few(static_cast<size_t>(rows * 4));
     cpu::matmul(pool, m, x.data(), tokens, batched.data());
-    for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
-      cpu::set_lattice_gathers(gathers);
-      const char* how = gathers == cpu::LatticeGathers::kOn ? " gathers" : " scalar loads";
-      for (int64_t tk = 0; tk < tokens; ++tk)
-        for (int64_t n : {1, 2, 4}) {
-          if (tk + n > tokens) continue;
-          cpu::matmul(pool, m, &x[size_t(tk * cols)], n, few.data());
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t r = 0; r < rows; ++r)
-              EXPECT_EQ(few[size_t(i * rows + r)], batched[size_t((tk + i) * rows + r)])
-                  << dtype_name(t) << " " << isa << how << " token " << tk + i << " of " << n << ", row " << r;
-        }
-    }
+    for (const auto permutes : {cpu::LatticePermutes::kAuto, cpu::LatticePermutes::kOff})
+      for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
+        cpu::set_lattice_permutes(permutes);
+        cpu::set_lattice_gathers(gathers);
+        std::string how = gathers == cpu::LatticeGathers::kOn ? " gathers" : " scalar loads";
+        if (cpu::lattice_permutes()) how += ", IQ2_XXS by permutes";
+        for (int64_t tk = 0; tk < tokens; ++tk)
+          for (int64_t n : {1, 2, 3, 4}) {
+            if (tk + n > tokens) continue;
+            cpu::matmul(pool, m, &x[size_t(tk * cols)], n, few.data());
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t r = 0; r < rows; ++r)
+                EXPECT_EQ(few[size_t(i * rows + r)], batched[size_t((tk + i) * rows + r)])
+                    << dtype_name(t) << " " << isa << how << " token " << tk + i << " of " << n << ", row " << r;
+          }
+      }
     cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
+    cpu::set_lattice_permutes(cpu::LatticePermutes::kAuto);
   }
   cpu::select_kernel_isa(best.c_str());
 }
@@ -260,6 +266,50 @@ TEST(LatticeGathers, AutoFollowsTheCpu) {
   cpu::set_lattice_gathers(cpu::LatticeGathers::kOff);
   EXPECT_FALSE(cpu::lattice_gathers());
   cpu::set_lattice_gathers(cpu::LatticeGathers::kAuto);
+}
+
+// Permutes run by default exactly where the CPU has AVX512-VBMI and GFNI; off turns them off.
+TEST(LatticePermutes, AutoFollowsTheCpu) {
+  cpu::set_lattice_permutes(cpu::LatticePermutes::kAuto);
+  EXPECT_EQ(cpu::lattice_permutes(), cpu_features().avx512vbmi && cpu_features().gfni) << cpu_features_string();
+  cpu::set_lattice_permutes(cpu::LatticePermutes::kOff);
+  EXPECT_FALSE(cpu::lattice_permutes());
+  cpu::set_lattice_permutes(cpu::LatticePermutes::kAuto);
+}
+
+// vgf2p8affineqb as the Intel manual defines it: bit i of the result is the parity of the input
+// byte and byte 7 - i of the matrix, xor bit i of the constant.
+uint8_t gf2_affine(uint8_t x, uint64_t matrix, uint8_t constant) {
+  uint8_t out = 0;
+  for (int i = 0; i < 8; ++i) {
+    const auto row = uint8_t(matrix >> (8 * (7 - i)));
+    out = uint8_t(out | ((std::popcount(unsigned(row & x)) & 1) << i));
+  }
+  return uint8_t(out ^ constant);
+}
+
+// IQ2_XXS's code tables and the affine map give back every grid entry, whatever the bits above a
+// code (the neighbours' codes that vpmultishiftqb leaves there).
+TEST(LatticePermutes, Iq2XxsCodesGiveTheGrid) {
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int code = ((j < 4 ? cpu::kIq2XxsCodes.low[i] : cpu::kIq2XxsCodes.high[i]) >> (2 * (j % 4))) & 3;
+      const auto want = uint8_t(iq_grids::kIq2XxsGrid[i] >> (8 * j));
+      for (int above = 0; above < 64; ++above)
+        ASSERT_EQ(gf2_affine(uint8_t(code | (above << 2)), cpu::kIq2XxsMagnitudeMatrix, cpu::kIq2XxsMagnitudeConstant),
+                  want)
+            << "entry " << i << " value " << j << " bits above " << above;
+    }
+  // place[h]: row r's lane of groups 4h..4h + 3 holds each group's low then high code; shift[k]
+  // reads group k's value j at bit 16 k + 2 j.
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < 8; ++r)
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(cpu::kIq2XxsCodes.place[h][8 * r + 2 * k], 8 * (4 * h + k) + r);
+        EXPECT_EQ(cpu::kIq2XxsCodes.place[h][8 * r + 2 * k + 1], 64 + 8 * (4 * h + k) + r);
+      }
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 8; ++j) EXPECT_EQ(cpu::kIq2XxsCodes.shift[k][8 * 3 + j], 16 * k + 2 * j);
 }
 
 TEST_P(EveryType, BatchedRowsEqualSingleRows) {

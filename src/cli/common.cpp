@@ -47,7 +47,8 @@ bool apply_process_environment() {
     return false;
   }
   return apply_switch_from_environment("AUTOGLM_BF16_ACTIVATIONS", set_cpu_bf16_activations) &&
-         apply_switch_from_environment("AUTOGLM_LATTICE_GATHERS", set_cpu_lattice_gathers);
+         apply_switch_from_environment("AUTOGLM_LATTICE_GATHERS", set_cpu_lattice_gathers) &&
+         apply_switch_from_environment("AUTOGLM_LATTICE_PERMUTES", set_cpu_lattice_permutes);
 }
 
 std::optional<Bf16Mode> bf16_activations_mode(const std::string& name) {

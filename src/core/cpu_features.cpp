@@ -18,7 +18,8 @@ bool gathers_mitigated() {
 
 #if defined(__x86_64__) || defined(__i386__)
 // CPUID bits that not every compiler's __builtin_cpu_supports names (clang 14 has neither):
-// F16C is leaf 1 ECX bit 29, AVX-VNNI leaf 7 subleaf 1 EAX bit 4.
+// F16C is leaf 1 ECX bit 29, AVX-VNNI leaf 7 subleaf 1 EAX bit 4, AVX512-VBMI leaf 7 ECX bit 1,
+// GFNI leaf 7 ECX bit 8.
 bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
   unsigned r[4] = {};
   if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
@@ -43,6 +44,8 @@ const CpuFeatures& cpu_features() {
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     f.avxvnni = f.avx2 && cpuid_bit(7, 1, kEax, 4);
+    f.avx512vbmi = f.avx512f && cpuid_bit(7, 0, kEcx, 1);  // avx512f checked the OS saves the registers
+    f.gfni = cpuid_bit(7, 0, kEcx, 8);
     const bool intel = __builtin_cpu_is("intel");
     f.fast_gathers = f.avx2 && intel && !gathers_mitigated();
     f.decode_group_pairs = f.avx2 && intel;
@@ -63,6 +66,8 @@ std::string cpu_features_string() {
   if (f.avx512vnni) s += "AVX512_VNNI ";
   if (f.avx512bf16) s += "AVX512_BF16 ";
   if (f.avxvnni) s += "AVX_VNNI ";
+  if (f.avx512vbmi) s += "AVX512_VBMI ";
+  if (f.gfni) s += "GFNI ";
   if (f.fast_gathers) s += "FAST_GATHERS ";
   if (f.decode_group_pairs) s += "DECODE_GROUP_PAIRS ";
   if (f.near_prefetch) s += "NEAR_PREFETCH ";

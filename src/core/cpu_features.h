@@ -15,6 +15,8 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avxvnni = false;
+  bool avx512vbmi = false;  // byte permutes over two registers, vpmultishiftqb
+  bool gfni = false;        // affine maps of bytes over GF(2)
   // Gathers load a lane per cycle or so: Intel cores, unless the Gather Data Sampling microcode
   // mitigation slowed them. AMD's Zen 3-5 microcode them (scalar loads were 1.3-3x faster there).
   bool fast_gathers = false;

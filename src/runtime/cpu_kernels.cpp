@@ -31,6 +31,10 @@ void set_cpu_lattice_gathers(CpuSwitch mode) {
   }
 }
 
+void set_cpu_lattice_permutes(CpuSwitch mode) {
+  cpu::set_lattice_permutes(mode == CpuSwitch::kOff ? cpu::LatticePermutes::kOff : cpu::LatticePermutes::kAuto);
+}
+
 bool select_cpu_kernels(const std::string& name) {
   return cpu::select_kernel_isa(name.c_str());
 }

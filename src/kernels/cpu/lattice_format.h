@@ -35,6 +35,49 @@ constexpr Iq1Entries make_iq1_entries() {
 
 inline constexpr Iq1Entries kIq1Entries = make_iq1_entries();
 
+// IQ2_XXS's grid takes three magnitudes (8, 25, 43), so an entry is 8 codes of 2 bits (0, 1, 2),
+// and the grid two 256-byte tables, values 0..3 and 4..7 of each entry, that AVX-512 VBMI's byte
+// permutes index in registers (lattice_kernels.inc). `place` and `shift` are that kernel's
+// permute controls: place[h] gives row r of groups 4h..4h + 3 of a chunk of 8 a 64-bit lane of
+// (low, high) code pairs, shift[k] takes value j of group k from bit 16 k + 2 j of it.
+struct Iq2XxsCodes {
+  alignas(64) uint8_t low[256] = {};   // value j < 4 of entry i at bits 2 j, 2 j + 1
+  alignas(64) uint8_t high[256] = {};  // value 4 + j
+  alignas(64) uint8_t place[2][64] = {};
+  alignas(64) uint8_t shift[4][64] = {};
+};
+
+constexpr int iq2xxs_code(uint64_t entry, int j) {
+  const int v = int((entry >> (8 * j)) & 0xff);
+  return v == 0x08 ? 0 : v == 0x19 ? 1 : 2;
+}
+
+constexpr Iq2XxsCodes make_iq2xxs_codes() {
+  Iq2XxsCodes c;
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 4; ++j) {
+      c.low[i] = uint8_t(c.low[i] | (iq2xxs_code(iq_grids::kIq2XxsGrid[i], j) << (2 * j)));
+      c.high[i] = uint8_t(c.high[i] | (iq2xxs_code(iq_grids::kIq2XxsGrid[i], 4 + j) << (2 * j)));
+    }
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < 8; ++r)
+      for (int k = 0; k < 4; ++k) {  // a chunk's indexes are [group][row]; the high codes follow the low
+        c.place[h][8 * r + 2 * k] = uint8_t(8 * (4 * h + k) + r);
+        c.place[h][8 * r + 2 * k + 1] = uint8_t(64 + 8 * (4 * h + k) + r);
+      }
+  for (int k = 0; k < 4; ++k)
+    for (int b = 0; b < 64; ++b) c.shift[k][b] = uint8_t(16 * k + 2 * (b % 8));
+  return c;
+}
+
+inline constexpr Iq2XxsCodes kIq2XxsCodes = make_iq2xxs_codes();
+
+// Code to magnitude as one affine map over GF(2) of a byte's two low bits (vgf2p8affineqb): 0 ->
+// 0x08, bit 0 -> xor 0x11 (0x19), bit 1 -> xor 0x23 (0x2b); bit i of the result is the parity of
+// the input and byte 7 - i of the matrix, xor bit i of the constant. Bits 2..7 are ignored.
+inline constexpr uint64_t kIq2XxsMagnitudeMatrix = 0x0302000001020000ULL;  // bits 0, 1, 4, 5 of the result
+inline constexpr uint8_t kIq2XxsMagnitudeConstant = 0x08;
+
 struct LatticeFormat {
   const uint64_t* grid8;  // 8-value entries, or
   const uint32_t* grid4;  // 4-value entries

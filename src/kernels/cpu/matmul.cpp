@@ -179,6 +179,19 @@ bool lattice_gathers() {
   return mode == LatticeGathers::kOn || (mode == LatticeGathers::kAuto && cpu_features().fast_gathers);
 }
 
+namespace {
+std::atomic<LatticePermutes> lattice_permutes_mode{LatticePermutes::kAuto};
+}  // namespace
+
+void set_lattice_permutes(LatticePermutes mode) {
+  lattice_permutes_mode = mode;
+}
+
+bool lattice_permutes() {
+  const CpuFeatures& f = cpu_features();
+  return lattice_permutes_mode.load(std::memory_order_relaxed) == LatticePermutes::kAuto && f.avx512vbmi && f.gfni;
+}
+
 bool uses_int8_activations(DType t) {
   const ActivationFormat f = activation_format(t);
   return f == ActivationFormat::kQ8Blocks32 || f == ActivationFormat::kQ8KBlocks256;

@@ -69,6 +69,15 @@ enum class LatticeGathers { kAuto, kOn, kOff };
 void set_lattice_gathers(LatticeGathers mode);
 bool lattice_gathers();
 
+// IQ2_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes of the grid's codes
+// held in registers, no loads of entries (kAuto, the default: where the CPU has AVX512-VBMI and
+// GFNI), or as LatticeGathers says (kOff). The same bits either way. The CLI reads
+// AUTOGLM_LATTICE_PERMUTES. Not to be changed while kernels run.
+enum class LatticePermutes { kAuto, kOff };
+void set_lattice_permutes(LatticePermutes mode);
+// Whether they run where the AVX-512 set does (the mode, and the CPU's instructions).
+bool lattice_permutes();
+
 // Decodes one row to floats (embedding lookups).
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
 
