@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -308,12 +309,13 @@ int main(int argc, char** argv) {
   if (const char* gathers = std::getenv("AUTOGLM_LATTICE_GATHERS"))
     autoglm::cpu::set_lattice_gathers(gathers[0] == '1' ? autoglm::cpu::LatticeGathers::kOn
                                                         : autoglm::cpu::LatticeGathers::kOff);
-  // AUTOGLM_LATTICE_PERMUTES=0 turns IQ2_XXS's entries by byte permutes off.
-  if (const char* permutes = std::getenv("AUTOGLM_LATTICE_PERMUTES"); permutes && permutes[0] == '0')
+  // AUTOGLM_LATTICE_PERMUTES=0|off turns IQ2_XXS's and IQ3_XXS's entries by byte permutes off.
+  if (const char* permutes = std::getenv("AUTOGLM_LATTICE_PERMUTES");
+      permutes && (std::string_view(permutes) == "0" || std::string_view(permutes) == "off"))
     autoglm::cpu::set_lattice_permutes(autoglm::cpu::LatticePermutes::kOff);
   std::fprintf(stderr, "kernels: %s, lattice entries by %s%s\n", autoglm::cpu::kernel_isa(),
                autoglm::cpu::lattice_gathers() ? "gathers" : "scalar loads",
-               autoglm::cpu::lattice_permutes() ? " (IQ2_XXS by byte permutes on the AVX-512 set)" : "");
+               autoglm::cpu::lattice_permutes() ? " (IQ2_XXS, IQ3_XXS by byte permutes on the AVX-512 set)" : "");
   benchmark::Initialize(&argc, argv);
   autoglm::register_all();
   benchmark::RunSpecifiedBenchmarks();

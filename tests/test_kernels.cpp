@@ -207,7 +207,7 @@ void expect_batched_rows_equal_single_rows(DType t) {
         cpu::set_lattice_permutes(permutes);
         cpu::set_lattice_gathers(gathers);
         std::string how = gathers == cpu::LatticeGathers::kOn ? " gathers" : " scalar loads";
-        if (cpu::lattice_permutes()) how += ", IQ2_XXS by permutes";
+        if (cpu::lattice_permutes() && std::string(isa) == "avx512vnni") how += ", IQ2_XXS and IQ3_XXS by permutes";
         for (int64_t tk = 0; tk < tokens; ++tk)
           for (int64_t n : {1, 2, 3, 4}) {
             if (tk + n > tokens) continue;
@@ -288,28 +288,50 @@ uint8_t gf2_affine(uint8_t x, uint64_t matrix, uint8_t constant) {
   return uint8_t(out ^ constant);
 }
 
-// IQ2_XXS's code tables and the affine map give back every grid entry, whatever the bits above a
-// code (the neighbours' codes that vpmultishiftqb leaves there).
-TEST(LatticePermutes, Iq2XxsCodesGiveTheGrid) {
-  for (int i = 0; i < 256; ++i)
-    for (int j = 0; j < 8; ++j) {
-      const int code = ((j < 4 ? cpu::kIq2XxsCodes.low[i] : cpu::kIq2XxsCodes.high[i]) >> (2 * (j % 4))) & 3;
-      const auto want = uint8_t(iq_grids::kIq2XxsGrid[i] >> (8 * j));
-      for (int above = 0; above < 64; ++above)
-        ASSERT_EQ(gf2_affine(uint8_t(code | (above << 2)), cpu::kIq2XxsMagnitudeMatrix, cpu::kIq2XxsMagnitudeConstant),
-                  want)
-            << "entry " << i << " value " << j << " bits above " << above;
+// The permute kernels' steps in scalar code, from the instructions' definitions: a chunk of 64
+// index bytes looked up in both code tables, each half's lanes placed (vpermt2b: bit 6 of a control
+// byte picks the high codes), value j's byte taken from lane bits shift[k] on (vpmultishiftqb:
+// 8 bits, wrapping within the lane), then the magnitude (IQ2_XXS: the affine map; IQ3_XXS: vpermb,
+// a byte's low 6 bits). Row r of group k of half h must be the grid's entry for that group and row
+// of the packed layout (indexes [group][row][index]), for random chunks of indexes.
+template <class Entry, size_t kEntries>
+void expect_grid_codes_give_the_grid(DType t, const cpu::GridCodes& codes, const Entry (&grid)[kEntries]) {
+  constexpr int kValues = int(sizeof(Entry)), kIndexes = 8 / kValues;
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    uint8_t at[64], lows[64], highs[64];
+    for (int i = 0; i < 64; ++i) {
+      at[i] = uint8_t(trial < 4 ? 64 * trial + i : rng());  // every index in the first four
+      lows[i] = codes.low[at[i]];
+      highs[i] = codes.high[at[i]];
     }
-  // place[h]: row r's lane of groups 4h..4h + 3 holds each group's low then high code; shift[k]
-  // reads group k's value j at bit 16 k + 2 j.
-  for (int h = 0; h < 2; ++h)
-    for (int r = 0; r < 8; ++r)
-      for (int k = 0; k < 4; ++k) {
-        EXPECT_EQ(cpu::kIq2XxsCodes.place[h][8 * r + 2 * k], 8 * (4 * h + k) + r);
-        EXPECT_EQ(cpu::kIq2XxsCodes.place[h][8 * r + 2 * k + 1], 64 + 8 * (4 * h + k) + r);
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < 8; ++r) {
+        uint64_t lane = 0;
+        for (int b = 0; b < 8; ++b) {
+          const uint8_t control = codes.place[h][8 * r + b];
+          lane |= uint64_t(control & 64 ? highs[control & 63] : lows[control & 63]) << (8 * b);
+        }
+        for (int k = 0; k < codes.groups_per_lane; ++k) {
+          const int gk = codes.groups_per_lane * h + k;
+          for (int j = 0; j < 8; ++j) {
+            const auto byte = uint8_t(std::rotr(lane, codes.shift[k][8 * r + j] & 63));
+            const uint8_t got = t == DType::IQ2_XXS
+                                    ? gf2_affine(byte, cpu::kIq2XxsMagnitudeMatrix, cpu::kIq2XxsMagnitudeConstant)
+                                    : codes.magnitude[byte & 63];
+            const uint8_t index = at[8 * kIndexes * gk + kIndexes * r + j / kValues];
+            const auto want = uint8_t(uint64_t(grid[index]) >> (8 * (j % kValues)));
+            ASSERT_EQ(got, want) << dtype_name(t) << " trial " << trial << " half " << h << " row " << r << " group "
+                                 << k << " value " << j;
+          }
+        }
       }
-  for (int k = 0; k < 4; ++k)
-    for (int j = 0; j < 8; ++j) EXPECT_EQ(cpu::kIq2XxsCodes.shift[k][8 * 3 + j], 16 * k + 2 * j);
+  }
+}
+
+TEST(LatticePermutes, GridCodesGiveTheGrid) {
+  expect_grid_codes_give_the_grid(DType::IQ2_XXS, cpu::kIq2XxsCodes, iq_grids::kIq2XxsGrid);
+  expect_grid_codes_give_the_grid(DType::IQ3_XXS, cpu::kIq3XxsCodes, iq_grids::kIq3XxsGrid);
 }
 
 TEST_P(EveryType, BatchedRowsEqualSingleRows) {

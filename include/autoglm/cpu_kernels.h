@@ -25,7 +25,7 @@ void set_cpu_bf16_activations(Bf16Mode mode);
 // gathers where the CPU's are fast (auto, the default: Intel cores without the GDS microcode
 // mitigation). The results are the same bits either way.
 void set_cpu_lattice_gathers(CpuSwitch mode);
-// IQ2_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes, with no loads (auto or
+// IQ2_XXS's and IQ3_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes, with no loads (auto or
 // on, the default: where the CPU has AVX512-VBMI and GFNI; on cannot add them), or as the gathers
 // switch says (off). The same bits either way.
 void set_cpu_lattice_permutes(CpuSwitch mode);

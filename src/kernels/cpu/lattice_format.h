@@ -11,6 +11,7 @@
 // multiplies 8 rows' magnitudes by the sign-flipped activations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -35,46 +36,77 @@ constexpr Iq1Entries make_iq1_entries() {
 
 inline constexpr Iq1Entries kIq1Entries = make_iq1_entries();
 
-// IQ2_XXS's grid takes three magnitudes (8, 25, 43), so an entry is 8 codes of 2 bits (0, 1, 2),
-// and the grid two 256-byte tables, values 0..3 and 4..7 of each entry, that AVX-512 VBMI's byte
-// permutes index in registers (lattice_kernels.inc). `place` and `shift` are that kernel's
-// permute controls: place[h] gives row r of groups 4h..4h + 3 of a chunk of 8 a 64-bit lane of
-// (low, high) code pairs, shift[k] takes value j of group k from bit 16 k + 2 j of it.
-struct Iq2XxsCodes {
-  alignas(64) uint8_t low[256] = {};   // value j < 4 of entry i at bits 2 j, 2 j + 1
-  alignas(64) uint8_t high[256] = {};  // value 4 + j
+// The grids of 256 entries whose values take few magnitudes (IQ2_XXS: 3, IQ3_XXS: 8): a value is a
+// code (its magnitude's rank, 2 or 3 bits), and an entry's codes are two 256-byte tables (its first
+// and second half of values) that AVX-512 VBMI's byte permutes index in registers
+// (lattice_decode_by_permutes, lattice_kernels.inc). A chunk is 64 bytes of a block's [group][row]
+// indexes: 8 groups of one index (IQ2_XXS) or 4 of two (IQ3_XXS). place[p] gives each row a 64-bit
+// lane of half the chunk's groups, each index's (low, high) code bytes in turn; shift[k] takes value
+// j of the lane's group k to byte j (vpmultishiftqb), and magnitude[] maps a byte's low code
+// (vpermb reads 6 bits: the codes above repeat the table).
+struct GridCodes {
+  alignas(64) uint8_t low[256] = {};
+  alignas(64) uint8_t high[256] = {};
   alignas(64) uint8_t place[2][64] = {};
   alignas(64) uint8_t shift[4][64] = {};
+  alignas(64) uint8_t magnitude[64] = {};
+  int groups_per_lane = 0;  // 4 (IQ2_XXS) or 2 (IQ3_XXS)
 };
 
-constexpr int iq2xxs_code(uint64_t entry, int j) {
-  const int v = int((entry >> (8 * j)) & 0xff);
-  return v == 0x08 ? 0 : v == 0x19 ? 1 : 2;
-}
-
-constexpr Iq2XxsCodes make_iq2xxs_codes() {
-  Iq2XxsCodes c;
+template <class Entry, size_t kEntries>
+constexpr GridCodes make_grid_codes(const Entry (&grid)[kEntries]) {
+  static_assert(kEntries == 256);
+  constexpr int kValues = int(sizeof(Entry)), kIndexes = 8 / kValues, kHalf = kValues / 2;
+  GridCodes c;
+  uint8_t levels[8] = {};
+  int n_levels = 0;
+  const auto value = [&](int i, int j) { return uint8_t(uint64_t(grid[i]) >> (8 * j)); };
   for (int i = 0; i < 256; ++i)
-    for (int j = 0; j < 4; ++j) {
-      c.low[i] = uint8_t(c.low[i] | (iq2xxs_code(iq_grids::kIq2XxsGrid[i], j) << (2 * j)));
-      c.high[i] = uint8_t(c.high[i] | (iq2xxs_code(iq_grids::kIq2XxsGrid[i], 4 + j) << (2 * j)));
+    for (int j = 0; j < kValues; ++j) {
+      int at = 0;
+      while (at < n_levels && levels[at] < value(i, j)) ++at;
+      if (at < n_levels && levels[at] == value(i, j)) continue;
+      if (n_levels == 8) throw "a grid of more than 8 magnitudes";  // not a constant expression
+      for (int k = n_levels++; k > at; --k) levels[k] = levels[k - 1];
+      levels[at] = value(i, j);
     }
-  for (int h = 0; h < 2; ++h)
+  const int bits = n_levels <= 4 ? 2 : 3;
+  const auto code = [&](int i, int j) {
+    int r = 0;
+    while (levels[r] != value(i, j)) ++r;
+    return r;
+  };
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < kHalf; ++j) {
+      c.low[i] = uint8_t(c.low[i] | (code(i, j) << (bits * j)));
+      c.high[i] = uint8_t(c.high[i] | (code(i, kHalf + j) << (bits * j)));
+    }
+  c.groups_per_lane = 4 / kIndexes;
+  for (int p = 0; p < 2; ++p)
     for (int r = 0; r < 8; ++r)
-      for (int k = 0; k < 4; ++k) {  // a chunk's indexes are [group][row]; the high codes follow the low
-        c.place[h][8 * r + 2 * k] = uint8_t(8 * (4 * h + k) + r);
-        c.place[h][8 * r + 2 * k + 1] = uint8_t(64 + 8 * (4 * h + k) + r);
-      }
-  for (int k = 0; k < 4; ++k)
-    for (int b = 0; b < 64; ++b) c.shift[k][b] = uint8_t(16 * k + 2 * (b % 8));
+      for (int k = 0; k < c.groups_per_lane; ++k)
+        for (int m = 0; m < kIndexes; ++m) {
+          const int lane_byte = 8 * r + 2 * kIndexes * k + 2 * m;
+          const int index_byte = 8 * kIndexes * (c.groups_per_lane * p + k) + kIndexes * r + m;
+          c.place[p][lane_byte] = uint8_t(index_byte);           // its low codes
+          c.place[p][lane_byte + 1] = uint8_t(64 + index_byte);  // its high codes
+        }
+  for (int k = 0; k < c.groups_per_lane; ++k)
+    for (int b = 0; b < 64; ++b) {
+      const int j = b % 8, m = j / kValues, half = (j % kValues) / kHalf, at = j % kHalf;
+      c.shift[k][b] = uint8_t(16 * kIndexes * k + 16 * m + 8 * half + bits * at);
+    }
+  for (int b = 0; b < 64; ++b) c.magnitude[b] = levels[b & ((1 << bits) - 1)];
   return c;
 }
 
-inline constexpr Iq2XxsCodes kIq2XxsCodes = make_iq2xxs_codes();
+inline constexpr GridCodes kIq2XxsCodes = make_grid_codes(iq_grids::kIq2XxsGrid);
+inline constexpr GridCodes kIq3XxsCodes = make_grid_codes(iq_grids::kIq3XxsGrid);
 
-// Code to magnitude as one affine map over GF(2) of a byte's two low bits (vgf2p8affineqb): 0 ->
-// 0x08, bit 0 -> xor 0x11 (0x19), bit 1 -> xor 0x23 (0x2b); bit i of the result is the parity of
-// the input and byte 7 - i of the matrix, xor bit i of the constant. Bits 2..7 are ignored.
+// IQ2_XXS's code to magnitude as one affine map over GF(2) of a byte's two low bits
+// (vgf2p8affineqb, which runs beside the permutes where vpermb would queue with them): 0 -> 0x08,
+// bit 0 -> xor 0x11 (0x19), bit 1 -> xor 0x23 (0x2b). Bit i of the result is the parity of the
+// input and byte 7 - i of the matrix, xor bit i of the constant; bits 2..7 are ignored.
 inline constexpr uint64_t kIq2XxsMagnitudeMatrix = 0x0302000001020000ULL;  // bits 0, 1, 4, 5 of the result
 inline constexpr uint8_t kIq2XxsMagnitudeConstant = 0x08;
 
