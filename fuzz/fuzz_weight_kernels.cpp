@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!cpu::select_kernel_isa(isa)) continue;
       for (const auto gathers : {cpu::LatticeGathers::kOn, cpu::LatticeGathers::kOff}) {
         cpu::set_lattice_gathers(gathers);
-        // Gathers off: IQ2_XXS by its byte permutes where the CPU has them, else by scalar loads.
+        // Gathers off: IQ2_XXS and IQ3_XXS by byte permutes where the CPU has them, else by scalar loads.
         cpu::set_lattice_permutes(gathers == cpu::LatticeGathers::kOn ? cpu::LatticePermutes::kOff
                                                                       : cpu::LatticePermutes::kAuto);
         std::fill(y.begin(), y.end(), std::nanf(""));  // an output a kernel leaves unwritten shows

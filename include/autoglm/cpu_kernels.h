@@ -1,7 +1,7 @@
 // The CPU kernels' process-wide switches: which kernel set runs (the CLI's AUTOGLM_CPU_ISA), how
 // BF16 weights see their activations (--bf16-activations, AUTOGLM_BF16_ACTIVATIONS) and how the
-// lattice types fetch their grid entries (AUTOGLM_LATTICE_GATHERS, AUTOGLM_LATTICE_PERMUTES). None is
-// to be changed while a model runs.
+// lattice types fetch their grid entries (AUTOGLM_LATTICE_GATHERS, AUTOGLM_LATTICE_PERMUTES).
+// None is to be changed while a model runs.
 #pragma once
 
 #include <optional>
@@ -25,9 +25,9 @@ void set_cpu_bf16_activations(Bf16Mode mode);
 // gathers where the CPU's are fast (auto, the default: Intel cores without the GDS microcode
 // mitigation). The results are the same bits either way.
 void set_cpu_lattice_gathers(CpuSwitch mode);
-// IQ2_XXS's and IQ3_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes, with no loads (auto or
-// on, the default: where the CPU has AVX512-VBMI and GFNI; on cannot add them), or as the gathers
-// switch says (off). The same bits either way.
+// IQ2_XXS's and IQ3_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes, with
+// no loads (auto or on, the default: where the CPU has AVX512-VBMI and GFNI; on cannot add them),
+// or as the gathers switch says (off). The same bits either way.
 void set_cpu_lattice_permutes(CpuSwitch mode);
 
 // Switches to the CPU kernel set `name` ("avx512vnni", "avxvnni", "avx2", "generic"); false

@@ -69,9 +69,9 @@ enum class LatticeGathers { kAuto, kOn, kOff };
 void set_lattice_gathers(LatticeGathers mode);
 bool lattice_gathers();
 
-// IQ2_XXS's and IQ3_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes of the grid's codes
-// held in registers, no loads of entries (kAuto, the default: where the CPU has AVX512-VBMI and
-// GFNI), or as LatticeGathers says (kOff). The same bits either way. The CLI reads
+// IQ2_XXS's and IQ3_XXS's decode kernels on the AVX-512 set: grid entries by byte permutes of the
+// grids' codes held in registers, no loads of entries (kAuto, the default: where the CPU has
+// AVX512-VBMI and GFNI), or as LatticeGathers says (kOff). The same bits either way. The CLI reads
 // AUTOGLM_LATTICE_PERMUTES. Not to be changed while kernels run.
 enum class LatticePermutes { kAuto, kOff };
 void set_lattice_permutes(LatticePermutes mode);
