@@ -102,7 +102,7 @@ Status Model::repack_weights(const LoadProgress& progress, const std::vector<boo
     if (!host_experts)
       for (cpu::WeightMatrix* m :
            {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.experts.shared_gate, &l.experts.shared_up,
-            &l.experts.shared_down, &l.mla.q_a, &l.mla.q_b, &l.mla.q, &l.mla.kv_a})
+            &l.experts.shared_down, &l.mla.q_a, &l.mla.q_b, &l.mla.q, &l.mla.kv_a, &l.experts.router})
         if (m->rows > 0 && cpu::packable(m->type)) matrices.push_back(m);
     for (auto* experts : {&l.experts.gate, &l.experts.up, &l.experts.down})
       for (cpu::WeightMatrix& m : *experts)
