@@ -88,7 +88,10 @@ std::map<int32_t, double> reference_kept(const std::vector<float>& logits, const
 }
 
 // Without a full sort the sampler keeps exactly the tokens a full sort keeps, and draws them
-// in proportion; masked tokens (-inf, more of them than top-k) are never drawn.
+// in proportion; masked tokens (-inf, more of them than top-k) are never drawn. Top-p over every
+// token draws from all of them and keeps a draw inside the nucleus: with ties at its edge (the
+// lower ids inside), and at a high temperature with a small top-p, where most draws miss and the
+// nucleus is found instead.
 TEST(Sampler, KeepsWhatAFullSortKeepsAndDrawsInProportion) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0, 2);
@@ -97,9 +100,10 @@ TEST(Sampler, KeepsWhatAFullSortKeepsAndDrawsInProportion) {
     int32_t top_k;
     bool ties = false;  // logits in steps of 1/2: top-k's cut falls inside a tie (the lower ids stay)
   };
-  for (const Chain& c : {Chain{1.0f, 0.5f, 0, 0}, Chain{0.7f, 0.9f, 0, 0}, Chain{1.3f, 1.0f, 0.05f, 0},
-                         Chain{1.0f, 0.8f, 0.01f, 50}, Chain{1.0f, 1.0f, 0, 0}, Chain{1.0f, 1.0f, 0, 40, true},
-                         Chain{0.8f, 0.9f, 0, 7, true}, Chain{1.0f, 1.0f, 0, 2500}}) {
+  for (const Chain& c :
+       {Chain{1.0f, 0.5f, 0, 0}, Chain{0.7f, 0.9f, 0, 0}, Chain{1.3f, 1.0f, 0.05f, 0}, Chain{1.0f, 0.8f, 0.01f, 50},
+        Chain{1.0f, 1.0f, 0, 0}, Chain{1.0f, 1.0f, 0, 40, true}, Chain{0.8f, 0.9f, 0, 7, true},
+        Chain{1.0f, 1.0f, 0, 2500}, Chain{1.0f, 0.7f, 0, 0, true}, Chain{2.5f, 0.1f, 0, 0}}) {
     std::vector<float> logits(3000);
     for (float& l : logits) l = c.ties ? std::round(2 * normal(rng)) / 2 : normal(rng);
     for (size_t i = 0; i < logits.size(); i += 3) logits[i] = -INFINITY;  // a grammar's mask

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -786,6 +787,37 @@ TEST(Ops, MaxOfEveryIsaIsTheLargest) {
                                   : *std::max_element(v.begin() + (at == 0 ? 1 : 0), v.begin() + (at == 0 ? n : n - 1));
         EXPECT_EQ(cpu::element_ops().max(v.data(), n), rest) << isa << " n " << n << " NaN at " << at;
       }
+  }
+  cpu::select_kernel_isa("avx2");
+}
+
+// The sampler's double sums: value i into sum i % 8, the eight added in one order; every ISA gives
+// those bits, over lengths below, at and past a vector, and the ranked-above sum takes a tie only
+// before its index (in a vector's lanes, at its edge, or in the tail) and never a NaN.
+TEST(Ops, DoubleSumsOfEveryIsaAreTheEightLaneOnes) {
+  auto eight_lane_sum = [](const std::vector<float>& v, const std::function<bool(size_t)>& take) {
+    double lane[8] = {};
+    for (size_t i = 0; i < v.size(); ++i) lane[i % 8] += take(i) ? double(v[i]) : 0.0;
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  };
+  const auto p = random_values(1000, 25);
+  auto x = random_values(1000, 26);
+  for (float& v : x) v = std::round(2 * v) / 2;  // halves: many ties
+  x[13] = NAN;
+  for (const char* isa : {"generic", "avx2", "avxvnni", "avx512vnni"}) {
+    if (!cpu::select_kernel_isa(isa)) continue;
+    for (size_t n : {0, 1, 7, 8, 9, 17, 40, 1000}) {
+      const std::vector<float> pn(p.begin(), p.begin() + long(n));
+      EXPECT_EQ(cpu::element_ops().sum_f64(pn.data(), int64_t(n)), eight_lane_sum(pn, [](size_t) { return true; }))
+          << isa << " n " << n;
+      for (size_t at : {size_t(0), size_t(5), size_t(12), size_t(16), n / 2, n}) {
+        if (n == 0 || at > n) continue;
+        const float t = x[std::min(at, n - 1)];
+        const double want = eight_lane_sum(pn, [&](size_t i) { return x[i] > t || (x[i] == t && i < at); });
+        EXPECT_EQ(cpu::element_ops().sum_ranked_above(x.data(), pn.data(), int64_t(n), t, int64_t(at)), want)
+            << isa << " n " << n << " ties before " << at;
+      }
+    }
   }
   cpu::select_kernel_isa("avx2");
 }

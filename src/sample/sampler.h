@@ -30,8 +30,15 @@ class Sampler {
   void select_top_k(const float* logits, int32_t n_vocab, int32_t k);
   double gather_candidates(const float* logits, int32_t n_vocab, float max_logit, float temperature);
   double exponentiate(float max_logit, float temperature);
+  static double exponentiate(const float* logits, size_t n, float max_logit, float temperature,
+                             std::vector<float>& probs);
   double select_top_p(float max_logit, double mass);
-  int32_t draw();
+  int32_t draw_from_nucleus(const float* logits, int32_t n_vocab, float max_logit);
+  int32_t draw(double total);
+  // Neither top-k nor min-p narrows the candidates.
+  bool every_token_a_candidate(int32_t n_vocab) const {
+    return !(params_.top_k > 0 && params_.top_k < n_vocab) && !(params_.min_p > 0);
+  }
   // The token of candidate j.
   int32_t id_of(size_t j) const { return every_token_ ? int32_t(j) : ids_[j]; }
 
@@ -43,6 +50,7 @@ class Sampler {
   std::vector<int32_t> ids_;  // empty when every token is a candidate (every_token_)
   bool every_token_ = false;
   std::vector<float> logits_, probs_;
+  std::vector<float> nucleus_probs_;  // at temperature 1, where the draws' temperature is not
   std::vector<double> bucket_mass_;
   std::vector<uint16_t> buckets_;
   std::vector<size_t> crossing_order_;
