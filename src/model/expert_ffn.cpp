@@ -43,6 +43,15 @@ void activate_expert_rows(const ExpertWeights& w, const ModelSpec& spec, ExpertS
   }
 }
 
+// Expert e's input rows: its one token's row of x itself where it has one (a decode step: the
+// experts that share a token then share one input, made once in the weights' format), else its
+// rows gathered into s.x.
+const float* expert_input(const ExpertScratch& s, const float* x, int64_t d, int64_t k, int64_t e) {
+  const int64_t r0 = s.first[size_t(e)];
+  if (s.first[size_t(e + 1)] - r0 == 1) return x + (s.slot_of[size_t(r0)] / k) * d;
+  return s.x.data() + r0 * d;
+}
+
 // Every chosen expert's gate and up over its gathered rows, and the shared expert's over all
 // tokens, in one job for the threads; then the activations; then every down projection in a
 // second job. Outputs: s.out (by gathered row) and s.shared_out.
@@ -57,8 +66,9 @@ void run_expert_matmuls(ThreadPool& pool, const ExpertWeights& w, const ModelSpe
   for (int64_t e = 0; e < n_expert; ++e) {
     const int64_t r0 = s.first[size_t(e)], n = s.first[size_t(e + 1)] - r0;
     if (n == 0) continue;
-    jobs.push_back({&w.gate[size_t(e)], s.x.data() + r0 * d, n, s.gate.data() + r0 * f});
-    jobs.push_back({&w.up[size_t(e)], s.x.data() + r0 * d, n, s.up.data() + r0 * f});
+    const float* in = expert_input(s, x, d, spec.moe.n_expert_used, e);
+    jobs.push_back({&w.gate[size_t(e)], in, n, s.gate.data() + r0 * f});
+    jobs.push_back({&w.up[size_t(e)], in, n, s.up.data() + r0 * f});
     g_expert_bytes += matrix_bytes(w.gate[size_t(e)]) + matrix_bytes(w.up[size_t(e)]) + matrix_bytes(w.down[size_t(e)]);
   }
   if (shared) {
@@ -148,6 +158,8 @@ void run_experts(ThreadPool& pool, const ExpertWeights& w, const ModelSpec& spec
   s.out.resize(size_t(n_slots * d));
   for_rows(pool, n_slots, d, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
+      const int64_t e = s.expert_of_row[size_t(r)];
+      if (s.first[size_t(e + 1)] - s.first[size_t(e)] == 1) continue;  // read from x itself
       const float* src = x + (s.slot_of[size_t(r)] / k) * d;
       std::copy(src, src + d, s.x.data() + r * d);
     }
