@@ -354,7 +354,7 @@ void convert_inputs(ThreadPool& pool, std::vector<PreparedInput>& prepared,
 // kMinUnits units each allow (one a thread at least), since each share starts a new stream from memory.
 // A job of many weight bytes gets shares of about kShareBytes instead, so that the wait for the
 // others' last share stays short: a MoE decode's output projection (167 MiB, 8 shares) waited
-// 1.6-1.8% of its time for it, in 2 MiB shares 0.3-0.4% (Intel Xeon, 2 threads); a 512 MiB
+// 1.6-3.9% of its time for it, in 2 MiB shares 0.3-0.4% (Intel Xeon, 2 threads); a 512 MiB
 // one-token matvec streamed about 3% faster (Q4_K 29.4 -> 30.4 GB/s, four rounds in turn).
 int share_count(int64_t units, int64_t weight_bytes, int threads) {
   constexpr int64_t kPerThread = 4, kMinUnits = 16, kShareBytes = int64_t(2) << 20;
