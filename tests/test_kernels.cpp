@@ -817,6 +817,12 @@ TEST(Ops, DoubleSumsOfEveryIsaAreTheEightLaneOnes) {
         EXPECT_EQ(cpu::element_ops().sum_ranked_above(x.data(), pn.data(), int64_t(n), t, int64_t(at)), want)
             << isa << " n " << n << " ties before " << at;
       }
+      // Thresholds no value passes or every finite one does, ties allowed past the end.
+      for (float t : {NAN, -INFINITY, INFINITY}) {
+        const double want = eight_lane_sum(pn, [&](size_t i) { return x[i] > t || x[i] == t; });
+        EXPECT_EQ(cpu::element_ops().sum_ranked_above(x.data(), pn.data(), int64_t(n), t, int64_t(n) + 5), want)
+            << isa << " n " << n << " t " << t;
+      }
     }
   }
   cpu::select_kernel_isa("avx2");

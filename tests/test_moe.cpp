@@ -305,6 +305,55 @@ TEST_P(MoeQuantizedExperts, MatchTheirDequantizedWeightsAndBatchInvariance) {
   std::remove(path.c_str());
 }
 
+// Quantized experts beside a shared expert (glm4moe, deepseek2): two sequences decoding one token
+// each in one batch give each its logits alone. The routed experts' input is the tokens' rows of x
+// in place where an expert has one row, and the shared expert's input is all of x: the two must
+// not be taken for one input (only token 0's row would then be converted for the shared expert).
+class MoeQuantizedSharedExpert : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoeQuantizedSharedExpert, TwoDecodesInOneBatchEqualEachAlone) {
+  CreateModelOptions o;
+  o.arch = GetParam();
+  o.type = DType::Q4_K;
+  o.n_layer = 3;
+  const std::string path = test::temp_path(std::string("moe-shared-") + GetParam() + ".gguf");
+  ASSERT_TRUE(create_random_model(o, path).is_ok());
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  ASSERT_GT((*model)->weights().layers.back().experts.shared_gate.rows, 0) << GetParam() << " has no shared expert";
+  ThreadPool pool(2);
+  ModelRunner runner(**model, pool);
+  const ModelSpec& s = (*model)->spec();
+  const size_t n_vocab = size_t(s.n_vocab);
+  for (int32_t seed = 0; seed < 4; ++seed) {
+    const auto tokens = some_tokens(2, 10 + seed);
+    std::vector<std::vector<float>> alone;
+    for (int32_t t : tokens) {
+      ContiguousKvCache cache(s, 8, DType::F16);
+      Batch one;
+      one.caches = {&cache};
+      one.add_sequence_tokens(0, &t, 1, 0, false, true);
+      std::vector<float> logits;
+      ASSERT_TRUE(runner.forward(one, logits).is_ok());
+      alone.push_back(logits);
+    }
+    ContiguousKvCache c0(s, 8, DType::F16), c1(s, 8, DType::F16);
+    Batch both;
+    both.caches = {&c0, &c1};
+    both.add_sequence_tokens(0, &tokens[0], 1, 0, false, true);
+    both.add_sequence_tokens(1, &tokens[1], 1, 0, false, true);
+    std::vector<float> together;
+    ASSERT_TRUE(runner.forward(both, together).is_ok());
+    ASSERT_EQ(together.size(), 2 * n_vocab);
+    EXPECT_EQ(std::vector<float>(together.begin(), together.begin() + long(n_vocab)), alone[0]) << "seed " << seed;
+    EXPECT_EQ(std::vector<float>(together.begin() + long(n_vocab), together.end()), alone[1]) << "seed " << seed;
+  }
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MoeQuantizedSharedExpert, ::testing::Values("glm4moe", "deepseek2"),
+                         [](const auto& info) { return test::param_name(info.param); });
+
 INSTANTIATE_TEST_SUITE_P(Types, MoeQuantizedExperts,
                          ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K,
                                            DType::Q3_K, DType::IQ4_XS, DType::IQ4_NL, DType::TQ2_0),

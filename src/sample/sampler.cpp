@@ -201,8 +201,8 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, const std::vector<int32_
 // 1 a draw is kept with probability top_p or more. Two passes over the vocabulary a try where
 // the nucleus's selection takes about ten (151936 tokens, Intel Xeon, `autoglm bench`'s decode:
 // 0.60 -> 0.24 ms a draw). Returns -1 after kTries misses (a small top_p at a high temperature) or
-// where the probabilities do not sum to a positive number (NaN logits): the caller then finds the
-// nucleus and draws from it, and the draws, kept or not, still follow the nucleus's distribution.
+// where the probabilities' sum is not a finite positive number: the caller then finds the nucleus
+// and draws from it, and the draws, kept or not, still follow the nucleus's distribution.
 int32_t Sampler::draw_from_nucleus(const float* logits, int32_t n_vocab, float max_logit) {
   constexpr int kTries = 4;
   const size_t n = size_t(n_vocab);

@@ -304,7 +304,9 @@ struct PreparedInput {
   int64_t first_row;  // among all the inputs' rows, for splitting their conversion
 };
 
-// The distinct (input, format) pairs of the jobs; job i reads prepared[input_of[i]].
+// The distinct (input, format) pairs of the jobs; job i reads prepared[input_of[i]]. Jobs that
+// start at the same input may read different numbers of its rows (a MoE decode: an expert reads its
+// one token's row of x, the shared expert all of x): the input is made for the most of them.
 void find_inputs(const MatmulJob* jobs, int n, std::vector<PreparedInput>& prepared, std::vector<int>& input_of) {
   prepared.clear();
   input_of.resize(size_t(n));
@@ -313,11 +315,16 @@ void find_inputs(const MatmulJob* jobs, int n, std::vector<PreparedInput>& prepa
     auto same = [&](const PreparedInput& p) { return p.x == jobs[i].x && p.format == f; };
     auto it = std::find_if(prepared.begin(), prepared.end(), same);
     if (it == prepared.end()) {
-      const int64_t first = prepared.empty() ? 0 : prepared.back().first_row + prepared.back().n_tokens;
-      prepared.push_back({jobs[i].x, f, jobs[i].n_tokens, jobs[i].w->cols, nullptr, first});
+      prepared.push_back({jobs[i].x, f, jobs[i].n_tokens, jobs[i].w->cols, nullptr, 0});
       it = prepared.end() - 1;
     }
+    it->n_tokens = std::max(it->n_tokens, jobs[i].n_tokens);
     input_of[size_t(i)] = int(it - prepared.begin());
+  }
+  int64_t first = 0;  // the inputs' rows numbered one after another, for splitting their conversion
+  for (PreparedInput& p : prepared) {
+    p.first_row = first;
+    first += p.n_tokens;
   }
 }
 
