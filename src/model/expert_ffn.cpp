@@ -43,12 +43,17 @@ void activate_expert_rows(const ExpertWeights& w, const ModelSpec& spec, ExpertS
   }
 }
 
+// How many gathered rows (token, choice slots) expert e has.
+int64_t rows_of(const ExpertScratch& s, int64_t e) {
+  return s.first[size_t(e + 1)] - s.first[size_t(e)];
+}
+
 // Expert e's input rows: its one token's row of x itself where it has one (a decode step: the
 // experts that share a token then share one input, made once in the weights' format), else its
 // rows gathered into s.x.
 const float* expert_input(const ExpertScratch& s, const float* x, int64_t d, int64_t k, int64_t e) {
   const int64_t r0 = s.first[size_t(e)];
-  if (s.first[size_t(e + 1)] - r0 == 1) return x + (s.slot_of[size_t(r0)] / k) * d;
+  if (rows_of(s, e) == 1) return x + (s.slot_of[size_t(r0)] / k) * d;
   return s.x.data() + r0 * d;
 }
 
@@ -64,7 +69,7 @@ void run_expert_matmuls(ThreadPool& pool, const ExpertWeights& w, const ModelSpe
   std::vector<cpu::MatmulJob>& jobs = s.jobs;
   jobs.clear();
   for (int64_t e = 0; e < n_expert; ++e) {
-    const int64_t r0 = s.first[size_t(e)], n = s.first[size_t(e + 1)] - r0;
+    const int64_t r0 = s.first[size_t(e)], n = rows_of(s, e);
     if (n == 0) continue;
     const float* in = expert_input(s, x, d, spec.moe.n_expert_used, e);
     jobs.push_back({&w.gate[size_t(e)], in, n, s.gate.data() + r0 * f});
@@ -90,7 +95,7 @@ void run_expert_matmuls(ThreadPool& pool, const ExpertWeights& w, const ModelSpe
 
   jobs.clear();
   for (int64_t e = 0; e < n_expert; ++e) {
-    const int64_t r0 = s.first[size_t(e)], n = s.first[size_t(e + 1)] - r0;
+    const int64_t r0 = s.first[size_t(e)], n = rows_of(s, e);
     if (n > 0) jobs.push_back({&w.down[size_t(e)], s.gate.data() + r0 * f, n, s.out.data() + r0 * d});
   }
   if (shared) jobs.push_back({&w.shared_down, s.shared_gate.data(), T, s.shared_out.data()});
@@ -158,8 +163,7 @@ void run_experts(ThreadPool& pool, const ExpertWeights& w, const ModelSpec& spec
   s.out.resize(size_t(n_slots * d));
   for_rows(pool, n_slots, d, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t e = s.expert_of_row[size_t(r)];
-      if (s.first[size_t(e + 1)] - s.first[size_t(e)] == 1) continue;  // read from x itself
+      if (rows_of(s, s.expert_of_row[size_t(r)]) == 1) continue;  // read from x itself (expert_input)
       const float* src = x + (s.slot_of[size_t(r)] / k) * d;
       std::copy(src, src + d, s.x.data() + r * d);
     }
