@@ -356,6 +356,42 @@ TEST(Runner, RaggedBatchEqualsSeparateRuns) {
   }
 }
 
+// Prefill's per-row ops (norms, biases, rope, the cache's writes, the gated activation) run over
+// the pool's threads once a batch is large enough: every logit of a long prompt is the same, bit
+// for bit, on one thread and on two. Models with q/k norms (qwen3), biases (qwen2) and experts.
+TEST(Runner, PrefillOnTwoThreadsIsBitForBitPrefillOnOne) {
+  for (const char* name : {"rand-llama-gqa", "rand-qwen3", "rand-qwen2", "rand-glm4moe"}) {
+    SCOPED_TRACE(name);
+    const std::string file = std::string("models/random/") + name + ".gguf";
+    AUTOGLM_REQUIRE_SHARED(file);
+    auto m = Model::load(test::shared_path(file));
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    const ModelSpec& spec = (*m)->spec();
+    const int64_t T = 480;  // rows of 128 floats and more: past the serial threshold of every op
+    ASSERT_GE(spec.n_ctx_train, T);
+    std::vector<int32_t> prompt(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) prompt[size_t(t)] = int32_t(1 + (t * 7919) % (spec.n_vocab - 1));
+    auto logits_with = [&](int threads) {
+      ThreadPool pool(threads);
+      ModelRunner runner(**m, pool);
+      ContiguousKvCache cache(spec, T);
+      Batch b;
+      b.caches = {&cache};
+      b.add_sequence_tokens(0, prompt.data(), T, 0, false, true);
+      std::vector<float> logits;
+      const Status st = runner.forward(b, logits);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      return logits;
+    };
+    const std::vector<float> one = logits_with(1), two = logits_with(2);
+    ASSERT_EQ(one.size(), size_t(T * spec.n_vocab));
+    ASSERT_EQ(two.size(), one.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &two[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "of " << one.size() << " logits";
+  }
+}
+
 TEST(Runner, RejectsBadBatches) {
   AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
   auto m = Model::load(test::shared_path("models/stories260K.gguf"));

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "core/parallel_rows.h"
 #include "kernels/cpu/ops.h"
 
 namespace autoglm {
@@ -11,20 +12,8 @@ namespace {
 
 std::atomic<int64_t> g_expert_bytes{0};
 
-// Element-wise work below this many floats runs on the calling thread: a dispatch would cost more.
-constexpr int64_t kSerialFloats = 1 << 15;
-
 int64_t matrix_bytes(const cpu::WeightMatrix& m) {
   return m.rows * m.row_bytes;
-}
-
-// fn(r0, r1) over [0, n_rows) rows of `width` floats: split over the threads when large.
-template <typename Fn>
-void for_rows(ThreadPool& pool, int64_t n_rows, int64_t width, const Fn& fn) {
-  if (n_rows * width < kSerialFloats || n_rows < 2)
-    fn(int64_t(0), n_rows);
-  else
-    pool.parallel_for(n_rows, [&](int, int64_t r0, int64_t r1) { fn(r0, r1); });
 }
 
 void add_bias(float* y, const float* bias, int64_t width) {

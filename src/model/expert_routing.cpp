@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/parallel_rows.h"
 
 namespace autoglm {
 namespace {
@@ -88,14 +89,24 @@ void route_experts(const MoeSpec& moe, const float* logits, const float* selecti
 
 void route_layer(const MoeSpec& moe, float* logits, const std::vector<float>& router_bias,
                  const std::vector<float>& selection_bias, int64_t n_tokens, std::vector<int32_t>& ids,
-                 std::vector<float>& weights) {
-  if (!router_bias.empty())
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int64_t e = 0; e < moe.n_expert; ++e) logits[t * moe.n_expert + e] += router_bias[size_t(e)];
-  ids.resize(size_t(n_tokens * moe.n_expert_used));
-  weights.resize(size_t(n_tokens * moe.n_expert_used));
-  route_experts(moe, logits, selection_bias.empty() ? nullptr : selection_bias.data(), n_tokens, ids.data(),
-                weights.data());
+                 std::vector<float>& weights, ThreadPool* pool) {
+  const int64_t n = moe.n_expert, k = moe.n_expert_used;
+  ids.resize(size_t(n_tokens * k));
+  weights.resize(size_t(n_tokens * k));
+  const auto route = [&](int64_t t0, int64_t t1) {
+    if (!router_bias.empty())
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t e = 0; e < n; ++e) logits[t * n + e] += router_bias[size_t(e)];
+    route_experts(moe, logits + t0 * n, selection_bias.empty() ? nullptr : selection_bias.data(), t1 - t0,
+                  ids.data() + t0 * k, weights.data() + t0 * k);
+  };
+  // A token's routing (its exponentials, a partial sort) costs about what a norm over 16 floats
+  // an expert does: the width for_rows weighs against its threshold.
+  constexpr int64_t kFloatsPerExpert = 16;
+  if (pool)
+    for_rows(*pool, n_tokens, kFloatsPerExpert * n, route);
+  else
+    route(0, n_tokens);
 }
 
 }  // namespace autoglm

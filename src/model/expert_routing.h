@@ -10,6 +10,8 @@
 
 namespace autoglm {
 
+class ThreadPool;
+
 // logits: [n_tokens, n_expert] (router bias already added). selection_bias (nullable,
 // n_expert floats) shifts the scores the choice compares, not the weights. Writes
 // n_expert_used ids and weights per token, best first (ties: the lower id).
@@ -17,9 +19,10 @@ void route_experts(const MoeSpec& moe, const float* logits, const float* selecti
                    float* weights);
 
 // A layer's routing as every backend runs it: the router bias (empty: none) added to `logits`
-// in place, then route_experts into `ids` and `weights` (sized here).
+// in place, then route_experts into `ids` and `weights` (sized here). With a pool, a prompt's
+// tokens are routed on its threads (each token alone, so the split changes nothing).
 void route_layer(const MoeSpec& moe, float* logits, const std::vector<float>& router_bias,
                  const std::vector<float>& selection_bias, int64_t n_tokens, std::vector<int32_t>& ids,
-                 std::vector<float>& weights);
+                 std::vector<float>& weights, ThreadPool* pool = nullptr);
 
 }  // namespace autoglm
