@@ -38,8 +38,9 @@ void CpuBackend::matmul_multi(const cpu::WeightMatrix* const* ws, float* const* 
   cpu::matmul_multi(pool_, ws, ys, n, x, n_rows);
 }
 
-// The per-row ops below run row by row on one thread in a decode of one token, and over the pool's
-// threads in prefill and large batches (for_rows), where they had left the other threads waiting.
+// The per-row ops below run on the calling thread while small (a decode of one token, but for a
+// very wide activation), and over the pool's threads in prefill and large batches (for_rows), where
+// they had left the other threads waiting.
 void CpuBackend::add_bias(float* y, const Vec& bias, int64_t n_rows) {
   const int64_t n = int64_t(bias.size());
   for_rows(pool_, n_rows, n, [&](int64_t r0, int64_t r1) {
