@@ -1,6 +1,7 @@
 // Row-wise work split over the thread pool when there is enough of it to pay for the hand-off.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/thread_pool.h"
@@ -27,7 +28,7 @@ constexpr int64_t kElementBlock = 64;
 template <typename Fn>
 void for_elements(ThreadPool& pool, int64_t n, const Fn& fn) {
   for_rows(pool, (n + kElementBlock - 1) / kElementBlock, kElementBlock, [&](int64_t b0, int64_t b1) {
-    const int64_t begin = b0 * kElementBlock, end = b1 * kElementBlock < n ? b1 * kElementBlock : n;
+    const int64_t begin = b0 * kElementBlock, end = std::min(b1 * kElementBlock, n);
     if (begin < end) fn(begin, end);
   });
 }

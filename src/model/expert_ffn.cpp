@@ -12,10 +12,6 @@ namespace {
 
 std::atomic<int64_t> g_expert_bytes{0};
 
-int64_t matrix_bytes(const cpu::WeightMatrix& m) {
-  return m.rows * m.row_bytes;
-}
-
 void add_bias(float* y, const float* bias, int64_t width) {
   for (int64_t i = 0; i < width; ++i) y[i] += bias[i];
 }
@@ -63,7 +59,7 @@ void run_expert_matmuls(ThreadPool& pool, const ExpertWeights& w, const ModelSpe
     const float* in = expert_input(s, x, d, spec.moe.n_expert_used, e);
     jobs.push_back({&w.gate[size_t(e)], in, n, s.gate.data() + r0 * f});
     jobs.push_back({&w.up[size_t(e)], in, n, s.up.data() + r0 * f});
-    g_expert_bytes += matrix_bytes(w.gate[size_t(e)]) + matrix_bytes(w.up[size_t(e)]) + matrix_bytes(w.down[size_t(e)]);
+    g_expert_bytes += w.gate[size_t(e)].bytes() + w.up[size_t(e)].bytes() + w.down[size_t(e)].bytes();
   }
   if (shared) {
     s.shared_gate.resize(size_t(T * fs));

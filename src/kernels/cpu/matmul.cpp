@@ -389,7 +389,7 @@ void matmul_batch(ThreadPool& pool, const MatmulJob* jobs, int n) {
   first_unit.assign(size_t(n + 1), 0);
   int64_t weight_bytes = 0;
   for (int i = 0; i < n; ++i) {
-    weight_bytes += jobs[i].w->rows * jobs[i].w->row_bytes;
+    weight_bytes += jobs[i].w->bytes();
     paths[size_t(i)] = path_of(*jobs[i].w, k);
     first_unit[size_t(i + 1)] = first_unit[size_t(i)] + work_units(*jobs[i].w, paths[size_t(i)], k);
   }

@@ -15,6 +15,8 @@ struct WeightMatrix {
   int64_t cols = 0;
   int64_t row_bytes = 0;
   const uint8_t* packed = nullptr;  // the same weights interleaved for the integer kernels (packed.h), if made
+
+  int64_t bytes() const { return rows * row_bytes; }  // as the file stores them
 };
 
 }  // namespace autoglm::cpu
