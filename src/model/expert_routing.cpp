@@ -12,9 +12,18 @@
 namespace autoglm {
 namespace {
 
+// One token's working vectors, kept across the tokens of a call: a prompt's routing made four
+// allocations a token and layer without them.
+struct RoutingScratch {
+  std::vector<float> p, score, worth, group_scores;
+  std::vector<uint8_t> eligible, every_group;
+  std::vector<int32_t> order, groups;
+};
+
 // The k best of `score` among the eligible, best first, lower id on ties.
-void top_k(const std::vector<float>& score, const std::vector<bool>& eligible, int64_t k, int32_t* ids) {
-  std::vector<int32_t> order;
+void top_k(const std::vector<float>& score, const std::vector<uint8_t>& eligible, int64_t k, int32_t* ids,
+           std::vector<int32_t>& order) {
+  order.clear();
   for (int32_t e = 0; e < int32_t(score.size()); ++e)
     if (eligible[size_t(e)]) order.push_back(e);
   AUTOGLM_CHECK(int64_t(order.size()) >= k);  // validate_spec: the eligible groups hold k experts
@@ -25,28 +34,28 @@ void top_k(const std::vector<float>& score, const std::vector<bool>& eligible, i
 }
 
 // Grouped routing (DeepSeek-V3): a group's worth is the sum of its two best scores; only the
-// best n_group_used groups keep their experts eligible.
-std::vector<bool> eligible_experts(const MoeSpec& m, const std::vector<float>& score) {
-  std::vector<bool> eligible(score.size(), true);
-  if (m.n_group <= 1) return eligible;
+// best n_group_used groups keep their experts eligible. Fills s.eligible from s.score.
+void mark_eligible_experts(const MoeSpec& m, RoutingScratch& s) {
+  s.eligible.assign(s.score.size(), 1);
+  if (m.n_group <= 1) return;
   const int64_t per_group = m.n_expert / m.n_group;
-  std::vector<float> worth(size_t(m.n_group));
+  s.worth.resize(size_t(m.n_group));
   for (int64_t g = 0; g < m.n_group; ++g) {
-    std::vector<float> s(score.begin() + g * per_group, score.begin() + (g + 1) * per_group);
-    std::sort(s.begin(), s.end(), std::greater<float>());
-    worth[size_t(g)] = s[0] + (s.size() > 1 ? s[1] : 0.0f);
+    s.group_scores.assign(s.score.begin() + g * per_group, s.score.begin() + (g + 1) * per_group);
+    std::sort(s.group_scores.begin(), s.group_scores.end(), std::greater<float>());
+    s.worth[size_t(g)] = s.group_scores[0] + (s.group_scores.size() > 1 ? s.group_scores[1] : 0.0f);
   }
-  std::vector<int32_t> groups(size_t(m.n_group));
-  top_k(worth, std::vector<bool>(size_t(m.n_group), true), m.n_group_used, groups.data());
-  std::fill(eligible.begin(), eligible.end(), false);
+  s.groups.resize(size_t(m.n_group));
+  s.every_group.assign(size_t(m.n_group), 1);
+  top_k(s.worth, s.every_group, m.n_group_used, s.groups.data(), s.order);
+  std::fill(s.eligible.begin(), s.eligible.end(), 0);
   for (int64_t i = 0; i < m.n_group_used; ++i)
-    for (int64_t e = 0; e < per_group; ++e) eligible[size_t(groups[size_t(i)] * per_group + e)] = true;
-  return eligible;
+    for (int64_t e = 0; e < per_group; ++e) s.eligible[size_t(s.groups[size_t(i)] * per_group + e)] = 1;
 }
 
-// The gate's probabilities (what the weights are made of) for one token.
-std::vector<float> gate_probabilities(ExpertGating gating, const float* logits, int64_t n) {
-  std::vector<float> p(logits, logits + n);
+// The gate's probabilities (what the weights are made of) for one token, into p.
+void gate_probabilities(ExpertGating gating, const float* logits, int64_t n, std::vector<float>& p) {
+  p.assign(logits, logits + n);
   if (gating == ExpertGating::kSigmoid) {
     for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
   } else if (gating == ExpertGating::kSoftmax) {
@@ -55,17 +64,19 @@ std::vector<float> gate_probabilities(ExpertGating gating, const float* logits, 
     for (float& v : p) sum += (v = std::exp(v - mx));
     for (float& v : p) v = float(v / sum);
   }
-  return p;  // kSoftmaxSelected: the logits themselves; the softmax comes after the choice
+  // kSoftmaxSelected: the logits themselves; the softmax comes after the choice
 }
 
-void route_one(const MoeSpec& m, const float* logits, const float* selection_bias, int32_t* ids, float* weights) {
+void route_one(const MoeSpec& m, const float* logits, const float* selection_bias, int32_t* ids, float* weights,
+               RoutingScratch& s) {
   const int64_t n = m.n_expert, k = m.n_expert_used;
-  const std::vector<float> p = gate_probabilities(m.gating, logits, n);
-  std::vector<float> score = p;
+  gate_probabilities(m.gating, logits, n, s.p);
+  s.score = s.p;
   if (selection_bias)
-    for (int64_t e = 0; e < n; ++e) score[size_t(e)] += selection_bias[e];
-  top_k(score, eligible_experts(m, score), k, ids);
-  for (int64_t i = 0; i < k; ++i) weights[i] = p[size_t(ids[i])];
+    for (int64_t e = 0; e < n; ++e) s.score[size_t(e)] += selection_bias[e];
+  mark_eligible_experts(m, s);
+  top_k(s.score, s.eligible, k, ids, s.order);
+  for (int64_t i = 0; i < k; ++i) weights[i] = s.p[size_t(ids[i])];
   if (m.gating == ExpertGating::kSoftmaxSelected) {
     const float mx = *std::max_element(weights, weights + k);
     double sum = 0;
@@ -82,9 +93,10 @@ void route_one(const MoeSpec& m, const float* logits, const float* selection_bia
 
 void route_experts(const MoeSpec& moe, const float* logits, const float* selection_bias, int64_t n_tokens, int32_t* ids,
                    float* weights) {
+  RoutingScratch scratch;
   for (int64_t t = 0; t < n_tokens; ++t)
     route_one(moe, logits + t * moe.n_expert, selection_bias, ids + t * moe.n_expert_used,
-              weights + t * moe.n_expert_used);
+              weights + t * moe.n_expert_used, scratch);
 }
 
 void route_layer(const MoeSpec& moe, float* logits, const std::vector<float>& router_bias,
