@@ -414,6 +414,32 @@ TEST(Runner, RejectsBadBatches) {
   EXPECT_NE(runner.forward(too_long, logits).message().find("outside the context"), std::string::npos);
 }
 
+// Two tokens that would write one KV row (one cache, one position) are refused before anything
+// runs; the same positions in two caches, or one cache's runs out of order, are not.
+TEST(Runner, RejectsTwoTokensAtOnePositionOfOneCache) {
+  AUTOGLM_REQUIRE_SHARED("models/stories260K.gguf");
+  auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m.is_ok());
+  ThreadPool pool(1);
+  ModelRunner runner(**m, pool);
+  ContiguousKvCache cache((*m)->spec(), 8), other((*m)->spec(), 8);
+  const int32_t ids[3] = {1, 2, 3};
+  std::vector<float> logits;
+  const auto run = [&](std::vector<KvCache*> caches, std::vector<std::pair<int32_t, int32_t>> runs) {
+    Batch b;  // runs: (sequence, first position) of three tokens each
+    b.caches = std::move(caches);
+    for (const auto& [seq, start] : runs) b.add_sequence_tokens(seq, ids, 3, start, true);
+    return runner.forward(b, logits);
+  };
+  const Status overlap = run({&cache}, {{0, 0}, {0, 2}});
+  EXPECT_NE(overlap.message().find("position 2 of sequence 0 is written twice"), std::string::npos)
+      << overlap.message();
+  const Status shared = run({&cache, &cache}, {{0, 4}, {1, 2}});
+  EXPECT_NE(shared.message().find("is written twice"), std::string::npos) << shared.message();
+  EXPECT_TRUE(run({&cache, &other}, {{0, 0}, {1, 0}}).is_ok());
+  EXPECT_TRUE(run({&cache}, {{0, 3}, {0, 0}}).is_ok());
+}
+
 }  // namespace
 }  // namespace autoglm
 

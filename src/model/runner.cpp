@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
 
 #include "model/make_backend.h"
 
@@ -28,6 +31,28 @@ int64_t ModelRunner::plan_attention_tiles(const Batch& b) {
   }
   tile_start_[size_t(n)] = int32_t(T);
   return n;
+}
+
+// Two tokens of a batch that write one KV row (the same cache and position) would race in the
+// row writes and leave attention's result to their order: refused. Tiles hold consecutive
+// positions, so the tiles of a cache sorted by their first position must not overlap their
+// neighbours. Sorts tile_order_ (no allocation once the largest batch has run).
+Status ModelRunner::check_rows_written_once(const Batch& b, int64_t n_tiles) {
+  const auto cache_of = [&](int32_t tile) { return b.caches[size_t(b.seq[size_t(tile_start_[size_t(tile)])])]; };
+  const auto first = [&](int32_t tile) { return b.positions[size_t(tile_start_[size_t(tile)])]; };
+  const auto last = [&](int32_t tile) { return b.positions[size_t(tile_start_[size_t(tile + 1)] - 1)]; };
+  std::iota(tile_order_.begin(), tile_order_.begin() + n_tiles, 0);
+  std::sort(tile_order_.begin(), tile_order_.begin() + n_tiles, [&](int32_t a, int32_t c) {
+    return std::less<const KvCache*>()(cache_of(a), cache_of(c)) || (cache_of(a) == cache_of(c) && first(a) < first(c));
+  });
+  for (int64_t i = 1; i < n_tiles; ++i) {
+    const int32_t before = tile_order_[size_t(i - 1)], after = tile_order_[size_t(i)];
+    if (cache_of(before) == cache_of(after) && first(after) <= last(before))
+      return invalid_argument("batch: position " + std::to_string(first(after)) + " of sequence " +
+                              std::to_string(b.seq[size_t(tile_start_[size_t(after)])]) +
+                              " is written twice in one batch (one KV row, two tokens)");
+  }
+  return Status::ok();
 }
 
 const LayerWeights& ModelRunner::layer_weights(int64_t il) const {
@@ -118,6 +143,7 @@ Status ModelRunner::ensure_buffers(int64_t T) {
   // The CPU writes logits straight into the caller's vector; a device needs its own rows.
   if (device.kind != DeviceKind::kCpu) AUTOGLM_RETURN_IF_ERROR(make(logits_, T * s.n_vocab));
   if (int64_t(tile_start_.size()) < T + 1) tile_start_.resize(size_t(T + 1));
+  if (int64_t(tile_order_.size()) < T) tile_order_.resize(size_t(T));
   capacity_ = T;
   return Status::ok();
 }
@@ -304,7 +330,9 @@ Result<bool> ModelRunner::start_pass(const Batch& b, std::vector<float>& logits)
     return false;
   }
   AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
-  AUTOGLM_RETURN_IF_ERROR(backend().begin_step(b, tile_start_.data(), plan_attention_tiles(b)));
+  const int64_t n_tiles = plan_attention_tiles(b);
+  AUTOGLM_RETURN_IF_ERROR(check_rows_written_once(b, n_tiles));
+  AUTOGLM_RETURN_IF_ERROR(backend().begin_step(b, tile_start_.data(), n_tiles));
   profile_.add_tokens(T);
   return true;
 }

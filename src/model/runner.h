@@ -74,6 +74,7 @@ class ModelRunner {
   RopeTable rope_table(int64_t head_dim) const;
   AttentionShape attention_shape(int64_t il) const;
   int64_t plan_attention_tiles(const Batch& batch);
+  Status check_rows_written_once(const Batch& batch, int64_t n_tiles);
   void add_residual_and_norm(int64_t n_tokens, const Vec* norm);
   void norm_branch_output(int64_t n_tokens, const Vec& norm);
   void add_loras(int64_t layer, LoraTarget target, const float* x, float* y) {
@@ -105,6 +106,7 @@ class ModelRunner {
   DeviceMemory nextn_in_;            // NextN blocks: [enorm(embedding) | hnorm(hidden)] [T, 2 * n_embd]
   int64_t last_tokens_ = 0;          // tokens of the latest pass (rows of x_ that last_hidden reads)
   std::vector<int32_t> tile_start_;  // attention tiles of the current batch
+  std::vector<int32_t> tile_order_;  // the tiles by cache and position (check_rows_written_once)
   std::vector<double> rope_inv_freq_;
   std::vector<uint8_t> rope_pair_axes_;  // M-RoPE (spec.rope_pair_axes())
   OpProfile profile_;
