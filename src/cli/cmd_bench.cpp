@@ -104,15 +104,13 @@ int64_t sum_over_layer_matrices(const Model& m, int64_t (*f)(const cpu::WeightMa
   return n;
 }
 
-int64_t matrix_bytes(const cpu::WeightMatrix& w) {
-  return w.rows * w.row_bytes;
-}
 int64_t matrix_params(const cpu::WeightMatrix& w) {
   return w.rows * w.cols;
 }
 
 int64_t streamed_weight_bytes(const Model& m) {
-  return sum_over_layer_matrices(m, matrix_bytes) + matrix_bytes(m.weights().output);
+  const auto bytes = [](const cpu::WeightMatrix& w) { return w.bytes(); };
+  return sum_over_layer_matrices(m, bytes) + m.weights().output.bytes();
 }
 
 // Floating-point operations of prefilling `prompt` tokens after `depth`, in chunks of `ubatch`

@@ -53,7 +53,7 @@ Status collect(const ModelWeights& w, const std::vector<bool>& host_experts, std
       return unsupported(
           name + ": weight type " + std::string(dtype_name(m.type)) +
           " has no CUDA kernel (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K have; " + hint + ")");
-    add(m.data, m.rows * m.row_bytes);
+    add(m.data, m.bytes());
     return Status::ok();
   };
   const char* requantize = "--quantize q8_0 re-encodes";
