@@ -4,7 +4,7 @@
 // nothing but a set number of dot products per line (StreamAtDensity), and
 // the fused attention over f16 / q8_0 KV rows, and a vision tower's attention over one image
 // (GLM-4.1V's 12 heads of 128). Counters: weight GB/s and GFLOP/s.
-//   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0
+//   build/bench/micro_kernels --benchmark_filter=Matmul/Q4_0 (MatmulOneThread/Q4_0: the same on one thread)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -64,24 +64,33 @@ ThreadPool& pool() {
   return p;
 }
 
-void matmul_benchmark(benchmark::State& state, DType type) {
-  const int64_t tokens = state.range(0);
+ThreadPool& one_thread() {
+  static ThreadPool p(1);
+  return p;
+}
+
+// A matrix of 2048 columns against state.range(0) tokens: 2048 rows on the pool's threads, or
+// (on_one_thread, MatmulOneThread) 512 rows, which stay in a core's L2, on one thread: the kernel's
+// own rate, without the hand-off to a second thread (a large share of a 50-100 us matvec on a VM).
+void matmul_benchmark(benchmark::State& state, DType type, bool on_one_thread) {
+  ThreadPool& threads = on_one_thread ? one_thread() : pool();
+  const int64_t tokens = state.range(0), rows = on_one_thread ? 512 : kRows;
   const int64_t row_bytes = dtype_row_bytes(type, kCols);
-  std::vector<uint8_t> bytes = quantized_rows(type, kRows, kCols, kRows);
-  cpu::WeightMatrix m{type, bytes.data(), kRows, kCols, row_bytes};
+  std::vector<uint8_t> bytes = quantized_rows(type, rows, kCols, rows);
+  cpu::WeightMatrix m{type, bytes.data(), rows, kCols, row_bytes};
   cpu::PackedBuffer packed;
-  if (cpu::packable(type)) packed = cpu::pack_matrix(pool(), m);
+  if (cpu::packable(type)) packed = cpu::pack_matrix(threads, m);
   const auto x = random_floats(size_t(tokens * kCols), 2);
-  std::vector<float> y(size_t(tokens * kRows));
+  std::vector<float> y(size_t(tokens * rows));
   for (auto _ : state) {
-    cpu::matmul(pool(), m, x.data(), tokens, y.data());
+    cpu::matmul(threads, m, x.data(), tokens, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
   state.counters["weight_GB/s"] =
-      benchmark::Counter(iters * double(row_bytes * kRows) / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(iters * double(row_bytes * rows) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
-      benchmark::Counter(iters * 2.0 * double(kRows * kCols * tokens) / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(iters * 2.0 * double(rows * kCols * tokens) / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(kernel_label(m));
 }
 
@@ -293,11 +302,17 @@ void register_all() {
                   DType::Q5_0,   DType::Q5_1,   DType::Q4_K,    DType::Q5_K,  DType::Q6_K,  DType::Q2_K,
                   DType::Q3_K,   DType::IQ4_NL, DType::IQ4_XS,  DType::TQ1_0, DType::TQ2_0, DType::IQ2_XXS,
                   DType::IQ2_XS, DType::IQ2_S,  DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M})
-    benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(), matmul_benchmark, t)
+    benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(), matmul_benchmark, t, false)
         ->Arg(1)
         ->Arg(2)
         ->Arg(4)
         ->Arg(64)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS})
+    benchmark::RegisterBenchmark(("MatmulOneThread/" + std::string(dtype_name(t))).c_str(), matmul_benchmark, t, true)
+        ->Arg(1)
+        ->Arg(2)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   for (DType t :
