@@ -438,6 +438,13 @@ TEST(Runner, RejectsTwoTokensAtOnePositionOfOneCache) {
   EXPECT_NE(shared.message().find("is written twice"), std::string::npos) << shared.message();
   EXPECT_TRUE(run({&cache, &other}, {{0, 0}, {1, 0}}).is_ok());
   EXPECT_TRUE(run({&cache}, {{0, 3}, {0, 0}}).is_ok());
+  // The accepted pass's rows are readable; after a refused one there are none to read.
+  std::vector<float> hidden;
+  ASSERT_TRUE(runner.last_hidden(hidden).is_ok());
+  EXPECT_EQ(hidden.size(), size_t(6 * (*m)->spec().n_embd));
+  EXPECT_FALSE(run({&cache}, {{0, 0}, {0, 2}}).is_ok());
+  ASSERT_TRUE(runner.last_hidden(hidden).is_ok());
+  EXPECT_TRUE(hidden.empty()) << hidden.size() << " floats of an earlier pass";
 }
 
 }  // namespace

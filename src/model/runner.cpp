@@ -321,12 +321,12 @@ Status ModelRunner::last_hidden(std::vector<float>& out) {
 // What every pass does first: the batch checked, the buffers grown, the backend told. False:
 // an empty batch (no logits), nothing to run.
 Result<bool> ModelRunner::start_pass(const Batch& b, std::vector<float>& logits) {
+  last_tokens_ = 0;  // set again once this pass's rows are complete (output_rows)
   if (!backend_) return backend_.status();
   AUTOGLM_RETURN_IF_ERROR(validate(b));
   const int64_t T = int64_t(b.tokens.size());
   if (T == 0) {
     logits.clear();
-    last_tokens_ = 0;
     return false;
   }
   AUTOGLM_RETURN_IF_ERROR(ensure_buffers(T));
@@ -381,6 +381,7 @@ void ModelRunner::nextn_input(const NextnWeights& w, const float* hidden, int64_
 }
 
 Status ModelRunner::forward_nextn(const Batch& b, const float* hidden, int64_t k, std::vector<float>& logits) {
+  last_tokens_ = 0;  // a refusal below leaves no rows for last_hidden, as start_pass's do
   if (!backend_) return backend_.status();
   const std::vector<NextnWeights>& blocks = model_.weights().nextn;
   if (k < 0 || k >= int64_t(blocks.size()))

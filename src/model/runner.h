@@ -37,7 +37,8 @@ class ModelRunner {
   Status forward_nextn(const Batch& batch, const float* hidden, int64_t k, std::vector<float>& logits);
 
   // The residual stream after the last layer of the latest pass, before the output norm: n_embd
-  // floats for every token of that batch (what a NextN block takes as `hidden`).
+  // floats for every token of that batch (what a NextN block takes as `hidden`). None after a pass
+  // that was refused or failed: its rows are not another batch's to read.
   Status last_hidden(std::vector<float>& out);
 
   // From now on every weight matmul's input is shown to `observer` (which must outlive the
