@@ -16,16 +16,16 @@ namespace {
 // allocations a token and layer without them.
 struct RoutingScratch {
   std::vector<float> p, score, worth, group_scores;
-  std::vector<uint8_t> eligible, every_group;
+  std::vector<uint8_t> eligible;
   std::vector<int32_t> order, groups;
 };
 
-// The k best of `score` among the eligible, best first, lower id on ties.
-void top_k(const std::vector<float>& score, const std::vector<uint8_t>& eligible, int64_t k, int32_t* ids,
+// The k best of `score` among the eligible (null: all), best first, lower id on ties.
+void top_k(const std::vector<float>& score, const uint8_t* eligible, int64_t k, int32_t* ids,
            std::vector<int32_t>& order) {
   order.clear();
   for (int32_t e = 0; e < int32_t(score.size()); ++e)
-    if (eligible[size_t(e)]) order.push_back(e);
+    if (!eligible || eligible[e]) order.push_back(e);
   AUTOGLM_CHECK(int64_t(order.size()) >= k);  // validate_spec: the eligible groups hold k experts
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
     return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
@@ -46,8 +46,7 @@ void mark_eligible_experts(const MoeSpec& m, RoutingScratch& s) {
     s.worth[size_t(g)] = s.group_scores[0] + (s.group_scores.size() > 1 ? s.group_scores[1] : 0.0f);
   }
   s.groups.resize(size_t(m.n_group));
-  s.every_group.assign(size_t(m.n_group), 1);
-  top_k(s.worth, s.every_group, m.n_group_used, s.groups.data(), s.order);
+  top_k(s.worth, nullptr, m.n_group_used, s.groups.data(), s.order);
   std::fill(s.eligible.begin(), s.eligible.end(), 0);
   for (int64_t i = 0; i < m.n_group_used; ++i)
     for (int64_t e = 0; e < per_group; ++e) s.eligible[size_t(s.groups[size_t(i)] * per_group + e)] = 1;
@@ -75,7 +74,7 @@ void route_one(const MoeSpec& m, const float* logits, const float* selection_bia
   if (selection_bias)
     for (int64_t e = 0; e < n; ++e) s.score[size_t(e)] += selection_bias[e];
   mark_eligible_experts(m, s);
-  top_k(s.score, s.eligible, k, ids, s.order);
+  top_k(s.score, s.eligible.data(), k, ids, s.order);
   for (int64_t i = 0; i < k; ++i) weights[i] = s.p[size_t(ids[i])];
   if (m.gating == ExpertGating::kSoftmaxSelected) {
     const float mx = *std::max_element(weights, weights + k);
